@@ -1,0 +1,158 @@
+/*
+ * rexec — run operator-approved actions on tool VMs over SSH.
+ *
+ * The one public header. The CLI and `rexec serve` use only what is declared here, and a C
+ * orchestrator can embed rexec on its own libuv loop the same way:
+ *
+ *     rexec_ctx *ctx;
+ *     rexec_error e;
+ *     if (rexec_ctx_new(&ctx, loop, "/path/to/workspace", &e) != 0) { puts(e.msg); ... }
+ *     rexec_request req = { .host = "lab1", .action = "sys.uname" };
+ *     rexec_callbacks cb = { .on_output = print_it, .on_done = finished, .ud = me };
+ *     rexec_call_start(ctx, &req, &cb, NULL, &e);
+ *     uv_run(loop, UV_RUN_DEFAULT);
+ *
+ * Conventions (after libuv): functions return 0 or a negative rexec_err; a function that takes a
+ * callback and fails never calls it; a call's on_done is called exactly once otherwise.
+ */
+#ifndef REXEC_H
+#define REXEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* X(name, exit code, message): one table gives the error enum, its exit codes and its strings. */
+#define REXEC_ERR_MAP(X)                                                      \
+    X(USAGE, 64, "usage error")                                               \
+    X(REQUEST, 65, "invalid request or parameter")                            \
+    X(INTERNAL, 70, "internal error")                                         \
+    X(NOMEM, 71, "out of memory")                                             \
+    X(AUDIT, 74, "audit record could not be written")                         \
+    X(PENDING, 75, "approval required")                                       \
+    X(DENIED, 77, "denied by policy")                                         \
+    X(CONFIG, 78, "configuration error")                                      \
+    X(HOST, 255, "host unavailable")                                          \
+    X(HOSTKEY, 255, "host key verification failed")                           \
+    X(AUTH, 255, "authentication failed")                                     \
+    X(TIMEDOUT, 255, "connection timed out")                                  \
+    X(CONNLOST, 255, "connection lost")                                       \
+    X(CANCELLED, 130, "cancelled")
+
+typedef enum rexec_err {
+    REXEC_OK = 0,
+#define REXEC_ERR_ENUM_(name, code, msg) REXEC_E##name,
+    REXEC_ERR_FIRST_ = -100,
+    REXEC_ERR_MAP(REXEC_ERR_ENUM_)
+#undef REXEC_ERR_ENUM_
+    REXEC_ERR_LAST_
+} rexec_err;
+
+/* A static string for an error ("host unavailable"); "unknown error" for values not in the map. */
+const char *rexec_strerror(int err);
+/* The error's name without prefix ("HOST", "CONFIG"); "UNKNOWN" otherwise. */
+const char *rexec_err_name(int err);
+/* The process exit code SPEC.md documents for an error (0 for REXEC_OK). */
+int rexec_err_exit_code(int err);
+
+/* An error with a message that names the host, action, parameter or JSON path at fault.
+ * Messages never hold a secret value: everything that reaches msg passed the redactor. */
+typedef struct rexec_error {
+    int code; /* a rexec_err */
+    char msg[1024];
+} rexec_error;
+
+const char *rexec_version(void);
+
+/* ---- Calls ---------------------------------------------------------------------------------- */
+
+typedef struct rexec_ctx rexec_ctx;   /* a workspace, its pool of warm connections, its audit */
+typedef struct rexec_call rexec_call; /* one action on one host */
+
+typedef struct rexec_param {
+    const char *name;
+    const char *value; /* bytes; NUL inside is refused by validation */
+    size_t value_len;
+} rexec_param;
+
+typedef struct rexec_request {
+    const char *host;   /* an inventory name, never an address */
+    const char *action; /* a catalog name */
+    const rexec_param *params;
+    size_t n_params;
+    const unsigned char *stdin_data; /* NULL: the command's stdin is /dev/null */
+    size_t stdin_len;
+    const char *grant_id;  /* a grant from `rexec approve`, or NULL */
+    double timeout_s;      /* 0: the action's or the workspace's default */
+    const char *rationale; /* recorded in the audit log */
+    const char *hypothesis_id;
+    int eval_only;         /* the gate's decision only: nothing runs, no audit intent */
+    int capture;           /* keep the redacted streams in the result (for --json / serve) */
+} rexec_request;
+
+/* What a call did. Strings are owned by the call and valid during on_done only. */
+typedef struct rexec_result {
+    const char *run_id;
+    const char *host;
+    const char *action;
+    const char *decision;    /* "ALLOW", "DENY" or "REQUIRES_APPROVAL" */
+    const char *reason;      /* a stable reason code, e.g. "ALLOW_LEVEL", "DENY_SCOPE" */
+    const char *effective_risk; /* "L0".."L3" */
+    int executed;            /* the command was started on the host */
+    int exit_code;           /* the remote status (255 shown as 254); -1 when there is none */
+    const char *signal;      /* "KILL", "TERM", ... when the command died of a signal, else NULL */
+    int timed_out;           /* the action's timeout really fired */
+    int truncated;           /* some redacted output went past max_output_bytes */
+    uint64_t stdout_bytes;   /* redacted bytes produced (before the cap) */
+    uint64_t stderr_bytes;
+    const char *stdout_sha256; /* of the stored (redacted, capped) stdout */
+    uint64_t duration_ms;
+    const char *containment; /* "pid-namespace", "process-group", ... or NULL when not run */
+    const char *evidence;    /* the evidence directory, or NULL */
+    const char *challenge_id;/* set when decision is REQUIRES_APPROVAL */
+    const char *rendered;    /* the rendered command, secrets by name only (eval) */
+    int err;                 /* REXEC_OK or the rexec_err that ended the call */
+    const char *error;       /* message for err, or NULL */
+    int exit_status;         /* what a CLI should exit with for this call, per SPEC.md */
+    const unsigned char *stdout_data; /* with capture: the stored stdout */
+    size_t stdout_len;
+    const unsigned char *stderr_data;
+    size_t stderr_len;
+} rexec_result;
+
+enum { REXEC_STDOUT = 1, REXEC_STDERR = 2 };
+
+typedef struct rexec_callbacks {
+    /* Redacted output as it arrives (may be NULL). */
+    void (*on_output)(void *ud, int stream, const void *data, size_t len);
+    /* Called once when the call is over, whatever happened. */
+    void (*on_done)(void *ud, const rexec_result *result);
+    void *ud;
+} rexec_callbacks;
+
+/* Loads the workspace (rexec.json) and prepares a pool on loop. Returns 0 or a rexec_err with
+ * err->msg naming the field at fault. The caller owns *out and releases it with rexec_ctx_close. */
+int rexec_ctx_new(rexec_ctx **out, uv_loop_t *loop, const char *workspace_dir, rexec_error *err);
+
+/* Cancels what is running, closes connections, then frees ctx; on_closed (may be NULL) runs
+ * from the loop once everything is released. */
+void rexec_ctx_close(rexec_ctx *ctx, void (*on_closed)(void *ud), void *ud);
+
+/* Starts a call. On success returns 0, stores the call in *out (may be NULL) and will call
+ * cb->on_done exactly once. On failure returns a rexec_err, fills err and calls nothing: this
+ * happens only for errors that precede any decision (NOMEM, an unusable request pointer). */
+int rexec_call_start(rexec_ctx *ctx, const rexec_request *req, const rexec_callbacks *cb,
+                     rexec_call **out, rexec_error *err);
+
+/* Asks a call to stop: the remote process tree is killed per the remote contract, then on_done
+ * reports what happened. Safe to call more than once, and on a call that is already finishing. */
+void rexec_call_cancel(rexec_call *call);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* REXEC_H */

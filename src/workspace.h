@@ -1,0 +1,154 @@
+/* The workspace: rexec.json (inventory, groups, scope, secret sources, catalog, limits), loaded
+ * strictly; every error names the JSON path at fault and is REXEC_ECONFIG (exit 78). */
+#ifndef RX_WORKSPACE_H
+#define RX_WORKSPACE_H
+
+#include <regex.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "rexec.h"
+
+struct rx_scope;
+
+typedef enum rx_risk { RX_L0 = 0, RX_L1, RX_L2, RX_L3 } rx_risk;
+
+/* Weakest to strongest; an action may require a minimum. */
+typedef enum rx_containment {
+    RX_CONT_NONE = 0,
+    RX_CONT_PROCESS_GROUP,
+    RX_CONT_CGROUP,
+    RX_CONT_PID_NAMESPACE
+} rx_containment;
+
+typedef enum rx_ptype {
+    RX_P_STRING = 0,
+    RX_P_INT,
+    RX_P_ENUM,
+    RX_P_URL,
+    RX_P_HOST,
+    RX_P_CIDR,
+    RX_P_PATH,
+    RX_P_SHELL
+} rx_ptype;
+
+typedef struct rx_param_spec {
+    char *name;
+    rx_ptype type;
+    char *pattern; /* POSIX ERE, anchored by the operator; NULL if none */
+    regex_t re;
+    int has_re;
+    size_t max_len;      /* bytes; 0 = the default (4096) */
+    long long min, max;  /* int range (inclusive) */
+    int has_min, has_max;
+    char **enum_values;
+    size_t n_enum;
+    int in_scope;        /* url/host/cidr: the target must be inside the workspace scope */
+    int required;        /* default 1; 0 when the parameter has a default */
+    char *default_value; /* used when the caller omits the parameter */
+    char *description;
+} rx_param_spec;
+
+typedef struct rx_action {
+    char *name;
+    char *description;
+    rx_risk risk;
+    int network;
+    int state_changing;
+    char **secrets; /* names from the workspace's "secrets" */
+    size_t n_secrets;
+    char *command;  /* template: {name} placeholders */
+    rx_param_spec *params;
+    size_t n_params;
+    double timeout_s;          /* 0 = limits.timeout_s */
+    uint64_t max_output_bytes; /* 0 = limits.max_output_bytes */
+    rx_containment containment; /* the minimum this action accepts */
+    char *cwd;                  /* working directory on the VM; NULL = the login directory */
+} rx_action;
+
+typedef enum rx_hostkey_policy { RX_HK_STRICT = 0, RX_HK_ACCEPT_NEW, RX_HK_PINNED } rx_hostkey_policy;
+
+typedef struct rx_host {
+    char *name;
+    char *address;
+    int port;
+    char *user;
+    char *key;                /* absolute path of the private key */
+    rx_hostkey_policy hostkey;
+    char *fingerprint;        /* RX_HK_PINNED: "SHA256:<base64>" */
+    rx_risk allow;            /* highest level that runs without approval */
+    rx_risk approve;          /* highest level that runs with a grant */
+    int max_channels;         /* concurrent channels per connection (below sshd MaxSessions) */
+    int max_connections;      /* connections to open to this host when channels run out */
+} rx_host;
+
+typedef struct rx_group {
+    char *name;
+    char **hosts;
+    size_t n_hosts;
+} rx_group;
+
+typedef struct rx_secret_source {
+    char *name;
+    char *env;  /* environment variable, or NULL */
+    char *file; /* absolute path, or NULL */
+} rx_secret_source;
+
+typedef struct rx_limits {
+    double timeout_s;          /* default 120 */
+    double kill_after_s;       /* default 5 */
+    uint64_t max_output_bytes; /* per stream, default 1 MiB */
+    double connect_timeout_s;  /* default 10 */
+    int parallel;              /* fan-out default, 16 */
+    int max_channels;          /* default per host, 8 */
+    double keepalive_s;        /* default 15 */
+    double approval_ttl_s;     /* default 900 */
+    uint64_t max_stdin_bytes;  /* default 16 MiB */
+} rx_limits;
+
+typedef struct rx_ws {
+    char *dir;            /* absolute workspace directory */
+    char *known_hosts;    /* dir/known_hosts */
+    rx_host *hosts;
+    size_t n_hosts;
+    rx_group *groups;
+    size_t n_groups;
+    rx_secret_source *secrets;
+    size_t n_secrets;
+    rx_action *actions;
+    size_t n_actions;
+    struct rx_scope *scope;
+    rx_limits limits;
+    char *audit_key_file; /* HMAC key for the audit chain (outside the workspace), or NULL */
+} rx_ws;
+
+/* Loads dir/rexec.json. Returns 0 and a new workspace in *out, or REXEC_ECONFIG with err->msg
+ * naming the JSON path ("actions.svc.restart.params.unit.pattern: ..."). */
+int rx_ws_load(rx_ws **out, const char *dir, rexec_error *err);
+void rx_ws_free(rx_ws *ws);
+
+/* Lookups; NULL when absent. */
+const rx_host *rx_ws_host(const rx_ws *ws, const char *name);
+const rx_action *rx_ws_action(const rx_ws *ws, const char *name);
+const rx_group *rx_ws_group(const rx_ws *ws, const char *name);
+const rx_secret_source *rx_ws_secret(const rx_ws *ws, const char *name);
+
+/* Expands TARGETS ("h1", "h1,h2", "@group") into host names (borrowed pointers, deduplicated, in
+ * order). Returns 0, or REXEC_ECONFIG naming an unknown host or group, or REXEC_EUSAGE for an
+ * empty list. The caller frees *names (not the strings). */
+int rx_ws_targets(const rx_ws *ws, const char *targets, const char ***names, size_t *n,
+                  rexec_error *err);
+
+/* Reads a secret's value from its source into out (a wiped buffer). Refuses a value shorter
+ * than RX_SECRET_MIN_LEN, holding NUL, or missing: REXEC_ECONFIG naming the secret, never the
+ * value. */
+int rx_ws_secret_value(const rx_ws *ws, const char *name, rx_buf *out, rexec_error *err);
+
+const char *rx_risk_name(rx_risk r);
+int rx_risk_parse(const char *s, rx_risk *out);
+const char *rx_containment_name(rx_containment c);
+int rx_containment_parse(const char *s, rx_containment *out);
+const char *rx_ptype_name(rx_ptype t);
+
+#endif
