@@ -25,4 +25,15 @@ int rx_scope_check_host(const rx_scope *s, const char *host, int port, rexec_err
 int rx_scope_check_url(const rx_scope *s, const char *url, rexec_error *err);
 int rx_scope_check_cidr(const rx_scope *s, const char *cidr, rexec_error *err); /* inside a scope CIDR */
 
+/* ---- Added by the scope module (the declarations above are the fixed contract) -------------- */
+
+#define RX_TARGET_MAX_LEN 2048 /* a URL longer than this is refused */
+#define RX_HOST_MAX_LEN 253    /* a host name longer than this is refused (RFC 1035) */
+
+/* Syntax only, no scope: the same strict rules as the checks above, for url/host/cidr parameters
+ * that are not in_scope. Each returns 0 or REXEC_EREQUEST with err->msg naming the value. */
+int rx_scope_parse_url(const char *url, rexec_error *err);
+int rx_scope_parse_host(const char *host, rexec_error *err);
+int rx_scope_parse_cidr(const char *cidr, rexec_error *err);
+
 #endif
