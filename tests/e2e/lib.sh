@@ -1,0 +1,379 @@
+# shellcheck shell=bash
+# tests/e2e/lib.sh — sourced by the end-to-end tests (tests/e2e/t_*.sh). CTest runs each test as
+# `bash tests/e2e/t_x.sh` with REXEC_BIN (the rexec binary) and REXEC_SRC (the source tree) set.
+#
+# A test looks like OpenSSH's regress scripts:
+#
+#     tid="remote exit status"
+#     . "$REXEC_SRC/tests/e2e/lib.sh"
+#     lab_start 1
+#     for s in 0 1 4 44; do
+#         ws_add_action "t.exit$s" "{\"risk\": \"L0\", \"command\": \"exit $s\"}"
+#         assert_exit "$s" rx run lab1 "t.exit$s"
+#     done
+#     pass
+#
+# Tests run under `set -euo pipefail`. They never sleep to synchronise: `wait_until` polls
+# (bounded) for the few external effects that need waiting for. The temporary directory and the
+# lab are removed on exit, also when the test is killed (a watchdog outside the test's process
+# tree stops the lab if the test dies by SIGKILL, e.g. a CTest timeout).
+# REXEC_E2E_KEEP=1 keeps the temporary directory (lab stopped, logs kept) when a test fails.
+#
+# Functions (see each one's comment):
+#   lab_start [N]                  start an N-host lab (default 2); sets WS, LAB_DIR, LAB_HOSTS,
+#                                  LAB_BASE_PORT, LAB_USER; lab down --purge on exit
+#   lab ARGS...                    scripts/lab on this test's lab (lab status, lab drop lab1, ...)
+#   lab_port HOST                  the port of lab1.. (stdout)
+#   lab_log HOST                   the path of HOST's sshd log (stdout)
+#   lab_ssh HOST [ARGS...]         OpenSSH's ssh to HOST with the workspace's key and known_hosts
+#   rx ARGS...                     "$REXEC_BIN" --workspace "$WS" ARGS...
+#   fail MSG... / pass / skip MSG...
+#   assert_eq EXPECTED ACTUAL [WHAT]
+#   assert_exit CODE CMD...        CMD's stdout/stderr into $OUT/$ERR; its status must be CODE
+#   assert_contains FILE NEEDLE / assert_not_contains FILE NEEDLE   (fixed strings)
+#   ws_edit PYCODE [ARGS...]       edit rexec.json: PYCODE runs with the dict `c`, `json`, `args`
+#   ws_add_action NAME JSON        add or replace one catalog action
+#   ws_set_json [JSON]             replace rexec.json (JSON or stdin), keeping the lab's hosts
+#                                  unless JSON has "hosts"
+#   ws_get PYEXPR                  print a value of rexec.json (strings raw, the rest as JSON)
+#   remote_pgrep ERE               pids of processes on the "VM" started through the lab whose
+#                                  command line matches ERE; status 1 if none (like pgrep)
+#   established_conns PORT         number of ESTABLISHED TCP connections to 127.0.0.1:PORT
+#   wait_until TIMEOUT_S CMD...    run CMD until it succeeds; fail the test after TIMEOUT_S
+
+set -euo pipefail
+
+tid=${tid:-$(basename "$0" .sh)}
+
+if [[ -z ${REXEC_SRC:-} ]]; then
+    REXEC_SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+fi
+export REXEC_SRC
+RX_LAB=$REXEC_SRC/scripts/lab
+
+# python3 for the rexec.json helpers (standard library only); prefer the system one: a pyenv shim
+# costs ~0.4 s a call.
+if [[ -n ${PYTHON:-} ]]; then
+    RX_PYTHON=$PYTHON
+elif [[ -x /usr/bin/python3 ]]; then
+    RX_PYTHON=/usr/bin/python3
+else
+    RX_PYTHON=python3
+fi
+
+RX_TMP=$(mktemp -d "${TMPDIR:-/tmp}/rexec-e2e.XXXXXX")
+OUT=$RX_TMP/out
+ERR=$RX_TMP/err
+: >"$OUT"
+: >"$ERR"
+LAB_DIR=""
+WS=""
+RX_WD_FD=""
+
+# ---------------------------------------------------------------------------------------------
+# results
+
+# fail MSG...: print the test id and MSG on stderr, exit 1. (In a subshell, e.g. inside $(...),
+# this exits only the subshell; the caller's `set -e` then stops the test.)
+fail() {
+    printf 'FAIL %s: %s\n' "$tid" "$*" >&2
+    exit 1
+}
+
+# pass: print "ok TID" and exit 0.
+pass() {
+    printf 'ok %s\n' "$tid"
+    exit 0
+}
+
+# skip MSG...: the test cannot run here; exit 77 (CTest: SKIP_RETURN_CODE 77).
+skip() {
+    printf 'SKIP %s: %s\n' "$tid" "$*" >&2
+    exit 77
+}
+
+# ---------------------------------------------------------------------------------------------
+# assertions
+
+# assert_eq EXPECTED ACTUAL [WHAT]
+assert_eq() {
+    [[ $1 == "$2" ]] || fail "${3:-value}: expected '$1', got '$2'"
+}
+
+_rx_show() {  # _rx_show LABEL FILE: the file's first 200 lines, indented, on stderr
+    printf '  --- %s (%s bytes) ---\n' "$1" "$(wc -c <"$2")" >&2
+    head -n 200 -- "$2" | sed 's/^/  | /' >&2 || true
+}
+
+# assert_exit CODE CMD...: run CMD (a command or shell function) with stdout in $OUT and stderr in
+# $ERR; fail, showing both, unless it exits with CODE. Sets RC to the status.
+assert_exit() {
+    local want=$1
+    shift
+    RC=0
+    "$@" >"$OUT" 2>"$ERR" || RC=$?
+    if [[ $RC != "$want" ]]; then
+        printf 'FAIL %s: exit status %s, expected %s, from: %s\n' "$tid" "$RC" "$want" "$*" >&2
+        _rx_show stdout "$OUT"
+        _rx_show stderr "$ERR"
+        exit 1
+    fi
+}
+
+# assert_contains FILE NEEDLE: FILE contains the fixed string NEEDLE.
+assert_contains() {
+    if ! grep -qF -- "$2" "$1"; then
+        _rx_show "$1" "$1"
+        fail "$1 does not contain '$2'"
+    fi
+}
+
+# assert_not_contains FILE NEEDLE: FILE does not contain the fixed string NEEDLE.
+assert_not_contains() {
+    if grep -qF -- "$2" "$1"; then
+        _rx_show "$1" "$1"
+        fail "$1 contains '$2'"
+    fi
+}
+
+# wait_until TIMEOUT_S CMD...: run CMD (output untouched) until it succeeds, polling every 20 ms
+# at first, then every 100 ms; fail the test after TIMEOUT_S seconds (may be fractional).
+wait_until() {
+    local limit=$1 delay=0.02 now deadline
+    shift
+    now=${EPOCHREALTIME/[.,]/}
+    deadline=$(( 10#$now + $(awk -v s="$limit" 'BEGIN { printf "%d", s * 1000000 }') ))
+    while :; do
+        "$@" && return 0
+        now=${EPOCHREALTIME/[.,]/}
+        (( 10#$now < deadline )) || fail "timed out after ${limit}s waiting for: $*"
+        sleep "$delay"
+        case $delay in 0.02) delay=0.05 ;; *) delay=0.1 ;; esac
+    done
+}
+
+# ---------------------------------------------------------------------------------------------
+# the lab
+
+_rx_cleanup() {
+    local rc=$? down_rc=0
+    trap - EXIT
+    if [[ -n $LAB_DIR && -d $LAB_DIR ]]; then
+        if [[ $rc -ne 0 && ${REXEC_E2E_KEEP:-0} == 1 ]]; then
+            "$RX_LAB" down --dir "$LAB_DIR" >/dev/null || down_rc=$?
+        else
+            "$RX_LAB" down --purge --dir "$LAB_DIR" >/dev/null || down_rc=$?
+        fi
+        if [[ $down_rc -ne 0 ]]; then
+            printf 'FAIL %s: lab down failed (exit %s)\n' "$tid" "$down_rc" >&2
+            [[ $rc -ne 0 ]] || rc=1
+        fi
+    fi
+    if [[ -n $RX_WD_FD ]]; then
+        # tell the watchdog that cleanup happened, then let it go
+        { printf 'done\n' 1>&"$RX_WD_FD"; } 2>/dev/null || true
+        exec {RX_WD_FD}>&-
+    fi
+    if [[ $rc -ne 0 && ${REXEC_E2E_KEEP:-0} == 1 ]]; then
+        printf 'kept %s\n' "$RX_TMP" >&2
+    else
+        rm -rf -- "$RX_TMP"
+    fi
+    exit "$rc"
+}
+trap _rx_cleanup EXIT
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# The watchdog runs outside this test's process tree (setsid) and waits on a FIFO this shell holds
+# open. If the shell dies without its EXIT trap (SIGKILL), the FIFO reads EOF without "done" and
+# the watchdog stops the lab and removes the temporary directory.
+_rx_watchdog() {
+    local fifo=$RX_TMP/.watchdog
+    command -v setsid >/dev/null 2>&1 || return 0
+    mkfifo -m 600 "$fifo" || return 0
+    # O_RDWR never blocks on a FIFO; this shell's copy closes when it exits, however it exits.
+    exec {RX_WD_FD}<>"$fifo"
+    # shellcheck disable=SC2016 # expanded by the watchdog's bash
+    # The watchdog closes its inherited copy of the writing end first, or it would never see EOF.
+    setsid -f bash -c '
+        wd=$5; exec {wd}>&-
+        exec <"$1" >/dev/null 2>&1
+        read -r line || line=""
+        [[ $line == done ]] && exit 0
+        "$2" down --purge --dir "$3"
+        rm -rf -- "$4"
+    ' rexec-e2e-watchdog "$fifo" "$RX_LAB" "$LAB_DIR" "$RX_TMP" "$RX_WD_FD" </dev/null >/dev/null 2>&1
+}
+
+# _rx_free_block N: print a base port P such that nothing listens on P..P+N-1, chosen at random
+# in 20000..32767 (below Linux's ephemeral ports) so parallel test runs rarely pick the same one.
+_rx_free_block() {
+    local n=$1 base p busy tries
+    local listening
+    listening=" $(ss -Htln 2>/dev/null | awk '{ n = split($4, a, ":"); printf "%s ", a[n] }') "
+    for ((tries = 0; tries < 100; tries++)); do
+        base=$(( 20000 + (RANDOM * 32768 + RANDOM) % (12768 - n) ))
+        busy=0
+        for ((p = base; p < base + n; p++)); do
+            [[ $listening != *" $p "* ]] || { busy=1; break; }
+        done
+        [[ $busy == 1 ]] || { echo "$base"; return 0; }
+    done
+    fail "no free block of $n ports found"
+}
+
+# lab_start [N]: start an N-host lab (default 2) in a temporary directory on a free port block,
+# retrying another block when a port turns out to be taken (a parallel run won the race).
+# Sets and exports WS (the workspace), LAB_DIR, LAB_HOSTS, LAB_BASE_PORT, LAB_USER.
+lab_start() {
+    local n=${1:-2} base rc tries
+    [[ -z $LAB_DIR ]] || fail "lab_start called twice"
+    LAB_DIR=$RX_TMP/lab
+    for ((tries = 1; ; tries++)); do
+        base=$(_rx_free_block "$n")
+        rc=0
+        "$RX_LAB" up --dir "$LAB_DIR" --hosts "$n" --base-port "$base" >"$RX_TMP/lab_up.out" 2>&1 || rc=$?
+        [[ $rc -eq 0 ]] && break
+        if [[ $rc -ne 4 || $tries -ge 10 ]]; then
+            _rx_show "lab up" "$RX_TMP/lab_up.out"
+            fail "scripts/lab up failed (exit $rc)"
+        fi
+    done
+    LAB_HOSTS=$n
+    LAB_BASE_PORT=$base
+    LAB_USER=$(id -un)
+    WS=$LAB_DIR/workspace
+    export WS LAB_DIR LAB_HOSTS LAB_BASE_PORT LAB_USER
+    _rx_watchdog
+}
+
+# lab ARGS...: scripts/lab on this test's lab.
+lab() {
+    [[ -n $LAB_DIR ]] || fail "lab: no lab (call lab_start first)"
+    "$RX_LAB" --dir "$LAB_DIR" "$@"
+}
+
+_rx_host_index() {  # lab1 / 1 -> 1, checked against LAB_HOSTS
+    local i=${1#lab}
+    if ! [[ $i =~ ^[0-9]+$ ]] || (( 10#$i < 1 || 10#$i > ${LAB_HOSTS:-0} )); then
+        fail "no lab host '$1'"
+    fi
+    echo "$((10#$i))"
+}
+
+# lab_port HOST: the port of HOST (lab1.. or its number).
+lab_port() {
+    local i
+    i=$(_rx_host_index "$1")
+    echo "$((LAB_BASE_PORT + i - 1))"
+}
+
+# lab_log HOST: the path of HOST's sshd log (LogLevel VERBOSE).
+lab_log() {
+    local i
+    i=$(_rx_host_index "$1")
+    echo "$LAB_DIR/hosts/lab$i/sshd.log"
+}
+
+# lab_ssh HOST [SSH_OPTIONS...] [COMMAND...]: OpenSSH's ssh to HOST as LAB_USER with the workspace's
+# key and known_hosts (strict), ignoring ~/.ssh/config and agents. Leading options (-o X, -v, ...)
+# go before the defaults, so they override them (ssh keeps the first value it sees).
+lab_ssh() {
+    local port
+    local -a opts=()
+    port=$(lab_port "$1")
+    shift
+    while [[ $# -gt 0 && $1 == -* ]]; do
+        case $1 in
+            -[bcDEeFIiJLlmOopQRSWw]) [[ $# -ge 2 ]] || fail "lab_ssh: $1 needs a value"
+                                     opts+=("$1" "$2"); shift 2 ;;
+            --) shift; break ;;
+            *) opts+=("$1"); shift ;;
+        esac
+    done
+    ssh ${opts[@]+"${opts[@]}"} -F /dev/null -p "$port" -i "$WS/keys/id_ed25519" \
+        -o BatchMode=yes -o IdentitiesOnly=yes -o IdentityAgent=none \
+        -o UserKnownHostsFile="$WS/known_hosts" -o GlobalKnownHostsFile=/dev/null \
+        -o StrictHostKeyChecking=yes -o ConnectTimeout=10 -o LogLevel=ERROR \
+        "$LAB_USER@127.0.0.1" "$@"
+}
+
+# rx ARGS...: the rexec under test on this test's workspace.
+rx() {
+    [[ -n ${REXEC_BIN:-} ]] || fail "REXEC_BIN is not set"
+    [[ -n $WS ]] || fail "rx: no workspace (call lab_start first)"
+    "$REXEC_BIN" --workspace "$WS" "$@"
+}
+
+# ---------------------------------------------------------------------------------------------
+# the workspace's rexec.json (python3, standard library only)
+
+# ws_edit PYCODE [ARGS...]: load $WS/rexec.json into the dict `c`, run PYCODE (statements; `json`
+# and `args` (the ARGS) are available; assigning `c` replaces the whole document), write it back
+# atomically (0600). Example: ws_edit 'c["hosts"]["lab1"]["allow"] = "L3"'
+ws_edit() {
+    [[ -n $WS ]] || fail "ws_edit: no workspace (call lab_start first)"
+    "$RX_PYTHON" - "$WS/rexec.json" "$@" <<'PY' || fail "ws_edit failed: $1"
+import json, os, sys
+path, code, args = sys.argv[1], sys.argv[2], sys.argv[3:]
+with open(path, encoding="utf-8") as f:
+    c = json.load(f)
+g = {"c": c, "json": json, "args": args}
+exec(code, g)
+tmp = path + ".tmp"
+fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+with os.fdopen(fd, "w", encoding="utf-8") as f:
+    json.dump(g["c"], f, indent=2)
+    f.write("\n")
+os.replace(tmp, path)
+PY
+}
+
+# ws_add_action NAME JSON: add (or replace) the catalog action NAME, given as a JSON object.
+# Example: ws_add_action t.false '{"risk": "L0", "command": "false"}'
+ws_add_action() {
+    ws_edit 'c.setdefault("actions", {})[args[0]] = json.loads(args[1])' "$1" "$2"
+}
+
+# ws_set_json [JSON]: replace rexec.json with JSON (the argument, else stdin). The lab's "hosts"
+# are kept when JSON has no "hosts" key.
+ws_set_json() {
+    local doc
+    if [[ $# -gt 0 ]]; then doc=$1; else doc=$(cat); fi
+    ws_edit '
+new = json.loads(args[0])
+if "hosts" not in new:
+    new["hosts"] = c["hosts"]
+c = new' "$doc"
+}
+
+# ws_get PYEXPR: print the value of PYEXPR over the dict `c` (strings raw, other values as JSON).
+# Example: ws_get 'c["hosts"]["lab1"]["port"]'
+ws_get() {
+    [[ -n $WS ]] || fail "ws_get: no workspace (call lab_start first)"
+    "$RX_PYTHON" - "$WS/rexec.json" "$1" <<'PY' || fail "ws_get failed: $1"
+import json, sys
+with open(sys.argv[1], encoding="utf-8") as f:
+    c = json.load(f)
+v = eval(sys.argv[2], {"c": c, "json": json})
+print(v if isinstance(v, str) else json.dumps(v))
+PY
+}
+
+# ---------------------------------------------------------------------------------------------
+# the "VM" (this machine, seen through the lab)
+
+# remote_pgrep ERE: pids (one a line) of processes owned by the lab user that were started through
+# the lab's sshd — descendants of its listeners, and processes that left that tree (setsid,
+# daemons) but carry the lab's id in their environment — whose command line (arguments joined by
+# spaces) matches the extended regex ERE. sshd's own processes are not listed. Status 1 if none.
+remote_pgrep() {
+    lab ps "$1" | cut -d' ' -f1
+}
+
+# established_conns PORT: the number of ESTABLISHED TCP connections to 127.0.0.1:PORT (client side).
+established_conns() {
+    ss -Htn state established "( dport = :$1 and dst 127.0.0.1 )" | wc -l
+}
