@@ -1,0 +1,316 @@
+/* Run requests, strictly: the document is checked by rx_json_parse_strict, then each member by
+ * type, with the JSON path in every message. Nothing here knows the catalog: the gate validates
+ * parameters against the action. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+
+#include "err.h"
+#include "jsonx.h"
+#include "request.h"
+
+#define CODE REXEC_EREQUEST
+
+static const char *const request_keys[] = {"action",    "params",        "stdin",
+                                           "stdin_base64", "rationale", "hypothesis_id",
+                                           "host",      "timeout_s",     NULL};
+
+static int in_list(const char *const list[], const char *key)
+{
+    for (size_t i = 0; list != NULL && list[i] != NULL; i++)
+        if (strcmp(list[i], key) == 0)
+            return 1;
+    return 0;
+}
+
+static int check_keys(const cJSON *obj, const char *path, const char *const extra[],
+                      rexec_error *err)
+{
+    const cJSON *c;
+    cJSON_ArrayForEach(c, obj) {
+        const char *key = c->string ? c->string : "";
+        if (in_list(request_keys, key) || in_list(extra, key))
+            continue;
+        char kp[RX_JSON_PATH_MAX];
+        return rx_json_fail(err, CODE, rx_json_path_key(kp, sizeof(kp), path, key),
+                            "unknown key (expected one of: action, params, stdin, stdin_base64, "
+                            "rationale, hypothesis_id, host, timeout_s)");
+    }
+    return 0;
+}
+
+static int dup_or_nomem(char **dst, const char *s, rexec_error *err)
+{
+    if ((*dst = strdup(s)) == NULL)
+        return rx_fail(err, REXEC_ENOMEM, "out of memory");
+    return 0;
+}
+
+/* A name (action, host, hypothesis id): printable ASCII without spaces, so it is safe to show
+ * and to log, and cannot look like two words. */
+static int get_name(const cJSON *obj, const char *key, const char *path, int required,
+                    char **out, rexec_error *err)
+{
+    const char *s = NULL;
+    char kp[RX_JSON_PATH_MAX];
+    int r = rx_json_get_string(obj, key, path, required, &s, CODE, err);
+    if (r != 0 || s == NULL)
+        return r;
+    rx_json_path_key(kp, sizeof(kp), path, key);
+    size_t len = strlen(s);
+    if (len == 0 || len > RX_REQUEST_NAME_MAX)
+        return rx_json_fail(err, CODE, kp, "must be 1 to %d bytes", RX_REQUEST_NAME_MAX);
+    for (size_t i = 0; i < len; i++)
+        if (s[i] <= 0x20 || s[i] >= 0x7f)
+            return rx_json_fail(err, CODE, kp, "only printable ASCII without spaces is allowed");
+    return dup_or_nomem(out, s, err);
+}
+
+static int check_param_name(const char *name, const char *ppath, rexec_error *err)
+{
+    size_t len = strlen(name);
+    if (len == 0 || len > RX_REQUEST_PARAM_NAME_MAX ||
+        strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") != len)
+        return rx_json_fail(err, CODE, ppath, "parameter names are [A-Za-z0-9_.-]{1,%d}",
+                            RX_REQUEST_PARAM_NAME_MAX);
+    return 0;
+}
+
+/* A number is only for int parameters: it must be integral and exact in a double, and becomes
+ * its canonical decimal text, the form rx_param_validate accepts. */
+static int number_text(const cJSON *item, const char *ppath, char *buf, size_t cap,
+                       rexec_error *err)
+{
+    double v = item->valuedouble;
+    if (!isfinite(v) || v != floor(v))
+        return rx_json_fail(err, CODE, ppath, "a number must be an integer (send other values as "
+                                              "strings)");
+    if (fabs(v) > (double)RX_JSON_MAX_SAFE_INT)
+        return rx_json_fail(err, CODE, ppath, "integer beyond 2^53 (send it as a string)");
+    snprintf(buf, cap, "%lld", (long long)v);
+    return 0;
+}
+
+static int parse_param(const cJSON *item, const char *path, rx_request_param *p,
+                       rexec_error *err)
+{
+    char pp[RX_JSON_PATH_MAX], num[32];
+    const char *val;
+    int r;
+    rx_json_path_key(pp, sizeof(pp), path, item->string ? item->string : "");
+    if ((r = check_param_name(item->string ? item->string : "", pp, err)) != 0)
+        return r;
+    if (cJSON_IsString(item)) {
+        val = item->valuestring;
+    } else if (cJSON_IsNumber(item)) {
+        if ((r = number_text(item, pp, num, sizeof(num), err)) != 0)
+            return r;
+        val = num;
+        p->from_number = 1;
+    } else {
+        return rx_json_fail(err, CODE, pp, "expected a string or an integer, got %s",
+                            rx_json_type_name(item));
+    }
+    if ((r = dup_or_nomem(&p->name, item->string, err)) != 0)
+        return r;
+    p->len = strlen(val);
+    return dup_or_nomem(&p->value, val, err);
+}
+
+static int parse_params(const cJSON *obj, const char *path, rx_request *r, rexec_error *err)
+{
+    const cJSON *po = NULL, *c;
+    char pp[RX_JSON_PATH_MAX];
+    int rc = rx_json_get_object(obj, "params", path, 0, &po, CODE, err);
+    if (rc != 0 || po == NULL)
+        return rc;
+    int n = cJSON_GetArraySize(po);
+    if (n == 0)
+        return 0;
+    if ((r->params = calloc((size_t)n, sizeof(*r->params))) == NULL)
+        return rx_fail(err, REXEC_ENOMEM, "out of memory");
+    rx_json_path_key(pp, sizeof(pp), path, "params");
+    cJSON_ArrayForEach(c, po) {
+        /* counted before parsing so that rx_request_free releases a half-filled entry */
+        rx_request_param *p = &r->params[r->n_params++];
+        if ((rc = parse_param(c, pp, p, err)) != 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* Standard base64, canonical only: the alphabet, '=' only as the final one or two bytes, a
+ * length that is a multiple of 4, and zero unused bits (checked by re-encoding). */
+static int b64_shape(const char *s, size_t len, const char *kp, rexec_error *err)
+{
+    size_t body = strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/");
+    size_t pad = strspn(s + body, "=");
+    if (body + pad != len)
+        return rx_json_fail(err, CODE, kp, "invalid base64 character at offset %zu", body + pad);
+    if (len % 4 != 0 || pad > 2)
+        return rx_json_fail(err, CODE, kp, "invalid base64 length or padding");
+    return 0;
+}
+
+static int b64_decode(const char *s, rx_buf *out, const char *kp, rexec_error *err)
+{
+    size_t len = strlen(s), pad = 0;
+    unsigned char *dec = NULL, *enc = NULL;
+    int r = b64_shape(s, len, kp, err);
+    if (r != 0 || len == 0)
+        return r;
+    while (pad < len && s[len - 1 - pad] == '=')
+        pad++;
+    dec = malloc(len / 4 * 3 + 1);
+    enc = malloc(len + 1);
+    if (dec == NULL || enc == NULL) {
+        r = rx_fail(err, REXEC_ENOMEM, "out of memory");
+        goto out;
+    }
+    int n = EVP_DecodeBlock(dec, (const unsigned char *)s, (int)len);
+    if (n < 0 || (size_t)n < pad) {
+        r = rx_json_fail(err, CODE, kp, "invalid base64");
+        goto out;
+    }
+    n -= (int)pad; /* EVP_DecodeBlock counts the padding as zero bytes */
+    if (EVP_EncodeBlock(enc, dec, n) != (int)len || memcmp(enc, s, len) != 0) {
+        r = rx_json_fail(err, CODE, kp, "non-canonical base64 (unused bits must be zero)");
+        goto out;
+    }
+    r = rx_buf_add(out, dec, (size_t)n);
+    if (r != 0)
+        r = rx_fail(err, r, "out of memory");
+out:
+    if (dec != NULL)
+        OPENSSL_cleanse(dec, len / 4 * 3 + 1);
+    free(dec);
+    free(enc);
+    return r;
+}
+
+static int parse_stdin(const cJSON *obj, const char *path, rx_request *r, rexec_error *err)
+{
+    const char *text = NULL, *b64 = NULL;
+    char kp[RX_JSON_PATH_MAX];
+    int rc;
+    if ((rc = rx_json_get_string(obj, "stdin", path, 0, &text, CODE, err)) != 0 ||
+        (rc = rx_json_get_string(obj, "stdin_base64", path, 0, &b64, CODE, err)) != 0)
+        return rc;
+    if (text != NULL && b64 != NULL)
+        return rx_json_fail(err, CODE, rx_json_path_key(kp, sizeof(kp), path, "stdin_base64"),
+                            "stdin and stdin_base64 are mutually exclusive");
+    if (text == NULL && b64 == NULL)
+        return 0;
+    r->has_stdin = 1;
+    if (b64 != NULL)
+        return b64_decode(b64, &r->stdin_data, rx_json_path_key(kp, sizeof(kp), path,
+                                                                  "stdin_base64"), err);
+    if (rx_buf_adds(&r->stdin_data, text) != 0)
+        return rx_fail(err, REXEC_ENOMEM, "out of memory");
+    return 0;
+}
+
+static int parse_extras(const cJSON *obj, const char *path, rx_request *r, rexec_error *err)
+{
+    const char *rat = NULL;
+    char kp[RX_JSON_PATH_MAX];
+    int rc;
+    if ((rc = get_name(obj, "hypothesis_id", path, 0, &r->hypothesis_id, err)) != 0 ||
+        (rc = get_name(obj, "host", path, 0, &r->host, err)) != 0 ||
+        (rc = rx_json_get_string(obj, "rationale", path, 0, &rat, CODE, err)) != 0)
+        return rc;
+    if (rat != NULL && strlen(rat) > RX_REQUEST_RATIONALE_MAX)
+        return rx_json_fail(err, CODE, rx_json_path_key(kp, sizeof(kp), path, "rationale"),
+                            "longer than %d bytes", RX_REQUEST_RATIONALE_MAX);
+    if (rat != NULL && (rc = dup_or_nomem(&r->rationale, rat, err)) != 0)
+        return rc;
+    if ((rc = rx_json_get_number(obj, "timeout_s", path, 0, &r->timeout_s, CODE, err)) != 0)
+        return rc;
+    if (cJSON_GetObjectItemCaseSensitive(obj, "timeout_s") != NULL &&
+        !(r->timeout_s > 0 && r->timeout_s <= RX_REQUEST_TIMEOUT_MAX))
+        return rx_json_fail(err, CODE, rx_json_path_key(kp, sizeof(kp), path, "timeout_s"),
+                            "must be greater than 0 and at most %.0f", RX_REQUEST_TIMEOUT_MAX);
+    return 0;
+}
+
+int rx_request_from_json(const cJSON *obj, const char *path, const char *const extra_keys[],
+                         rx_request *out, rexec_error *err)
+{
+    int r;
+    path = path ? path : "";
+    memset(out, 0, sizeof(*out));
+    rx_buf_init(&out->stdin_data, RX_REQUEST_MAX_LEN);
+    if ((r = rx_json_want(obj, path, cJSON_Object, CODE, err)) != 0 ||
+        (r = check_keys(obj, path, extra_keys, err)) != 0 ||
+        (r = get_name(obj, "action", path, 1, &out->action, err)) != 0 ||
+        (r = parse_params(obj, path, out, err)) != 0 ||
+        (r = parse_stdin(obj, path, out, err)) != 0 ||
+        (r = parse_extras(obj, path, out, err)) != 0)
+        rx_request_free(out);
+    return r;
+}
+
+int rx_request_parse(const char *text, size_t len, rx_request *out, rexec_error *err)
+{
+    cJSON *root = NULL;
+    int r;
+    memset(out, 0, sizeof(*out));
+    rx_buf_init(&out->stdin_data, RX_REQUEST_MAX_LEN);
+    if ((r = rx_json_parse_strict(text, len, RX_REQUEST_MAX_LEN, CODE, &root, err)) == 0)
+        r = rx_request_from_json(root, "", NULL, out, err);
+    if (r != 0)
+        rx_fail_prefix(err, "request: ");
+    if (root != NULL) {
+        /* stdin text may be sensitive: wipe the tree's copy too */
+        const cJSON *s = cJSON_GetObjectItemCaseSensitive(root, "stdin");
+        if (cJSON_IsString(s))
+            OPENSSL_cleanse(s->valuestring, strlen(s->valuestring));
+        cJSON_Delete(root);
+    }
+    return r;
+}
+
+void rx_request_free(rx_request *r)
+{
+    if (r == NULL)
+        return;
+    for (size_t i = 0; i < r->n_params; i++) {
+        free(r->params[i].name);
+        free(r->params[i].value);
+    }
+    free(r->params);
+    free(r->action);
+    free(r->rationale);
+    free(r->hypothesis_id);
+    free(r->host);
+    rx_buf_free(&r->stdin_data);
+    memset(r, 0, sizeof(*r));
+    rx_buf_init(&r->stdin_data, RX_REQUEST_MAX_LEN);
+}
+
+int rx_request_view(const rx_request *r, rexec_request *pub, rexec_param **params)
+{
+    memset(pub, 0, sizeof(*pub));
+    *params = NULL;
+    if (r->n_params > 0 && (*params = calloc(r->n_params, sizeof(**params))) == NULL)
+        return REXEC_ENOMEM;
+    for (size_t i = 0; i < r->n_params; i++)
+        (*params)[i] = (rexec_param){r->params[i].name, r->params[i].value, r->params[i].len};
+    pub->host = r->host;
+    pub->action = r->action;
+    pub->params = *params;
+    pub->n_params = r->n_params;
+    if (r->has_stdin) {
+        /* an empty stdin is still stdin, not /dev/null: point at the (empty) string */
+        pub->stdin_data = r->stdin_data.data ? r->stdin_data.data : (const unsigned char *)"";
+        pub->stdin_len = r->stdin_data.len;
+    }
+    pub->timeout_s = r->timeout_s;
+    pub->rationale = r->rationale;
+    pub->hypothesis_id = r->hypothesis_id;
+    return 0;
+}

@@ -1,0 +1,83 @@
+/* Run requests: the `--request FILE` document, and the run objects of the `serve` protocol.
+ *
+ *   {"action": "svc.restart", "params": {"unit": "nginx", "count": 3},
+ *    "stdin": "text" | "stdin_base64": "AAEC", "rationale": "...", "hypothesis_id": "H-12",
+ *    "host": "lab1", "timeout_s": 30}
+ *
+ * Strict (see jsonx.h): at most 64 KiB, UTF-8, no duplicate keys, no non-finite numbers, no
+ * booleans where numbers are expected, unknown keys refused. Every failure is REXEC_EREQUEST
+ * (exit 65) with err->msg naming the JSON path ("request: params.unit: expected a string or an
+ * integer, got a boolean"), or REXEC_ENOMEM.
+ *
+ * Members:
+ *   action        string, required: a catalog name (1..128 bytes of printable ASCII, no space)
+ *   params        object, optional: name → string, or an integral number within ±2^53 (for int
+ *                 parameters; it is kept as its canonical decimal text). Booleans, null, arrays,
+ *                 objects and fractions are refused. Names are [A-Za-z0-9_.-]{1,64}. Whether a
+ *                 name and a value suit the action is the gate's business (rx_param_validate).
+ *   stdin         string: the command's stdin (UTF-8 text), or
+ *   stdin_base64  string: the same as standard base64 (RFC 4648 alphabet, '=' padding, no
+ *                 whitespace, canonical: unused bits zero). The two are mutually exclusive; an
+ *                 empty string is an empty stdin, which differs from none (/dev/null).
+ *   rationale     string, optional, at most 4096 bytes: recorded in the audit log
+ *   hypothesis_id string, optional, 1..128 bytes of printable ASCII, no space
+ *   host          string, optional: an inventory name (same rules as action)
+ *   timeout_s     number, optional, 0 < timeout_s <= 604800 (a week) */
+#ifndef RX_REQUEST_H
+#define RX_REQUEST_H
+
+#include <stddef.h>
+
+#include <cjson/cJSON.h>
+
+#include "buf.h"
+#include "rexec.h"
+
+#define RX_REQUEST_MAX_LEN (64 * 1024)
+#define RX_REQUEST_NAME_MAX 128      /* action, host, hypothesis_id */
+#define RX_REQUEST_PARAM_NAME_MAX 64
+#define RX_REQUEST_RATIONALE_MAX 4096
+#define RX_REQUEST_TIMEOUT_MAX 604800.0
+
+typedef struct rx_request_param {
+    char *name;
+    char *value;     /* NUL-terminated, len bytes (JSON strings never hold NUL: \u0000 is refused) */
+    size_t len;
+    int from_number; /* the JSON value was a number: only an int parameter should accept it */
+} rx_request_param;
+
+/* Everything is owned by the request and released by rx_request_free. */
+typedef struct rx_request {
+    char *action;
+    rx_request_param *params; /* in document order */
+    size_t n_params;
+    int has_stdin;  /* "stdin" or "stdin_base64" was given, possibly empty */
+    rx_buf stdin_data; /* the bytes (any bytes, from base64); wiped on free */
+    char *rationale;     /* NULL when absent */
+    char *hypothesis_id; /* NULL when absent */
+    char *host;          /* NULL when absent */
+    double timeout_s;    /* 0 when absent */
+} rx_request;
+
+/* Parses text (len bytes; need not be NUL-terminated). On success returns 0 and fills *out;
+ * on failure returns REXEC_EREQUEST or REXEC_ENOMEM with err->msg prefixed "request: ", and *out
+ * is left empty (rx_request_free on it is harmless). */
+int rx_request_parse(const char *text, size_t len, rx_request *out, rexec_error *err);
+
+/* The same from an object that was already parsed strictly (by rx_json_parse_strict, e.g. as
+ * part of a serve message). path names obj in messages ("" for a whole document). extra_keys
+ * (NULL-terminated, may be NULL) are members this parser lets through for its caller, e.g.
+ * serve's "op" or "grant_id". No prefix is added to err->msg. */
+int rx_request_from_json(const cJSON *obj, const char *path, const char *const extra_keys[],
+                         rx_request *out, rexec_error *err);
+
+/* Releases what r holds (wiping stdin) and leaves it empty; r may be NULL. */
+void rx_request_free(rx_request *r);
+
+/* Fills pub with borrowed views of r for rexec_call_start: host and action (host may be NULL),
+ * params, stdin (NULL when has_stdin is 0), timeout, rationale and hypothesis_id; the other fields
+ * are zeroed. *params is a new array the caller frees; pub points into r and *params, so both
+ * must outlive every use of pub. Returns 0 or REXEC_ENOMEM. */
+int rx_request_view(const rx_request *r, rexec_request *pub, rexec_param **params);
+
+#endif
