@@ -188,23 +188,43 @@ trap 'exit 143' TERM
 
 # The watchdog runs outside this test's process tree (setsid) and waits on a FIFO this shell holds
 # open. If the shell dies without its EXIT trap (SIGKILL), the FIFO reads EOF without "done" and
-# the watchdog stops the lab and removes the temporary directory.
+# the watchdog stops the lab and removes the temporary directory. Background processes of the test
+# inherit the FIFO and would delay that EOF, so it also checks once a second that the test shell
+# (pid and start time) still exists.
 _rx_watchdog() {
-    local fifo=$RX_TMP/.watchdog
+    local fifo=$RX_TMP/.watchdog start
     command -v setsid >/dev/null 2>&1 || return 0
     mkfifo -m 600 "$fifo" || return 0
+    start=$(_rx_starttime $$)
     # O_RDWR never blocks on a FIFO; this shell's copy closes when it exits, however it exits.
     exec {RX_WD_FD}<>"$fifo"
     # shellcheck disable=SC2016 # expanded by the watchdog's bash
-    # The watchdog closes its inherited copy of the writing end first, or it would never see EOF.
     setsid -f bash -c '
-        wd=$5; exec {wd}>&-
+        wd=$5; exec {wd}>&-      # its inherited copy of the writing end, or it never sees EOF
         exec <"$1" >/dev/null 2>&1
-        read -r line || line=""
-        [[ $line == done ]] && exit 0
+        starttime() { local l; { read -r l <"/proc/$1/stat"; } 2>/dev/null || return 0
+                      l=${l##*) }; set -- $l; echo "${20}"; }
+        while :; do
+            if read -r -t 1 line; then
+                [[ $line == done ]] && exit 0
+            elif [[ $? -le 128 ]]; then
+                break                                   # EOF: the test shell is gone
+            fi
+            [[ $(starttime "$6") == "$7" ]] || break    # the test shell is gone, children live on
+        done
         "$2" down --purge --dir "$3"
         rm -rf -- "$4"
-    ' rexec-e2e-watchdog "$fifo" "$RX_LAB" "$LAB_DIR" "$RX_TMP" "$RX_WD_FD" </dev/null >/dev/null 2>&1
+    ' rexec-e2e-watchdog "$fifo" "$RX_LAB" "$LAB_DIR" "$RX_TMP" "$RX_WD_FD" "$$" "$start" \
+        </dev/null >/dev/null 2>&1
+}
+
+_rx_starttime() {  # the start time (clock ticks since boot) of process $1: pid reuse guard
+    local l
+    { read -r l <"/proc/$1/stat"; } 2>/dev/null || return 0
+    l=${l##*) }
+    # shellcheck disable=SC2086 # split the fields
+    set -- $l
+    echo "${20}"
 }
 
 # _rx_free_block N: print a base port P such that nothing listens on P..P+N-1, chosen at random
