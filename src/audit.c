@@ -1,0 +1,635 @@
+/* The audit log writer: whole, hash-chained lines appended under flock by many processes.
+ *
+ * A line is <body-without-its-last-brace>,"hash":"<hex>"}\n where body is the record printed
+ * by cJSON with "prev" as its last member, and hex = SHA-256(body) (HMAC-SHA256 with a key).
+ * docs/audit.md is the reference; audit_verify.c is the reader. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
+#include "audit.h"
+#include "err.h"
+#include "fsutil.h"
+
+#define AUDIT_KEY_MIN 16
+#define AUDIT_KEY_MAX 4096
+#define AUDIT_HASH_PREFIX ",\"hash\":\""
+#define AUDIT_SUFFIX_LEN (9 + 64 + 2) /* ,"hash":" + hex + "} */
+#define AUDIT_ZERO_HASH "0000000000000000000000000000000000000000000000000000000000000000"
+
+struct rx_audit {
+    char *ws_dir;
+    char *dir;   /* <ws>/audit */
+    char *path;  /* <ws>/audit/audit.log */
+    char *lock;  /* <ws>/audit/.lock: never rotated, so every writer locks the same inode */
+    rx_buf key;  /* empty: plain SHA-256 chain */
+    unsigned long long rotate_size;
+};
+
+/* ---- Hashing and keys ------------------------------------------------------------------- */
+
+int rx_audit_digest(const rx_buf *key, const void *data, size_t len, char hex[RX_AUDIT_HEX_LEN])
+{
+    static const char digits[] = "0123456789abcdef";
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int n = 0;
+
+    if (key != NULL && key->len > 0) {
+        if (HMAC(EVP_sha256(), key->data, (int)key->len, data, len, md, &n) == NULL)
+            return -1;
+    } else if (EVP_Digest(data, len, md, &n, EVP_sha256(), NULL) != 1) {
+        return -1;
+    }
+    if (n != 32)
+        return -1;
+    for (unsigned int i = 0; i < n; i++) {
+        hex[2 * i] = digits[md[i] >> 4];
+        hex[2 * i + 1] = digits[md[i] & 15];
+    }
+    hex[64] = 0;
+    return 0;
+}
+
+int rx_audit_line_hash(const char *line, size_t len, char hex[RX_AUDIT_HEX_LEN])
+{
+    if (len < AUDIT_SUFFIX_LEN + 1) /* at least "{" before the suffix */
+        return -1;
+    const char *s = line + len - AUDIT_SUFFIX_LEN;
+    if (memcmp(s, AUDIT_HASH_PREFIX, 9) != 0 || memcmp(s + 9 + 64, "\"}", 2) != 0)
+        return -1;
+    for (size_t i = 0; i < 64; i++) {
+        char c = s[9 + i];
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
+            return -1;
+        hex[i] = c;
+    }
+    hex[64] = 0;
+    return 0;
+}
+
+/* Takes the key bytes out of the file's content: one trailing newline (from `echo` or an
+ * editor) is not part of the key, so both ways of writing the file give the same chain. */
+static int key_take(const char *key_file, char *data, size_t len, rx_buf *key, rexec_error *err)
+{
+    if (len > 0 && data[len - 1] == '\n')
+        len--;
+    if (len > 0 && data[len - 1] == '\r')
+        len--;
+    if (len < AUDIT_KEY_MIN)
+        return rx_fail(err, REXEC_ECONFIG, "%s: audit key is shorter than %d bytes", key_file,
+                       AUDIT_KEY_MIN);
+    rx_buf_reset(key);
+    if (rx_buf_add(key, data, len) != 0)
+        return rx_fail(err, REXEC_ENOMEM, "%s: out of memory", key_file);
+    return 0;
+}
+
+int rx_audit_key_load(const char *key_file, const char *ws_dir, rx_buf *key, rexec_error *err)
+{
+    char *data = NULL;
+    size_t len = 0;
+    int r;
+
+    if ((r = rx_fs_check(key_file, 1, REXEC_ECONFIG, err)) != 0)
+        return rx_fail_prefix(err, "audit key: ");
+    /* Someone who can edit the log must not be able to read the key and re-chain it. */
+    if (ws_dir != NULL && rx_fs_is_inside(key_file, ws_dir) == 1)
+        return rx_fail(err, REXEC_ECONFIG,
+                       "audit key: %s: is inside the workspace %s: keep it where whoever can "
+                       "write the audit log cannot read it", key_file, ws_dir);
+    if ((r = rx_fs_read_file(key_file, AUDIT_KEY_MAX + 2, &data, &len, REXEC_ECONFIG, err)) != 0)
+        return rx_fail_prefix(err, "audit key: ");
+    r = key_take(key_file, data, len, key, err);
+    explicit_bzero(data, len);
+    free(data);
+    if (r == 0 && key->len > AUDIT_KEY_MAX)
+        r = rx_fail(err, REXEC_ECONFIG, "%s: audit key is longer than %d bytes", key_file,
+                    AUDIT_KEY_MAX);
+    return r;
+}
+
+/* ---- Rotated files ---------------------------------------------------------------------- */
+
+/* audit-YYYYmmddTHHMMSS.nnnnnnnnnZ.log: fixed width, so names sort by time. */
+static int rotated_name_ok(const char *s)
+{
+    static const char pat[] = "audit-DDDDDDDDTDDDDDD.DDDDDDDDDZ.log";
+    if (strlen(s) != sizeof(pat) - 1)
+        return 0;
+    for (size_t i = 0; pat[i]; i++)
+        if (pat[i] == 'D' ? (s[i] < '0' || s[i] > '9') : s[i] != pat[i])
+            return 0;
+    return 1;
+}
+
+static int name_cmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+void rx_audit_names_free(char **names, size_t n)
+{
+    for (size_t i = 0; names != NULL && i < n; i++)
+        free(names[i]);
+    free(names);
+}
+
+int rx_audit_rotated(const char *audit_dir, char ***names, size_t *n, rexec_error *err)
+{
+    char **v = NULL;
+    size_t len = 0, cap = 0;
+    struct dirent *de;
+    int r = 0;
+
+    *names = NULL;
+    *n = 0;
+    DIR *d = opendir(audit_dir);
+    if (d == NULL)
+        return errno == ENOENT ? 0
+                               : rx_fail(err, REXEC_EAUDIT, "%s: %s", audit_dir, strerror(errno));
+    while ((de = readdir(d)) != NULL) {
+        if (!rotated_name_ok(de->d_name))
+            continue;
+        if (len == cap) {
+            cap = cap ? cap * 2 : 16;
+            char **nv = realloc(v, cap * sizeof(*v));
+            if (nv == NULL)
+                goto nomem;
+            v = nv;
+        }
+        if ((v[len] = strdup(de->d_name)) == NULL)
+            goto nomem;
+        len++;
+    }
+    closedir(d);
+    if (len > 0)
+        qsort(v, len, sizeof(*v), name_cmp);
+    *names = v;
+    *n = len;
+    return 0;
+nomem:
+    closedir(d);
+    rx_audit_names_free(v, len);
+    r = rx_fail(err, REXEC_ENOMEM, "%s: out of memory", audit_dir);
+    return r;
+}
+
+/* ---- Open / close ----------------------------------------------------------------------- */
+
+void rx_audit_set_rotate_size(rx_audit *a, unsigned long long bytes)
+{
+    a->rotate_size = bytes;
+}
+
+void rx_audit_close(rx_audit *a)
+{
+    if (a == NULL)
+        return;
+    rx_buf_free(&a->key);
+    free(a->ws_dir);
+    free(a->dir);
+    free(a->path);
+    free(a->lock);
+    free(a);
+}
+
+static int audit_rotate_env(rx_audit *a, rexec_error *err)
+{
+    const char *s = getenv("REXEC_AUDIT_ROTATE_BYTES");
+    char *end;
+    if (s == NULL || *s == 0)
+        return 0;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno != 0 || *end != 0 || s[0] == '-')
+        return rx_fail(err, REXEC_ECONFIG,
+                       "REXEC_AUDIT_ROTATE_BYTES: not a number of bytes: \"%.40s\"", s);
+    a->rotate_size = v;
+    return 0;
+}
+
+/* Opens the lock file (created 0600 whatever the umask, never through a symlink). It is opened
+ * anew for each append: flock belongs to an open file description, so a descriptor shared by
+ * threads or inherited across fork would not exclude its sharers from each other. */
+static int audit_open_lock(const rx_audit *a, int *fd, rexec_error *err)
+{
+    int f = open(a->lock, O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    int r = 0;
+    if (f < 0)
+        return rx_fail(err, REXEC_EAUDIT, "%s: %s", a->lock,
+                       errno == ELOOP ? "is a symbolic link" : strerror(errno));
+    struct stat st;
+    if (fstat(f, &st) != 0)
+        r = rx_fail(err, REXEC_EAUDIT, "%s: %s", a->lock, strerror(errno));
+    else if ((st.st_mode & 07777) != 0600 && fchmod(f, 0600) != 0)
+        r = rx_fail(err, REXEC_EAUDIT, "%s: cannot set mode 0600: %s", a->lock, strerror(errno));
+    else
+        r = rx_fs_check_fd(f, a->lock, 0, REXEC_EAUDIT, err);
+    if (r != 0)
+        close(f);
+    else
+        *fd = f;
+    return r;
+}
+
+/* An existing audit.log is checked now, so a bad one is named before anything runs. */
+static int audit_check_existing(rx_audit *a, rexec_error *err)
+{
+    struct stat st;
+    if (lstat(a->path, &st) != 0)
+        return errno == ENOENT ? 0 : rx_fail(err, REXEC_EAUDIT, "%s: %s", a->path,
+                                             strerror(errno));
+    if (!S_ISLNK(st.st_mode) && !S_ISREG(st.st_mode))
+        return rx_fail(err, REXEC_EAUDIT, "%s: not a regular file", a->path);
+    return rx_fs_check(a->path, 0, REXEC_EAUDIT, err);
+}
+
+int rx_audit_open(rx_audit **out, const char *ws_dir, const char *key_file, rexec_error *err)
+{
+    int r;
+    rx_audit *a = calloc(1, sizeof(*a));
+    if (a == NULL)
+        return rx_fail(err, REXEC_ENOMEM, "out of memory");
+    a->rotate_size = RX_AUDIT_ROTATE_DEFAULT;
+    rx_buf_init(&a->key, AUDIT_KEY_MAX);
+    a->ws_dir = strdup(ws_dir);
+    a->dir = rx_fs_join(ws_dir, "audit");
+    a->path = rx_fs_join(ws_dir, "audit/audit.log");
+    a->lock = rx_fs_join(ws_dir, "audit/.lock");
+    if (!a->ws_dir || !a->dir || !a->path || !a->lock) {
+        r = rx_fail(err, REXEC_ENOMEM, "out of memory");
+        goto out;
+    }
+    if ((r = rx_fs_check(ws_dir, 0, REXEC_EAUDIT, err)) != 0 ||
+        (r = rx_fs_mkdir_private(a->dir, REXEC_EAUDIT, err)) != 0 ||
+        (r = audit_check_existing(a, err)) != 0 || (r = audit_rotate_env(a, err)) != 0)
+        goto out;
+    if (key_file != NULL && (r = rx_audit_key_load(key_file, ws_dir, &a->key, err)) != 0)
+        goto out;
+    int fd;
+    if ((r = audit_open_lock(a, &fd, err)) == 0)
+        close(fd);
+out:
+    if (r != 0) {
+        rx_audit_close(a);
+        a = NULL;
+    }
+    *out = a;
+    return r;
+}
+
+/* ---- Rendering a record ----------------------------------------------------------------- */
+
+void rx_audit_timestamp(char out[RX_AUDIT_TS_LEN])
+{
+    struct timespec ts;
+    struct tm tm;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    gmtime_r(&ts.tv_sec, &tm);
+    size_t n = strftime(out, RX_AUDIT_TS_LEN, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(out + n, RX_AUDIT_TS_LEN - n, ".%03ldZ", ts.tv_nsec / 1000000);
+}
+
+/* The caller's record must say which run and phase it is (verify pairs intents and outcomes
+ * by them) and must leave prev and hash to us. */
+static int audit_check_record(const cJSON *rec, rexec_error *err)
+{
+    if (!cJSON_IsObject(rec))
+        return rx_fail(err, REXEC_EAUDIT, "audit record is not a JSON object");
+    if (!cJSON_IsString(cJSON_GetObjectItemCaseSensitive(rec, "run_id")) ||
+        !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(rec, "phase")))
+        return rx_fail(err, REXEC_EAUDIT, "audit record has no run_id or phase string");
+    if (cJSON_GetObjectItemCaseSensitive(rec, "prev") || cJSON_GetObjectItemCaseSensitive(rec, "hash"))
+        return rx_fail(err, REXEC_EAUDIT, "audit record already holds prev or hash");
+    return 0;
+}
+
+/* A copy of rec with "ts" first (added when missing), printed on one line. */
+static char *audit_print(const cJSON *rec)
+{
+    char ts[RX_AUDIT_TS_LEN];
+    char *text = NULL;
+    cJSON *c = cJSON_CreateObject(), *it;
+
+    if (c == NULL)
+        return NULL;
+    it = cJSON_GetObjectItemCaseSensitive(rec, "ts");
+    if (it == NULL) {
+        rx_audit_timestamp(ts);
+        if (cJSON_AddStringToObject(c, "ts", ts) == NULL)
+            goto out;
+    }
+    cJSON_ArrayForEach(it, rec) {
+        cJSON *d = cJSON_Duplicate(it, 1);
+        if (d == NULL || !cJSON_AddItemToObject(c, it->string, d)) {
+            cJSON_Delete(d);
+            goto out;
+        }
+    }
+    text = cJSON_PrintUnformatted(c);
+out:
+    cJSON_Delete(c);
+    return text;
+}
+
+/* Names the first field still holding a secret, for a message that helps find the leak
+ * without quoting it. */
+static const char *audit_secret_field(const cJSON *rec, const rx_redactor *r)
+{
+    const cJSON *it;
+    cJSON_ArrayForEach(it, rec) {
+        char *s = cJSON_PrintUnformatted(it);
+        int hit = s != NULL && rx_redact_contains_secret(r, s, strlen(s));
+        if (s != NULL)
+            free(s);
+        if (hit)
+            return it->string;
+    }
+    return "?";
+}
+
+/* Validates, prints and scans rec; *text is the record without prev and hash. */
+static int audit_render(const cJSON *rec, const rx_redactor *r, char **text, rexec_error *err)
+{
+    int rc = audit_check_record(rec, err);
+    if (rc != 0)
+        return rc;
+    if ((*text = audit_print(rec)) == NULL)
+        return rx_fail(err, REXEC_ENOMEM, "out of memory printing the audit record");
+    size_t len = strlen(*text);
+    if (len + 160 > RX_AUDIT_LINE_MAX)
+        rc = rx_fail(err, REXEC_EAUDIT, "audit record of %zu bytes is larger than %u", len,
+                     RX_AUDIT_LINE_MAX);
+    else if (r != NULL && rx_redact_contains_secret(r, *text, len))
+        rc = rx_fail(err, REXEC_EAUDIT,
+                     "audit record for run %.64s: field \"%s\" still holds a secret value: "
+                     "refusing to write it",
+                     cJSON_GetObjectItemCaseSensitive(rec, "run_id")->valuestring,
+                     audit_secret_field(rec, r));
+    if (rc != 0) {
+        free(*text);
+        *text = NULL;
+    }
+    return rc;
+}
+
+/* The line: text with "prev" added as its last member, then "hash" over that body. */
+static int audit_line(const rx_audit *a, const char *text, const char *prev, rx_buf *line,
+                      rexec_error *err)
+{
+    char hex[RX_AUDIT_HEX_LEN];
+    size_t tl = strlen(text);
+    int r;
+
+    /* text is an object with at least run_id and phase: "{...}" with a member before "}". */
+    if ((r = rx_buf_add(line, text, tl - 1)) != 0 ||
+        (r = rx_buf_addf(line, ",\"prev\":\"%s\"}", prev)) != 0)
+        return rx_fail(err, r, "audit record too large");
+    if (rx_audit_digest(&a->key, line->data, line->len, hex) != 0)
+        return rx_fail(err, REXEC_EINTERNAL, "audit: SHA-256 failed");
+    line->len--; /* drop the body's "}" and close the line with the hash */
+    if ((r = rx_buf_addf(line, AUDIT_HASH_PREFIX "%s\"}\n", hex)) != 0)
+        return rx_fail(err, r, "audit record too large");
+    return 0;
+}
+
+/* ---- Appending under the lock ----------------------------------------------------------- */
+
+static int pread_full(int fd, void *buf, size_t n, off_t off)
+{
+    unsigned char *p = buf;
+    while (n > 0) {
+        ssize_t k = pread(fd, p, n, off);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0) {
+            if (k == 0)
+                errno = EIO;
+            return -1;
+        }
+        p += k;
+        n -= (size_t)k;
+        off += k;
+    }
+    return 0;
+}
+
+/* The offset just after the last newline before size (0 if none): where a partial last line
+ * begins. Reads back in blocks, at most a line's worth. */
+static off_t audit_last_line_start(int fd, off_t size)
+{
+    char blk[4096];
+    off_t end = size, floor = size > RX_AUDIT_LINE_MAX ? size - RX_AUDIT_LINE_MAX : 0;
+    while (end > floor) {
+        size_t n = end - floor < (off_t)sizeof(blk) ? (size_t)(end - floor) : sizeof(blk);
+        if (pread_full(fd, blk, n, end - (off_t)n) != 0)
+            return -1;
+        for (size_t i = n; i > 0; i--)
+            if (blk[i - 1] == '\n')
+                return end - (off_t)n + (off_t)i;
+        end -= (off_t)n;
+    }
+    return floor;
+}
+
+/* The hash the file's last line ends with: only the last bytes are read, never the file. A
+ * last line without its newline was cut by a crash or by hand; appending after it would hide
+ * that, so it is refused with the command that removes it once someone has looked. */
+static int audit_tail_hash(int fd, off_t size, const char *path, char hex[RX_AUDIT_HEX_LEN],
+                           rexec_error *err)
+{
+    char tail[AUDIT_SUFFIX_LEN + 2];
+    size_t n = size < (off_t)sizeof(tail) ? (size_t)size : sizeof(tail);
+
+    if (pread_full(fd, tail, n, size - (off_t)n) != 0)
+        return rx_fail(err, REXEC_EAUDIT, "%s: cannot read: %s", path, strerror(errno));
+    if (tail[n - 1] != '\n')
+        return rx_fail(err, REXEC_EAUDIT,
+                       "%s: the last line is incomplete (a crash in the middle of a write, or "
+                       "the file was cut): refusing to append after it; see `rexec audit "
+                       "verify`, then remove the partial line with `truncate -s %lld %s`",
+                       path, (long long)audit_last_line_start(fd, size), path);
+    if (rx_audit_line_hash(tail, n - 1, hex) != 0)
+        return rx_fail(err, REXEC_EAUDIT,
+                       "%s: the last line does not end with a hash (not written by rexec): "
+                       "refusing to chain onto it; see `rexec audit verify`", path);
+    return 0;
+}
+
+/* The chain head when audit.log is empty: the last hash of the newest rotated file, so the
+ * chain crosses rotations (and an append that failed right after a rotation loses nothing). */
+static int audit_rotated_head(const rx_audit *a, char hex[RX_AUDIT_HEX_LEN], rexec_error *err)
+{
+    char **names = NULL, *path = NULL;
+    size_t n = 0;
+    int fd = -1, r;
+    struct stat st;
+
+    memcpy(hex, AUDIT_ZERO_HASH, RX_AUDIT_HEX_LEN);
+    if ((r = rx_audit_rotated(a->dir, &names, &n, err)) != 0 || n == 0)
+        goto out;
+    if ((path = rx_fs_join(a->dir, names[n - 1])) == NULL) {
+        r = rx_fail(err, REXEC_ENOMEM, "out of memory");
+        goto out;
+    }
+    fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        r = rx_fail(err, REXEC_EAUDIT, "%s: %s", path, strerror(errno));
+        goto out;
+    }
+    if (st.st_size > 0)
+        r = audit_tail_hash(fd, st.st_size, path, hex, err);
+out:
+    if (fd >= 0)
+        close(fd);
+    free(path);
+    rx_audit_names_free(names, n);
+    return r;
+}
+
+/* Opens audit.log for appending (O_APPEND: every write lands at the end even if another
+ * process appended since) and checks it on the descriptor itself. */
+static int audit_open_log(const rx_audit *a, int *fd, off_t *size, rexec_error *err)
+{
+    struct stat st;
+    int r = 0;
+    int f = open(a->path, O_RDWR | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (f < 0)
+        return rx_fail(err, REXEC_EAUDIT, "%s: cannot open: %s", a->path,
+                       errno == ELOOP ? "is a symbolic link" : strerror(errno));
+    if (fstat(f, &st) != 0)
+        r = rx_fail(err, REXEC_EAUDIT, "%s: %s", a->path, strerror(errno));
+    else if (st.st_size == 0 && (st.st_mode & 07777) != 0600 && fchmod(f, 0600) != 0)
+        r = rx_fail(err, REXEC_EAUDIT, "%s: cannot set mode 0600: %s", a->path,
+                    strerror(errno));
+    else if ((r = rx_fs_check_fd(f, a->path, 0, REXEC_EAUDIT, err)) == 0 && st.st_size == 0)
+        r = rx_fs_fsync_dir(a->dir, REXEC_EAUDIT, err); /* the new name must survive a crash */
+    if (r != 0) {
+        close(f);
+        return r;
+    }
+    *fd = f;
+    *size = st.st_size;
+    return 0;
+}
+
+/* Renames the full audit.log to audit-<UTC time>.log and opens a fresh one. The name has
+ * nanoseconds so names sort by time; if the clock went back and the name would not sort last,
+ * rotation waits (the log just grows) rather than break the order verify walks. */
+static int audit_rotate(const rx_audit *a, int *fd, off_t *size, rexec_error *err)
+{
+    char name[64], **names = NULL, *to = NULL;
+    size_t n = 0, k;
+    struct timespec now;
+    struct tm tm;
+    int r;
+
+    clock_gettime(CLOCK_REALTIME, &now);
+    gmtime_r(&now.tv_sec, &tm);
+    k = strftime(name, sizeof(name), "audit-%Y%m%dT%H%M%S", &tm);
+    snprintf(name + k, sizeof(name) - k, ".%09ldZ.log", now.tv_nsec);
+    if ((r = rx_audit_rotated(a->dir, &names, &n, err)) != 0 ||
+        (n > 0 && strcmp(name, names[n - 1]) <= 0))
+        goto out;
+    if ((to = rx_fs_join(a->dir, name)) == NULL) {
+        r = rx_fail(err, REXEC_ENOMEM, "out of memory");
+        goto out;
+    }
+    if (renameat2(AT_FDCWD, a->path, AT_FDCWD, to, RENAME_NOREPLACE) != 0 &&
+        (errno != EINVAL || rename(a->path, to) != 0)) {
+        r = rx_fail(err, REXEC_EAUDIT, "%s: cannot rotate to %s: %s", a->path, name,
+                    strerror(errno));
+        goto out;
+    }
+    if ((r = rx_fs_fsync_dir(a->dir, REXEC_EAUDIT, err)) != 0)
+        goto out;
+    close(*fd);
+    *fd = -1;
+    r = audit_open_log(a, fd, size, err);
+out:
+    free(to);
+    rx_audit_names_free(names, n);
+    return r;
+}
+
+/* One write() of the whole line (looping only on a short write), then fsync. On failure the
+ * file is cut back to its size before, so no partial line stays behind a failed append. */
+static int audit_write(const rx_audit *a, int fd, off_t size, const rx_buf *line,
+                       rexec_error *err)
+{
+    if (rx_fs_write_all(fd, line->data, line->len) == 0 && fsync(fd) == 0)
+        return 0;
+    int e = errno;
+    int undone = ftruncate(fd, size) == 0 && fsync(fd) == 0;
+    return rx_fail(err, REXEC_EAUDIT, "%s: cannot append the audit record: %s%s", a->path,
+                   strerror(e),
+                   undone ? "" : " (and the partial line could not be removed: run `rexec "
+                                 "audit verify`)");
+}
+
+static int audit_append_locked(const rx_audit *a, const char *text, rx_buf *line,
+                               rexec_error *err)
+{
+    char prev[RX_AUDIT_HEX_LEN];
+    off_t size = 0;
+    int fd = -1, r;
+
+    if ((r = audit_open_log(a, &fd, &size, err)) != 0)
+        goto out;
+    r = size > 0 ? audit_tail_hash(fd, size, a->path, prev, err) : audit_rotated_head(a, prev, err);
+    if (r != 0 || (r = audit_line(a, text, prev, line, err)) != 0)
+        goto out;
+    if (a->rotate_size > 0 && size > 0 &&
+        (unsigned long long)size + line->len > a->rotate_size &&
+        (r = audit_rotate(a, &fd, &size, err)) != 0)
+        goto out;
+    r = audit_write(a, fd, size, line, err);
+out:
+    if (fd >= 0)
+        close(fd);
+    return r;
+}
+
+static int audit_lock(const rx_audit *a, int *fd, rexec_error *err)
+{
+    int r = audit_open_lock(a, fd, err);
+    if (r != 0)
+        return r;
+    while (flock(*fd, LOCK_EX) != 0) {
+        if (errno != EINTR) {
+            r = rx_fail(err, REXEC_EAUDIT, "%s: flock: %s", a->lock, strerror(errno));
+            close(*fd);
+            return r;
+        }
+    }
+    return 0;
+}
+
+int rx_audit_append(rx_audit *a, cJSON *rec, const rx_redactor *r, rexec_error *err)
+{
+    char *text = NULL;
+    rx_buf line;
+    int lock_fd = -1, rc;
+
+    rx_buf_init(&line, RX_AUDIT_LINE_MAX);
+    if (a == NULL)
+        return rx_fail(err, REXEC_EINTERNAL, "audit log not open");
+    if ((rc = audit_render(rec, r, &text, err)) != 0 || (rc = audit_lock(a, &lock_fd, err)) != 0)
+        goto out;
+    rc = audit_append_locked(a, text, &line, err);
+    close(lock_fd); /* releases the lock, after the fsync */
+out:
+    free(text);
+    rx_buf_free(&line);
+    return rc;
+}

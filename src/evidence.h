@@ -1,0 +1,27 @@
+/* Evidence per executed run: <workspace>/evidence/<run_id>/{stdout,stderr,meta.json}, written
+ * into a temporary directory and renamed into place, so a crash leaves no half record. */
+#ifndef RX_EVIDENCE_H
+#define RX_EVIDENCE_H
+
+#include <stddef.h>
+
+#include <cjson/cJSON.h>
+
+#include "redact.h"
+#include "rexec.h"
+
+#define RX_RUN_ID_LEN 40 /* including the NUL */
+
+/* A new run id, unique even for two calls in the same instant with the same output:
+ * "20261202T101500Z-<16 hex random>" style (time sorts, OpenSSL RAND_bytes makes it unique). */
+void rx_run_id_new(char out[RX_RUN_ID_LEN]);
+
+/* Writes the evidence of one run. out/err are the redacted, capped streams; meta is completed
+ * here with sizes and sha256 of what is stored. r (may be NULL) scans everything first: a file
+ * that would still hold a handed-out secret is refused (REXEC_EAUDIT) and nothing is written.
+ * On success *path_out (malloc'd, caller frees; may be NULL) is the final directory. */
+int rx_evidence_write(const char *ws_dir, const char *run_id, const unsigned char *out,
+                      size_t out_len, const unsigned char *err_data, size_t err_len, cJSON *meta,
+                      const rx_redactor *r, char **path_out, rexec_error *err);
+
+#endif

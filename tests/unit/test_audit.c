@@ -1,0 +1,989 @@
+/* The audit log: format and hash definition, tamper detection with line numbers, keyed chains,
+ * rotation, modes whatever the umask, refusals, secret scan, and disk-full / read-only. */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
+#include "audit.h"
+#include "fsutil.h"
+#include "redact.h"
+
+#define ZERO64 "0000000000000000000000000000000000000000000000000000000000000000"
+
+/* ---- Helpers ---------------------------------------------------------------------------- */
+
+typedef struct fixture {
+    char ws[PATH_MAX];    /* a fresh workspace */
+    char outside[PATH_MAX]; /* a private dir outside it, for keys */
+    char log[PATH_MAX + 32];
+    int mounted;
+} fixture;
+
+static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(p);
+}
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof(*f));
+    strcpy(f->ws, "/tmp/rx-audit-ws-XXXXXX");
+    strcpy(f->outside, "/tmp/rx-audit-key-XXXXXX");
+    if (mkdtemp(f->ws) == NULL || mkdtemp(f->outside) == NULL)
+        return -1;
+    snprintf(f->log, sizeof(f->log), "%s/audit/audit.log", f->ws);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    if (f->mounted)
+        umount2(f->ws, MNT_DETACH);
+    nftw(f->ws, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    nftw(f->outside, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    free(f);
+    return 0;
+}
+
+static cJSON *mkrec(const char *run, const char *phase, const char *host)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "run_id", run);
+    cJSON_AddStringToObject(o, "phase", phase);
+    cJSON_AddStringToObject(o, "host", host);
+    cJSON_AddStringToObject(o, "action", "sys.uname");
+    cJSON_AddStringToObject(o, "effective_risk", "L0");
+    cJSON_AddStringToObject(o, "decision", "ALLOW");
+    cJSON_AddStringToObject(o, "reason", "ALLOW_LEVEL");
+    cJSON_AddStringToObject(o, "argv", "uname -a");
+    if (strcmp(phase, "outcome") == 0) {
+        cJSON_AddNumberToObject(o, "exit_code", 0);
+        cJSON_AddNullToObject(o, "signal");
+        cJSON_AddFalseToObject(o, "timed_out");
+        cJSON_AddFalseToObject(o, "truncated");
+        cJSON_AddStringToObject(o, "stdout_sha256", ZERO64);
+        cJSON_AddNumberToObject(o, "stdout_bytes", 42);
+        cJSON_AddNumberToObject(o, "stderr_bytes", 0);
+        cJSON_AddNumberToObject(o, "duration_ms", 17);
+        cJSON_AddStringToObject(o, "containment", "process-group");
+    }
+    return o;
+}
+
+static void append(rx_audit *a, const char *run, const char *phase)
+{
+    rexec_error e = {0};
+    cJSON *r = mkrec(run, phase, "lab1");
+    int rc = rx_audit_append(a, r, NULL, &e);
+    if (rc != 0)
+        fail_msg("append %s %s: %s", run, phase, e.msg);
+    cJSON_Delete(r);
+}
+
+/* n runs, each an intent and an outcome: 2n lines. */
+static rx_audit *log_with_runs(fixture *f, const char *key, int n)
+{
+    rx_audit *a = NULL;
+    rexec_error e = {0};
+    if (rx_audit_open(&a, f->ws, key, &e) != 0)
+        fail_msg("open: %s", e.msg);
+    for (int i = 0; i < n; i++) {
+        char run[32];
+        snprintf(run, sizeof(run), "run-%02d", i);
+        append(a, run, "intent");
+        append(a, run, "outcome");
+    }
+    return a;
+}
+
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *fp = fopen(path, "rb");
+    assert_non_null(fp);
+    fseek(fp, 0, SEEK_END);
+    long n = ftell(fp);
+    rewind(fp);
+    char *s = malloc((size_t)n + 1);
+    assert_int_equal(fread(s, 1, (size_t)n, fp), (size_t)n);
+    s[n] = 0;
+    fclose(fp);
+    if (len)
+        *len = (size_t)n;
+    return s;
+}
+
+static void spit(const char *path, const char *s, size_t len)
+{
+    FILE *fp = fopen(path, "wb");
+    assert_non_null(fp);
+    assert_int_equal(fwrite(s, 1, len, fp), len);
+    fclose(fp);
+}
+
+/* The file's lines (each without its newline), in a NULL-terminated array of strdup'd strings. */
+static char **lines_of(const char *path, size_t *n)
+{
+    char *s = slurp(path, NULL), **v = calloc(100000, sizeof(char *));
+    size_t k = 0;
+    for (char *p = s, *nl; *p; p = nl + 1) {
+        nl = strchr(p, '\n');
+        if (nl == NULL) {
+            v[k++] = strdup(p);
+            break;
+        }
+        v[k++] = strndup(p, (size_t)(nl - p));
+    }
+    free(s);
+    *n = k;
+    return v;
+}
+
+static void write_lines(const char *path, char **v, size_t n)
+{
+    FILE *fp = fopen(path, "wb");
+    for (size_t i = 0; i < n; i++)
+        if (v[i] != NULL)
+            fprintf(fp, "%s\n", v[i]);
+    fclose(fp);
+}
+
+static void free_lines(char **v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+/* Runs verify and keeps its report. */
+static int verify(fixture *f, const char *key, int flags, char **report)
+{
+    size_t sz = 0;
+    rexec_error e = {0};
+    FILE *fp = open_memstream(report, &sz);
+    int rc = rx_audit_verify_ex(f->ws, key, flags, fp, &e);
+    fclose(fp);
+    if (rc < 0)
+        print_message("verify error: %s\n", e.msg);
+    return rc;
+}
+
+static void assert_contains(const char *hay, const char *needle)
+{
+    if (strstr(hay, needle) == NULL)
+        fail_msg("expected \"%s\" in:\n%s", needle, hay);
+}
+
+/* The test's own implementation of the hash definition in docs/audit.md, independent of
+ * src/audit.c: hash = hex(SHA-256 or HMAC-SHA256) of the line minus ,"hash":"<hex>" */
+static void ref_hash(const char *key, size_t klen, const char *body, size_t len, char hex[65])
+{
+    unsigned char md[64];
+    unsigned int n = 0;
+    if (key != NULL)
+        HMAC(EVP_sha256(), key, (int)klen, (const unsigned char *)body, len, md, &n);
+    else
+        EVP_Digest(body, len, md, &n, EVP_sha256(), NULL);
+    for (unsigned int i = 0; i < n; i++)
+        sprintf(hex + 2 * i, "%02x", md[i]);
+}
+
+/* Splits a stored line: body (malloc'd) = line without ,"hash":"..."; hash copied out. */
+static char *split_line(const char *line, char hash[65])
+{
+    size_t len = strlen(line);
+    assert_true(len > 75);
+    const char *suffix = line + len - 75;
+    assert_memory_equal(suffix, ",\"hash\":\"", 9);
+    memcpy(hash, suffix + 9, 64);
+    hash[64] = 0;
+    char *body = malloc(len - 75 + 2);
+    memcpy(body, line, len - 75);
+    strcpy(body + len - 75, "}");
+    return body;
+}
+
+/* What an attacker who can edit the file does: rewrite every prev and hash from line 1, with
+ * the key they have (NULL: plain SHA-256). */
+static void rechain(const char *path, const char *key, size_t klen)
+{
+    size_t n;
+    char **v = lines_of(path, &n), prev[65] = ZERO64, hash[65];
+    for (size_t i = 0; i < n; i++) {
+        char *body = split_line(v[i], hash);
+        size_t bl = strlen(body);
+        /* the body ends with ,"prev":"<64 hex>"} */
+        assert_memory_equal(body + bl - 75, ",\"prev\":\"", 9);
+        memcpy(body + bl - 66, prev, 64);
+        ref_hash(key, klen, body, bl, hash);
+        free(v[i]);
+        v[i] = malloc(bl + 80);
+        snprintf(v[i], bl + 80, "%.*s,\"hash\":\"%s\"}", (int)(bl - 1), body, hash);
+        memcpy(prev, hash, 65);
+        free(body);
+    }
+    write_lines(path, v, n);
+    free_lines(v, n);
+}
+
+static char *write_key(fixture *f, const char *name, const char *content, mode_t mode)
+{
+    char *p = malloc(PATH_MAX + 64);
+    snprintf(p, PATH_MAX + 64, "%s/%s", f->outside, name);
+    spit(p, content, strlen(content));
+    chmod(p, mode);
+    return p;
+}
+
+static off_t file_size(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 ? st.st_size : -1;
+}
+
+/* ---- Format --------------------------------------------------------------------------- */
+
+/* Round trip, and the stored lines follow the documented hash definition exactly. */
+static void test_roundtrip_and_hash_definition(void **state)
+{
+    fixture *f = *state;
+    char *report = NULL, hash[65], want[65], prev[65] = ZERO64;
+    rx_audit *a = log_with_runs(f, NULL, 3);
+    rx_audit_close(a);
+
+    assert_int_equal(verify(f, NULL, 0, &report), RX_AUDIT_VERIFY_OK);
+    assert_contains(report, "6 record(s)");
+    free(report);
+
+    size_t n;
+    char **v = lines_of(f->log, &n);
+    assert_int_equal(n, 6);
+    for (size_t i = 0; i < n; i++) {
+        cJSON *o = cJSON_Parse(v[i]);
+        assert_non_null(o);
+        assert_string_equal(cJSON_GetObjectItem(o, "prev")->valuestring, prev);
+        assert_string_equal(cJSON_GetObjectItem(o, "run_id")->valuestring,
+                            i / 2 == 0 ? "run-00" : i / 2 == 1 ? "run-01" : "run-02");
+        assert_non_null(cJSON_GetObjectItem(o, "ts")); /* added when the caller has none */
+        assert_ptr_equal(o->child, cJSON_GetObjectItem(o, "ts")); /* and first */
+        char *body = split_line(v[i], hash);
+        ref_hash(NULL, 0, body, strlen(body), want);
+        assert_string_equal(hash, want);
+        memcpy(prev, hash, 65);
+        free(body);
+        cJSON_Delete(o);
+    }
+    free_lines(v, n);
+}
+
+/* The caller's object is not changed, bad records are refused, and nothing is written. */
+static void test_record_checks(void **state)
+{
+    fixture *f = *state;
+    rx_audit *a = NULL;
+    rexec_error e = {0};
+    assert_int_equal(rx_audit_open(&a, f->ws, NULL, &e), 0);
+    cJSON *r = mkrec("run-x", "intent", "lab1");
+    assert_int_equal(rx_audit_append(a, r, NULL, &e), 0);
+    assert_null(cJSON_GetObjectItem(r, "prev"));
+    assert_null(cJSON_GetObjectItem(r, "hash"));
+    off_t size = file_size(f->log);
+
+    cJSON_AddStringToObject(r, "hash", "x");
+    assert_int_equal(rx_audit_append(a, r, NULL, &e), REXEC_EAUDIT);
+    assert_contains(e.msg, "prev or hash");
+    cJSON_Delete(r);
+    r = cJSON_CreateObject();
+    cJSON_AddStringToObject(r, "phase", "intent");
+    assert_int_equal(rx_audit_append(a, r, NULL, &e), REXEC_EAUDIT);
+    assert_contains(e.msg, "run_id");
+    cJSON_Delete(r);
+    assert_int_equal(file_size(f->log), size);
+    rx_audit_close(a);
+}
+
+/* ---- Tampering ------------------------------------------------------------------------ */
+
+static void test_edited_byte_detected(void **state)
+{
+    fixture *f = *state;
+    char *report = NULL;
+    rx_audit_close(log_with_runs(f, NULL, 3));
+    size_t len;
+    char *s = slurp(f->log, &len);
+    char *third = strchr(strchr(s, '\n') + 1, '\n') + 1; /* line 3 */
+    char *host = strstr(third, "\"lab1\"");
+    host[4] = '2'; /* lab1 -> lab2: still valid JSON */
+    spit(f->log, s, len);
+    free(s);
+
+    assert_int_equal(verify(f, NULL, 0, &report), RX_AUDIT_VERIFY_TAMPERED);
+    assert_contains(report, "audit/audit.log:3: hash mismatch");
+    assert_contains(report, "first at audit/audit.log:3");
+    assert_null(strstr(report, "audit.log:4:")); /* one edit is reported once */
+    free(report);
+}
+
+static void test_removed_line_detected(void **state)
+{
+    fixture *f = *state;
+    char *report = NULL;
+    size_t n;
+    rx_audit_close(log_with_runs(f, NULL, 3));
+    char **v = lines_of(f->log, &n);
+    free(v[3]);
+    v[3] = NULL; /* remove line 4 */
+    write_lines(f->log, v, n);
+    free_lines(v, n);
+
+    assert_int_equal(verify(f, NULL, 0, &report), RX_AUDIT_VERIFY_TAMPERED);
+    assert_contains(report, "audit/audit.log:4: prev does not match the hash of line 3");
+    assert_contains(report, "first at audit/audit.log:4");
+    free(report);
+}
+
+static void test_reordered_lines_detected(void **state)
+{
+    fixture *f = *state;
+    char *report = NULL;
+    size_t n;
+    rx_audit_close(log_with_runs(f, NULL, 3));
+    char **v = lines_of(f->log, &n);
+    char *t = v[1];
+    v[1] = v[2];
+    v[2] = t; /* swap lines 2 and 3 */
+    write_lines(f->log, v, n);
+    free_lines(v, n);
+
+    assert_int_equal(verify(f, NULL, 0, &report), RX_AUDIT_VERIFY_TAMPERED);
+    assert_contains(report, "first at audit/audit.log:2");
+    assert_contains(report, "audit/audit.log:2: prev does not match");
+    free(report);
+}
+
+/* A cut last line is named by verify, and append refuses to chain after it, saying how to
+ * remove it (the offset where the partial line begins). */
+static void test_truncated_last_line(void **state)
+{
+    fixture *f = *state;
+    char *report = NULL, want[64];
+    rx_audit *a = log_with_runs(f, NULL, 2);
+    size_t n;
+    char **v = lines_of(f->log, &n);
+    size_t keep = strlen(v[0]) + strlen(v[1]) + strlen(v[2]) + 3;
+    free_lines(v, n);
+    assert_int_equal(truncate(f->log, file_size(f->log) - 10), 0);
+
+    assert_int_equal(verify(f, NULL, 0, &report), RX_AUDIT_VERIFY_TAMPERED);
+    assert_contains(report, "audit/audit.log:4: the last line is incomplete");
+    free(report);
+
+    rexec_error e = {0};
+    cJSON *r = mkrec("run-z", "intent", "lab1");
+    off_t before = file_size(f->log);
+    assert_int_equal(rx_audit_append(a, r, NULL, &e), REXEC_EAUDIT);
+    assert_contains(e.msg, "last line is incomplete");
+    snprintf(want, sizeof(want), "truncate -s %zu ", keep);
+    assert_contains(e.msg, want);
+    assert_int_equal(file_size(f->log), before);
+    cJSON_Delete(r);
+    rx_audit_close(a);
+}
+
+/* A line not written by rexec (no hash) is named, and append will not chain onto it. */
+static void test_foreign_line(void **state)
+{
+    fixture *f = *state;
+    char *report = NULL;
+    rx_audit *a = log_with_runs(f, NULL, 1);
+    FILE *fp = fopen(f->log, "a");
+    fputs("{\"run_id\":\"fake\",\"phase\":\"refused\"}\n", fp);
+    fclose(fp);
+    assert_int_equal(verify(f, NULL, 0, &report), RX_AUDIT_VERIFY_TAMPERED);
+    assert_contains(report, "audit/audit.log:3: does not end with a hash");
+    free(report);
+    rexec_error e = {0};
+    cJSON *r = mkrec("run-z", "intent", "lab1");
+    assert_int_equal(rx_audit_append(a, r, NULL, &e), REXEC_EAUDIT);
+    assert_contains(e.msg, "does not end with a hash");
+    cJSON_Delete(r);
+    rx_audit_close(a);
+}
+
+static void test_intent_without_outcome(void **state)
+{
+    fixture *f = *state;
+    char *report = NULL;
+    rx_audit *a = log_with_runs(f, NULL, 1); /* run-00 complete */
+    append(a, "run-crashed", "intent");
+    append(a, "run-ok", "intent");
+    append(a, "run-ok", "outcome");
+    append(a, "run-refused", "refused");
+    rx_audit_close(a);
+
+    assert_int_equal(verify(f, NULL, 0, &report), RX_AUDIT_VERIFY_INCOMPLETE);
+    assert_contains(report, "audit/audit.log:3: warning: run run-crashed: intent without outcome");
+    assert_null(strstr(report, "run run-ok"));
+    assert_null(strstr(report, "run-refused"));
+    assert_contains(report, "chain intact, but 1 intent(s) without outcome");
+    free(report);
+
+    assert_int_equal(verify(f, NULL, RX_AUDIT_VERIFY_JSON, &report), 2);
+    cJSON *o = cJSON_Parse(report);
+    assert_non_null(o);
+    assert_string_equal(cJSON_GetObjectItem(o, "status")->valuestring, "incomplete");
+    cJSON *w = cJSON_GetArrayItem(cJSON_GetObjectItem(o, "warnings"), 0);
+    assert_string_equal(cJSON_GetObjectItem(w, "problem")->valuestring, "intent_without_outcome");
+    assert_int_equal(cJSON_GetObjectItem(w, "line")->valueint, 3);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(o, "errors")), 0);
+    cJSON_Delete(o);
+    free(report);
+}
+
+/* Tampering outranks a missing outcome, and the JSON report names the first bad line. */
+static void test_json_report_tampered(void **state)
+{
+    fixture *f = *state;
+    char *report = NULL;
+    size_t n;
+    rx_audit *a = log_with_runs(f, NULL, 2);
+    append(a, "run-crashed", "intent");
+    rx_audit_close(a);
+    char **v = lines_of(f->log, &n);
+    free(v[1]);
+    v[1] = NULL;
+    write_lines(f->log, v, n);
+    free_lines(v, n);
+
+    assert_int_equal(verify(f, NULL, RX_AUDIT_VERIFY_JSON, &report), RX_AUDIT_VERIFY_TAMPERED);
+    cJSON *o = cJSON_Parse(report);
+    assert_non_null(o);
+    assert_string_equal(cJSON_GetObjectItem(o, "status")->valuestring, "tampered");
+    assert_string_equal(cJSON_GetObjectItem(o, "first_bad")->valuestring, "audit/audit.log:2");
+    cJSON *e0 = cJSON_GetArrayItem(cJSON_GetObjectItem(o, "errors"), 0);
+    assert_string_equal(cJSON_GetObjectItem(e0, "problem")->valuestring, "prev_mismatch");
+    cJSON_Delete(o);
+    free(report);
+}
+
+/* ---- Keyed chains ----------------------------------------------------------------------- */
+
+#define KEY "k3y-0f-the-audit-chain-0123456789"
+
+static void test_keyed_chain(void **state)
+{
+    fixture *f = *state;
+    char *report = NULL, hash[65], want[65];
+    char *key = write_key(f, "audit.key", KEY "\n", 0600);
+    char *wrong = write_key(f, "wrong.key", "another-key-of-enough-length", 0600);
+    rx_audit_close(log_with_runs(f, key, 2));
+
+    /* the stored hash is HMAC-SHA256 with the key (one trailing newline is not part of it) */
+    size_t n;
+    char **v = lines_of(f->log, &n);
+    char *body = split_line(v[0], hash);
+    ref_hash(KEY, strlen(KEY), body, strlen(body), want);
+    assert_string_equal(hash, want);
+    free(body);
+    free_lines(v, n);
+
+    assert_int_equal(verify(f, key, 0, &report), RX_AUDIT_VERIFY_OK);
+    assert_contains(report, "keyed");
+    free(report);
+    assert_int_equal(verify(f, wrong, 0, &report), RX_AUDIT_VERIFY_TAMPERED);
+    assert_contains(report, "audit/audit.log:1: hash mismatch");
+    free(report);
+    assert_int_equal(verify(f, NULL, 0, &report), RX_AUDIT_VERIFY_TAMPERED);
+    assert_contains(report, "give the key with --key");
+    free(report);
+    free(key);
+    free(wrong);
+}
+
+/* Someone who edits a keyed log cannot re-chain it without the key; the same re-chaining with
+ * the key does verify, which shows the attack was done right. */
+static void test_keyed_chain_cannot_be_rechained(void **state)
+{
+    fixture *f = *state;
+    char *report = NULL;
+    char *key = write_key(f, "audit.key", KEY, 0600);
+    rx_audit_close(log_with_runs(f, key, 2));
+    size_t len;
+    char *s = slurp(f->log, &len);
+    *strstr(s, "uname -a") = 'X'; /* the attacker's edit, in line 1 */
+    spit(f->log, s, len);
+    free(s);
+
+    rechain(f->log, NULL, 0); /* without the key: plain SHA-256 */
+    assert_int_equal(verify(f, key, 0, &report), RX_AUDIT_VERIFY_TAMPERED);
+    assert_contains(report, "audit/audit.log:1: hash is plain SHA-256, not keyed");
+    free(report);
+
+    rechain(f->log, "guessed-key-0123456789", 22);
+    assert_int_equal(verify(f, key, 0, &report), RX_AUDIT_VERIFY_TAMPERED);
+    assert_contains(report, "audit/audit.log:1: hash mismatch");
+    free(report);
+
+    rechain(f->log, KEY, strlen(KEY)); /* only the key holder can */
+    assert_int_equal(verify(f, key, 0, &report), RX_AUDIT_VERIFY_OK);
+    free(report);
+
+    /* and an unkeyed log can be re-chained by anyone: what the key is for */
+    rechain(f->log, NULL, 0);
+    assert_int_equal(verify(f, NULL, 0, &report), RX_AUDIT_VERIFY_OK);
+    free(report);
+    free(key);
+}
+
+static void test_key_refused(void **state)
+{
+    fixture *f = *state;
+    rx_audit *a = NULL;
+    rexec_error e = {0};
+    char inside[PATH_MAX + 16], link[PATH_MAX + 16];
+
+    char *readable = write_key(f, "readable.key", KEY, 0640);
+    assert_int_equal(rx_audit_open(&a, f->ws, readable, &e), REXEC_ECONFIG);
+    assert_contains(e.msg, readable);
+    assert_contains(e.msg, "group- or world-readable");
+
+    char *shortk = write_key(f, "short.key", "tooshort\n", 0600);
+    assert_int_equal(rx_audit_open(&a, f->ws, shortk, &e), REXEC_ECONFIG);
+    assert_contains(e.msg, "shorter than 16 bytes");
+
+    char *good = write_key(f, "good.key", KEY, 0600);
+    snprintf(link, sizeof(link), "%s/link.key", f->outside);
+    assert_int_equal(symlink(good, link), 0);
+    assert_int_equal(rx_audit_open(&a, f->ws, link, &e), REXEC_ECONFIG);
+    assert_contains(e.msg, "symbolic link");
+
+    snprintf(inside, sizeof(inside), "%s/audit.key", f->ws);
+    spit(inside, KEY, strlen(KEY));
+    chmod(inside, 0600);
+    assert_int_equal(rx_audit_open(&a, f->ws, inside, &e), REXEC_ECONFIG);
+    assert_contains(e.msg, "inside the workspace");
+    assert_null(a);
+
+    char *report = NULL;
+    assert_int_equal(verify(f, readable, 0, &report), REXEC_ECONFIG);
+    free(report);
+    free(readable);
+    free(shortk);
+    free(good);
+}
+
+/* ---- Rotation --------------------------------------------------------------------------- */
+
+static size_t rotated(fixture *f, char ***names)
+{
+    char dir[PATH_MAX + 8];
+    size_t n = 0;
+    rexec_error e = {0};
+    snprintf(dir, sizeof(dir), "%s/audit", f->ws);
+    assert_int_equal(rx_audit_rotated(dir, names, &n, &e), 0);
+    return n;
+}
+
+static void test_rotation_keeps_chain(void **state)
+{
+    fixture *f = *state;
+    char *report = NULL, **names = NULL, path[PATH_MAX + 64], hash[65];
+    rx_audit *a = NULL;
+    rexec_error e = {0};
+    assert_int_equal(rx_audit_open(&a, f->ws, NULL, &e), 0);
+    rx_audit_set_rotate_size(a, 1000); /* about two records a file */
+    for (int i = 0; i < 6; i++) {
+        char run[16];
+        snprintf(run, sizeof(run), "run-%d", i);
+        append(a, run, "intent");
+        append(a, run, "outcome");
+    }
+    rx_audit_close(a);
+    size_t n = rotated(f, &names);
+    assert_true(n >= 4);
+    assert_true(file_size(f->log) <= 1000);
+
+    assert_int_equal(verify(f, NULL, 0, &report), RX_AUDIT_VERIFY_OK);
+    assert_contains(report, "12 record(s)");
+    free(report);
+
+    /* the new file's first prev is the last hash of the newest rotated file */
+    size_t k;
+    snprintf(path, sizeof(path), "%s/audit/%s", f->ws, names[n - 1]);
+    char **v = lines_of(path, &k);
+    free(split_line(v[k - 1], hash));
+    free_lines(v, k);
+    v = lines_of(f->log, &k);
+    cJSON *first = cJSON_Parse(v[0]);
+    assert_string_equal(cJSON_GetObjectItem(first, "prev")->valuestring, hash);
+    cJSON_Delete(first);
+    free_lines(v, k);
+
+    /* a missing middle file breaks the chain at the next file's first line */
+    snprintf(path, sizeof(path), "%s/audit/%s", f->ws, names[1]);
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(verify(f, NULL, 0, &report), RX_AUDIT_VERIFY_TAMPERED);
+    char want[PATH_MAX];
+    snprintf(want, sizeof(want), "audit/%s:1: prev does not match the last hash of audit/%s",
+             names[2], names[0]);
+    assert_contains(report, want);
+    free(report);
+
+    /* and a missing first file is a chain that does not start at zero */
+    snprintf(path, sizeof(path), "%s/audit/%s", f->ws, names[0]);
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(verify(f, NULL, 0, &report), RX_AUDIT_VERIFY_TAMPERED);
+    assert_contains(report, "prev is not the start of a chain");
+    free(report);
+    rx_audit_names_free(names, n);
+}
+
+static void test_rotation_size_from_env(void **state)
+{
+    fixture *f = *state;
+    char **names = NULL, *report = NULL;
+    setenv("REXEC_AUDIT_ROTATE_BYTES", "600", 1);
+    rx_audit_close(log_with_runs(f, NULL, 3));
+    unsetenv("REXEC_AUDIT_ROTATE_BYTES");
+    size_t n = rotated(f, &names);
+    assert_true(n >= 2);
+    rx_audit_names_free(names, n);
+    assert_int_equal(verify(f, NULL, 0, &report), RX_AUDIT_VERIFY_OK);
+    free(report);
+
+    rx_audit *a = NULL;
+    rexec_error e = {0};
+    setenv("REXEC_AUDIT_ROTATE_BYTES", "12x", 1);
+    assert_int_equal(rx_audit_open(&a, f->ws, NULL, &e), REXEC_ECONFIG);
+    unsetenv("REXEC_AUDIT_ROTATE_BYTES");
+    assert_contains(e.msg, "REXEC_AUDIT_ROTATE_BYTES");
+}
+
+/* ---- Modes and refusals ----------------------------------------------------------------- */
+
+static void assert_mode(const char *dir, const char *name, mode_t want)
+{
+    char p[PATH_MAX + 64];
+    struct stat st;
+    snprintf(p, sizeof(p), "%s/%s", dir, name);
+    assert_int_equal(lstat(p, &st), 0);
+    if ((st.st_mode & 07777) != want)
+        fail_msg("%s: mode %04o, want %04o", p, (unsigned)(st.st_mode & 07777), (unsigned)want);
+}
+
+static void test_modes_whatever_the_umask(void **state)
+{
+    fixture *f = *state;
+    mode_t masks[] = {0, 0777};
+    for (size_t i = 0; i < 2; i++) {
+        char sub[PATH_MAX + 8];
+        snprintf(sub, sizeof(sub), "%s/w%zu", f->ws, i);
+        mkdir(sub, 0700);
+        mode_t old = umask(masks[i]);
+        rx_audit *a = NULL;
+        rexec_error e = {0};
+        int rc = rx_audit_open(&a, sub, NULL, &e);
+        if (rc == 0) {
+            cJSON *r = mkrec("run-m", "intent", "lab1");
+            rc = rx_audit_append(a, r, NULL, &e);
+            cJSON_Delete(r);
+        }
+        umask(old);
+        rx_audit_close(a);
+        assert_int_equal(rc, 0);
+        assert_mode(sub, "audit", 0700);
+        assert_mode(sub, "audit/audit.log", 0600);
+        assert_mode(sub, "audit/.lock", 0600);
+    }
+}
+
+static void test_symlinked_audit_file_refused(void **state)
+{
+    fixture *f = *state;
+    char dir[PATH_MAX + 8], target[PATH_MAX + 16];
+    rx_audit *a = NULL;
+    rexec_error e = {0};
+    snprintf(dir, sizeof(dir), "%s/audit", f->ws);
+    snprintf(target, sizeof(target), "%s/elsewhere.log", f->outside);
+    assert_int_equal(mkdir(dir, 0700), 0);
+    spit(target, "", 0);
+    assert_int_equal(symlink(target, f->log), 0);
+
+    assert_int_equal(rx_audit_open(&a, f->ws, NULL, &e), REXEC_EAUDIT);
+    assert_contains(e.msg, f->log);
+    assert_contains(e.msg, "symbolic link");
+
+    /* a link that appears after open is refused at append too */
+    assert_int_equal(unlink(f->log), 0);
+    assert_int_equal(rx_audit_open(&a, f->ws, NULL, &e), 0);
+    assert_int_equal(symlink(target, f->log), 0);
+    cJSON *r = mkrec("run-s", "intent", "lab1");
+    assert_int_equal(rx_audit_append(a, r, NULL, &e), REXEC_EAUDIT);
+    assert_contains(e.msg, "symbolic link");
+    assert_int_equal(file_size(target), 0);
+    cJSON_Delete(r);
+    rx_audit_close(a);
+}
+
+static void test_writable_dirs_refused(void **state)
+{
+    fixture *f = *state;
+    char dir[PATH_MAX + 8];
+    rx_audit *a = NULL;
+    rexec_error e = {0};
+    snprintf(dir, sizeof(dir), "%s/audit", f->ws);
+    assert_int_equal(mkdir(dir, 0700), 0);
+    assert_int_equal(chmod(dir, 0770), 0);
+    assert_int_equal(rx_audit_open(&a, f->ws, NULL, &e), REXEC_EAUDIT);
+    assert_contains(e.msg, dir);
+    assert_contains(e.msg, "group- or world-writable");
+    assert_int_equal(chmod(dir, 0700), 0);
+
+    assert_int_equal(chmod(f->ws, 0777), 0);
+    assert_int_equal(rx_audit_open(&a, f->ws, NULL, &e), REXEC_EAUDIT);
+    assert_contains(e.msg, f->ws);
+    assert_contains(e.msg, "group- or world-writable");
+    assert_int_equal(chmod(f->ws, 0700), 0);
+
+    spit(f->log, "", 0);
+    assert_int_equal(chmod(f->log, 0622), 0);
+    assert_int_equal(rx_audit_open(&a, f->ws, NULL, &e), REXEC_EAUDIT);
+    assert_contains(e.msg, "audit.log: is group- or world-writable");
+    assert_null(a);
+}
+
+static void test_missing_workspace(void **state)
+{
+    fixture *f = *state;
+    char missing[PATH_MAX + 16];
+    rx_audit *a = NULL;
+    rexec_error e = {0};
+    snprintf(missing, sizeof(missing), "%s/nope", f->ws);
+    assert_int_equal(rx_audit_open(&a, missing, NULL, &e), REXEC_EAUDIT);
+    assert_contains(e.msg, missing);
+    assert_contains(e.msg, "No such file or directory");
+    assert_int_equal(rexec_err_exit_code(e.code), 74);
+}
+
+/* ---- Secrets ---------------------------------------------------------------------------- */
+
+#define SECRET "s3cr3t-T0KEN-value-42"
+
+static void test_secret_record_refused(void **state)
+{
+    fixture *f = *state;
+    rx_redactor *red = NULL;
+    rexec_error e = {0};
+    rx_secret sec = {"API_TOKEN", (const unsigned char *)SECRET, strlen(SECRET)};
+    assert_int_equal(rx_redactor_new(&red, &sec, 1, &e), 0);
+    rx_audit *a = log_with_runs(f, NULL, 1);
+    off_t before = file_size(f->log);
+
+    cJSON *r = mkrec("run-leak", "intent", "lab1");
+    cJSON_ReplaceItemInObject(r, "argv", cJSON_CreateString("curl -H 'Bearer " SECRET "' x"));
+    assert_int_equal(rx_audit_append(a, r, red, &e), REXEC_EAUDIT);
+    assert_contains(e.msg, "\"argv\" still holds a secret");
+    assert_null(strstr(e.msg, SECRET));
+    assert_int_equal(file_size(f->log), before);
+
+    cJSON_ReplaceItemInObject(r, "argv", cJSON_CreateString("curl -H 'Bearer $API_TOKEN' x"));
+    assert_int_equal(rx_audit_append(a, r, red, &e), 0); /* by name only is fine */
+    cJSON_Delete(r);
+    rx_audit_close(a);
+    rx_redactor_free(red);
+}
+
+/* ---- Disk full and read-only ------------------------------------------------------------ */
+
+/* Puts the workspace on a small tmpfs (we are root in CI); skips, saying why, when we can't. */
+static void mount_small(fixture *f, const char *opts)
+{
+    if (mount("tmpfs", f->ws, "tmpfs", 0, opts) != 0) {
+        print_message("skipping: cannot mount a tmpfs on %s: %s\n", f->ws, strerror(errno));
+        skip();
+    }
+    f->mounted = 1;
+}
+
+static void test_disk_full(void **state)
+{
+    fixture *f = *state;
+    char *report = NULL, big[3000];
+    rx_audit *a = NULL;
+    rexec_error e = {0};
+    int ok = 0, rc = 0;
+
+    mount_small(f, "size=64k,mode=0700");
+    assert_int_equal(rx_audit_open(&a, f->ws, NULL, &e), 0);
+    memset(big, 'x', sizeof(big) - 1);
+    big[sizeof(big) - 1] = 0;
+    for (int i = 0; i < 100 && rc == 0; i++) {
+        char run[16];
+        snprintf(run, sizeof(run), "run-%d", i);
+        cJSON *r = mkrec(run, "refused", "lab1");
+        cJSON_AddStringToObject(r, "padding", big);
+        if ((rc = rx_audit_append(a, r, NULL, &e)) == 0)
+            ok++;
+        cJSON_Delete(r);
+    }
+    assert_int_equal(rc, REXEC_EAUDIT);
+    assert_contains(e.msg, f->log);
+    assert_contains(e.msg, strerror(ENOSPC));
+    assert_true(ok > 5);
+
+    /* what was written before stays valid and whole: no partial line behind the failure */
+    size_t len;
+    char *s = slurp(f->log, &len);
+    assert_int_equal(s[len - 1], '\n');
+    free(s);
+    assert_int_equal(verify(f, NULL, 0, &report), RX_AUDIT_VERIFY_OK);
+    char want[64];
+    snprintf(want, sizeof(want), "%d record(s)", ok);
+    assert_contains(report, want);
+    free(report);
+    rx_audit_close(a);
+}
+
+static void test_read_only(void **state)
+{
+    fixture *f = *state;
+    char *report = NULL;
+    rexec_error e = {0};
+    mount_small(f, "size=1m,mode=0700");
+    rx_audit *a = log_with_runs(f, NULL, 1);
+    assert_int_equal(mount(NULL, f->ws, NULL, MS_REMOUNT | MS_RDONLY, NULL), 0);
+    cJSON *r = mkrec("run-ro", "intent", "lab1");
+    assert_int_equal(rx_audit_append(a, r, NULL, &e), REXEC_EAUDIT);
+    assert_contains(e.msg, f->log);
+    assert_contains(e.msg, strerror(EROFS));
+    cJSON_Delete(r);
+    rx_audit_close(a);
+    assert_int_equal(verify(f, NULL, 0, &report), RX_AUDIT_VERIFY_OK);
+    assert_contains(report, "2 record(s)");
+    free(report);
+}
+
+/* ---- Show and time -------------------------------------------------------------------- */
+
+static void test_parse_time(void **state)
+{
+    (void)state;
+    time_t t, now = 1800000000;
+    struct tm tm = {.tm_year = 126, .tm_mon = 11, .tm_mday = 2, .tm_hour = 10};
+    time_t ref = timegm(&tm);
+    assert_int_equal(rx_audit_parse_time("1h", now, &t), 0);
+    assert_int_equal(t, now - 3600);
+    assert_int_equal(rx_audit_parse_time("30m", now, &t), 0);
+    assert_int_equal(t, now - 1800);
+    assert_int_equal(rx_audit_parse_time("2d", now, &t), 0);
+    assert_int_equal(t, now - 2 * 86400);
+    assert_int_equal(rx_audit_parse_time("2026-12-02T10:00:00Z", now, &t), 0);
+    assert_int_equal(t, ref);
+    assert_int_equal(rx_audit_parse_time("2026-12-02T11:00:00.250+01:00", now, &t), 0);
+    assert_int_equal(t, ref);
+    assert_int_equal(rx_audit_parse_time("2026-12-02", now, &t), 0);
+    assert_int_equal(t, ref - 10 * 3600);
+    const char *bad[] = {"", "h", "1y", "-1h", "2026-13-02", "2026-12-02T10:00", "2026-12-02Tx",
+                         "2026-12-02T10:00:00+1", "1h ", "12345678901h"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        if (rx_audit_parse_time(bad[i], now, &t) == 0)
+            fail_msg("accepted \"%s\"", bad[i]);
+}
+
+static char *show(fixture *f, const rx_audit_query *q)
+{
+    char *out = NULL;
+    size_t sz;
+    rexec_error e = {0};
+    FILE *fp = open_memstream(&out, &sz);
+    assert_int_equal(rx_audit_show(f->ws, q, fp, &e), 0);
+    fclose(fp);
+    return out;
+}
+
+static void test_show(void **state)
+{
+    fixture *f = *state;
+    rx_audit *a = log_with_runs(f, NULL, 3);
+    cJSON *r = mkrec("run-old", "refused", "lab9\x1b[31m");
+    cJSON_AddStringToObject(r, "ts", "2020-01-01T00:00:00.000Z");
+    rexec_error e = {0};
+    assert_int_equal(rx_audit_append(a, r, NULL, &e), 0);
+    cJSON_Delete(r);
+    rx_audit_close(a);
+
+    rx_audit_query q = {.run_id = "run-01", .json = 1};
+    char *out = show(f, &q);
+    size_t n = 0;
+    for (char *p = out; (p = strchr(p, '\n')) != NULL; p++)
+        n++;
+    assert_int_equal(n, 2);
+    assert_non_null(strstr(out, "\"phase\":\"intent\""));
+    assert_non_null(strstr(out, "\"phase\":\"outcome\""));
+    assert_null(strstr(out, "run-00"));
+    free(out);
+
+    q = (rx_audit_query){0};
+    out = show(f, &q);
+    assert_contains(out, "RUN_ID");
+    assert_contains(out, "run-02");
+    assert_contains(out, "ALLOW/ALLOW_LEVEL");
+    assert_contains(out, "lab9?[31m"); /* no terminal escape reaches the screen */
+    free(out);
+
+    assert_int_equal(rx_audit_parse_time("2021-01-01T00:00:00Z", 0, &q.since), 0);
+    q.has_since = 1;
+    out = show(f, &q);
+    assert_contains(out, "run-00");
+    assert_null(strstr(out, "run-old"));
+    free(out);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_roundtrip_and_hash_definition, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_record_checks, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_edited_byte_detected, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_removed_line_detected, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reordered_lines_detected, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_truncated_last_line, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_foreign_line, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_intent_without_outcome, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_json_report_tampered, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_keyed_chain, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_keyed_chain_cannot_be_rechained, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_key_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rotation_keeps_chain, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rotation_size_from_env, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_modes_whatever_the_umask, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_symlinked_audit_file_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_writable_dirs_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_missing_workspace, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_secret_record_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_disk_full, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_read_only, setup, teardown),
+        cmocka_unit_test(test_parse_time),
+        cmocka_unit_test_setup_teardown(test_show, setup, teardown),
+    };
+    return cmocka_run_group_tests_name("audit", tests, NULL, NULL);
+}
