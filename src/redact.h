@@ -50,4 +50,9 @@ int rx_redact_buf(const rx_redactor *r, const void *data, size_t len, rx_buf *ou
  * handed-out secret value (in any encoded form the redactor knows), else 0. */
 int rx_redact_contains_secret(const rx_redactor *r, const void *data, size_t len);
 
+/* The most bytes a stream over r holds back between feeds (its longest form, or the longest
+ * look-ahead a secret shape needs before it decides). Output lags input by at most this much,
+ * except inside a match whose end is not seen yet (a private key, a header line, a token). */
+size_t rx_redactor_max_hold(const rx_redactor *r);
+
 #endif

@@ -1,0 +1,454 @@
+/* The streaming redactor.
+ *
+ * Matching: every handed-out secret is expanded into its encoded forms (redact_enc.c), each a
+ * plain byte string of at least 8 bytes. Every input position is looked up by its first 4 bytes
+ * (case-folded) in a bitmap filter that also holds the triggers of the secret shapes
+ * (redact_shape.c); almost every position fails that one probe, which is what makes the common
+ * case fast whatever the number of secrets. A position that passes is checked exactly: a table
+ * keyed by the first 8 bytes gives the forms that may start there, and the 4-byte gram table gives
+ * the shapes to try.
+ *
+ * Streams: a stream holds back only the tail of its input that could still begin a match (a
+ * proper prefix of a form, or a shape that has not decided yet), and keeps one "range" of output
+ * to replace: matches that overlap or touch it are merged into it, so no tail of one secret is
+ * left beside another, and it is written as one marker once the scan has moved past its end.
+ * Shapes whose end is not known yet (a header value to the end of its line, a private key to its
+ * END line, a token to the end of its charset) keep the range open without holding its bytes. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/crypto.h>
+
+#include "err.h"
+#include "redact.h"
+#include "redact_int.h"
+
+#define MAX_HITS 8            /* matches tried at one position: the forms, plus shapes */
+#define ERROR_MARKER "[REDACTED:ERROR]"
+
+/* The range being replaced: [a, b) plus the conditions that may still extend b. */
+typedef struct rx_range {
+    uint64_t a, b;
+    const char *marker;
+    unsigned open;
+    uint64_t eol_at, cs_at; /* how far the open EOL / charset conditions have been checked */
+    int quoted, esc;
+    rx_cset cs;
+} rx_range;
+
+struct rx_redact_stream {
+    const rx_redactor *r;
+    rx_redact_sink sink;
+    void *ctx;
+    rx_buf hold;    /* the held-back tail, starting at absolute offset base */
+    uint64_t base;
+    uint64_t emit;  /* output has been produced for every byte before this offset */
+    int before;     /* the byte at base-1, or -1 */
+    int active;     /* rng is in use */
+    int done;       /* finished, or failed (out of memory) */
+    rx_range rng;
+};
+
+/* ---- lookups --------------------------------------------------------------------------------- */
+
+static inline uint32_t gram_hash(uint32_t g, unsigned shift)
+{
+    return (uint32_t)(g * RX_HASH_MUL) >> shift;
+}
+
+static inline uint64_t filter_bit(const uint64_t *f, unsigned shift, uint32_t g)
+{
+    uint32_t h = gram_hash(g, shift);
+    return (f[h >> 6] >> (h & 63)) & 1;
+}
+
+static const gram_slot *gram_find(const rx_redactor *r, uint32_t g)
+{
+    uint32_t mask = (uint32_t)((1ull << (32 - r->gshift)) - 1);
+    for (uint32_t i = gram_hash(g, r->gshift);; i = (i + 1) & mask) {
+        if (!r->grams[i].used)
+            return NULL;
+        if (r->grams[i].key == g)
+            return &r->grams[i];
+    }
+}
+
+static uint32_t lit_hash(uint64_t k, unsigned shift)
+{
+    return (uint32_t)((k * 0x9E3779B97F4A7C15ull) >> shift);
+}
+
+static const lit_slot *lit_find(const rx_redactor *r, uint64_t k)
+{
+    uint32_t mask = (uint32_t)((1ull << (64 - r->lshift)) - 1);
+    for (uint32_t i = lit_hash(k, r->lshift);; i = (i + 1) & mask) {
+        if (!r->lits[i].used)
+            return NULL;
+        if (r->lits[i].key == k)
+            return &r->lits[i];
+    }
+}
+
+/* The first position in [i, lim) whose gram passes the filter, else lim. Positions are probed
+ * eight at a time from two 8-byte loads, so the loop stays branch-light on text that never hits. */
+static size_t next_hit(const rx_redactor *r, const unsigned char *p, size_t i, size_t lim)
+{
+    const uint64_t *f = r->filter;
+    unsigned sh = r->fshift;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    for (; i + 9 <= lim; i += 8) { /* lim = n - 3: bytes up to i + 11 exist */
+        uint64_t x = rx_load64(p + i) | RX_FOLD64, y = rx_load64(p + i + 4) | RX_FOLD64;
+        uint64_t m = filter_bit(f, sh, (uint32_t)x) | filter_bit(f, sh, (uint32_t)(x >> 8)) << 1 |
+                     filter_bit(f, sh, (uint32_t)(x >> 16)) << 2 |
+                     filter_bit(f, sh, (uint32_t)(x >> 24)) << 3 |
+                     filter_bit(f, sh, (uint32_t)y) << 4 | filter_bit(f, sh, (uint32_t)(y >> 8)) << 5 |
+                     filter_bit(f, sh, (uint32_t)(y >> 16)) << 6 |
+                     filter_bit(f, sh, (uint32_t)(y >> 24)) << 7;
+        if (m)
+            return i + (size_t)__builtin_ctzll(m);
+    }
+#endif
+    for (; i < lim; i++)
+        if (filter_bit(f, sh, rx_load32(p + i) | RX_FOLD32))
+            return i;
+    return lim;
+}
+
+static unsigned char fold(unsigned char c)
+{
+    return c | 0x20;
+}
+
+/* Could the last 1-3 bytes of a window begin a form or a shape? (No false negatives.) */
+static int maybe_prefix(const rx_redactor *r, const unsigned char *p, size_t n)
+{
+    unsigned a = fold(p[0]), b, h;
+    switch (n) {
+    case 1:
+        return (int)((r->pre1[a >> 6] >> (a & 63)) & 1);
+    case 2:
+        b = a | (unsigned)fold(p[1]) << 8;
+        return (int)((r->pre2[b >> 6] >> (b & 63)) & 1);
+    default:
+        h = rx_pre3_hash(p);
+        return (int)((r->pre3[h >> 6] >> (h & 63)) & 1);
+    }
+}
+
+/* ---- matching at one position ------------------------------------------------------------- */
+
+/* The longest form starting at q. */
+static int lit_match(const rx_redactor *r, const rx_win *w, size_t q, const gram_slot *g,
+                     rx_hit *hit)
+{
+    size_t avail = w->n - q;
+    if (avail < 8) { /* too short for the 8-byte table: is it the start of any form? */
+        for (uint32_t i = 0; i < g->nlit && !w->eof; i++)
+            if (memcmp(w->p + q, r->pats[r->gram_lits[g->lit + i]].p, avail) == 0)
+                return RX_MORE;
+        return RX_NO;
+    }
+    const lit_slot *ls = lit_find(r, rx_load64(w->p + q));
+    const rx_pat *best = NULL;
+    int more = 0;
+    for (uint32_t i = 0; ls && i < ls->n; i++) {
+        const rx_pat *pt = &r->pats[r->lit_ids[ls->first + i]];
+        if (pt->len <= avail) {
+            if (memcmp(w->p + q + 8, pt->p + 8, pt->len - 8) == 0 && (!best || pt->len > best->len))
+                best = pt;
+        } else if (!w->eof && memcmp(w->p + q + 8, pt->p + 8, avail - 8) == 0) {
+            more = 1;
+        }
+    }
+    if (more || !best)
+        return more ? RX_MORE : RX_NO;
+    *hit = (rx_hit){.a = w->base + q, .b = w->base + q + best->len,
+                    .marker = r->markers[best->secret]};
+    return RX_YES;
+}
+
+/* Everything that matches at q. Returns RX_MORE (and nothing) if anything needs more input. */
+static int match_at(const rx_redactor *r, const rx_win *w, size_t q, int pem_open, rx_hit *hits,
+                    size_t *nhits)
+{
+    const gram_slot *g = gram_find(r, rx_load32(w->p + q) | RX_FOLD32);
+    int more = 0, v = RX_NO;
+    size_t n = 0;
+    if (g && g->nlit) {
+        v = lit_match(r, w, q, g, &hits[n]);
+        n += v == RX_YES;
+        more |= v == RX_MORE;
+    }
+    for (uint16_t i = 0; g && i < g->nshape; i++) {
+        v = rx_shape_match(&r->shapes, r->gram_shapes[g->shape + i], w, q, pem_open, &hits[n]);
+        n += v == RX_YES;
+        more |= v == RX_MORE;
+    }
+    *nhits = more ? 0 : n;
+    return more ? RX_MORE : n ? RX_YES : RX_NO;
+}
+
+/* ---- output ------------------------------------------------------------------------------- */
+
+static void put(rx_redact_stream *s, const void *p, size_t n)
+{
+    if (n)
+        s->sink(s->ctx, p, n);
+}
+
+/* Emits the raw bytes [emit, upto) of w (all of them are in w: see the range invariants). */
+static void emit_raw(rx_redact_stream *s, const rx_win *w, uint64_t upto)
+{
+    if (upto <= s->emit)
+        return;
+    put(s, w->p + (s->emit - w->base), (size_t)(upto - s->emit));
+    s->emit = upto;
+}
+
+static void range_close(rx_redact_stream *s, const rx_win *w)
+{
+    emit_raw(s, w, s->rng.a);
+    put(s, s->rng.marker, strlen(s->rng.marker));
+    s->emit = s->rng.b;
+    s->active = 0;
+}
+
+/* A header value ends at CR or LF, or (quoted JSON) at an unescaped '"'. */
+static void extend_eol(rx_range *g, const rx_win *w)
+{
+    size_t i = g->eol_at > w->base ? (size_t)(g->eol_at - w->base) : 0;
+    for (; i < w->n; i++) {
+        unsigned char c = w->p[i];
+        if (c == '\r' || c == '\n' || (g->quoted && !g->esc && c == '"'))
+            break;
+        g->esc = g->quoted && !g->esc && c == '\\';
+    }
+    g->eol_at = w->base + i;
+    if (i < w->n) {
+        g->open &= ~(unsigned)RX_OPEN_EOL;
+        g->b = g->b > g->eol_at ? g->b : g->eol_at;
+    }
+}
+
+static void extend_cs(rx_range *g, const rx_win *w)
+{
+    size_t i = g->cs_at > w->base ? (size_t)(g->cs_at - w->base) : 0;
+    while (i < w->n && rx_cset_has(&g->cs, w->p[i]))
+        i++;
+    g->cs_at = w->base + i;
+    if (i < w->n) {
+        g->open &= ~(unsigned)RX_OPEN_CS;
+        g->b = g->b > g->cs_at ? g->b : g->cs_at;
+    }
+}
+
+/* Moves the open ends of the range as far as this window shows them. */
+static void range_extend(rx_redact_stream *s, const rx_win *w)
+{
+    if (s->rng.open & RX_OPEN_EOL)
+        extend_eol(&s->rng, w);
+    if (s->rng.open & RX_OPEN_CS)
+        extend_cs(&s->rng, w);
+}
+
+static void range_open_conditions(rx_range *g, const rx_hit *h)
+{
+    if ((h->open & RX_OPEN_EOL) && !(g->open & RX_OPEN_EOL)) {
+        g->eol_at = h->b;
+        g->quoted = h->quoted;
+        g->esc = 0;
+    } else if (h->open & RX_OPEN_EOL) {
+        g->quoted &= h->quoted; /* both end at the same line end; a quote ends only both */
+    }
+    if ((h->open & RX_OPEN_CS) && !(g->open & RX_OPEN_CS)) {
+        g->cs_at = h->b;
+        g->cs = *h->cs;
+    } else if (h->open & RX_OPEN_CS) {
+        for (int i = 0; i < 4; i++)
+            g->cs.w[i] |= h->cs->w[i];
+    }
+    g->open = (g->open & ~h->resolve) | h->open;
+}
+
+/* Adds a match: merged into the range if it overlaps or touches it (or the range is still
+ * open), else the range is written out and the match starts a new one. */
+static void add_hit(rx_redact_stream *s, const rx_win *w, const rx_hit *h)
+{
+    rx_range *g = &s->rng;
+    if (s->active && (g->open || h->a <= g->b)) {
+        if (h->a < g->a) {
+            g->a = h->a;
+            g->marker = h->marker;
+        }
+        g->b = g->b > h->b ? g->b : h->b;
+    } else {
+        if (s->active)
+            range_close(s, w);
+        *g = (rx_range){.a = h->a, .b = h->b, .marker = h->marker};
+        s->active = 1;
+    }
+    range_open_conditions(g, h);
+    range_extend(s, w);
+}
+
+/* ---- scanning a window -------------------------------------------------------------------- */
+
+/* Scans w from absolute offset `from`; returns where the held-back tail starts (w->n if none). */
+static size_t scan(rx_redact_stream *s, const rx_win *w, uint64_t from)
+{
+    const rx_redactor *r = s->r;
+    size_t n = w->n, lim = n > 3 ? n - 3 : 0, q = (size_t)(from - w->base), nh;
+    rx_hit hits[MAX_HITS];
+    if (s->active)
+        range_extend(s, w);
+    while ((q = next_hit(r, w->p, q, lim)) < lim) {
+        if (s->active && !s->rng.open && w->base + q > s->rng.b)
+            range_close(s, w);
+        int pem_open = s->active && (s->rng.open & RX_OPEN_PEM);
+        if (match_at(r, w, q, pem_open, hits, &nh) == RX_MORE)
+            return q;
+        for (size_t i = 0; i < nh; i++)
+            add_hit(s, w, &hits[i]);
+        q++;
+    }
+    for (q = lim > q ? lim : q; q < n && !w->eof; q++)
+        if (maybe_prefix(r, w->p + q, n - q))
+            return q;
+    return n;
+}
+
+/* After a scan held back from `hold`: writes out what can no longer change. */
+static void scan_done(rx_redact_stream *s, const rx_win *w, size_t hold)
+{
+    uint64_t h = w->base + hold;
+    if (s->active && !s->rng.open && s->rng.b < h)
+        range_close(s, w); /* a match starting at h would not even touch it */
+    emit_raw(s, w, s->active && s->rng.a < h ? s->rng.a : h);
+}
+
+/* Keeps w->p[hold..n) as the new held-back tail (w may be the tail itself). */
+static int keep_tail(rx_redact_stream *s, const rx_win *w, size_t hold)
+{
+    size_t keep = w->n - hold;
+    int before = hold ? w->p[hold - 1] : s->before;
+    if (w->p == s->hold.data) {
+        memmove(s->hold.data, s->hold.data + hold, keep);
+        OPENSSL_cleanse(s->hold.data + keep, hold);
+        s->hold.len = keep;
+        s->hold.data[keep] = 0;
+    } else if (rx_buf_add(&s->hold, w->p + hold, keep) != 0) {
+        return REXEC_ENOMEM;
+    }
+    s->base += hold;
+    s->before = before;
+    return 0;
+}
+
+/* Out of memory mid-stream: fail closed. Nothing more is written but one marker. */
+static void stream_fail(rx_redact_stream *s)
+{
+    put(s, ERROR_MARKER, strlen(ERROR_MARKER));
+    rx_buf_free(&s->hold);
+    s->active = 0;
+    s->done = 1;
+}
+
+/* ---- public: streams ---------------------------------------------------------------------- */
+
+rx_redact_stream *rx_redact_stream_new(const rx_redactor *r, rx_redact_sink sink, void *ctx)
+{
+    rx_redact_stream *s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return NULL;
+    s->r = r;
+    s->sink = sink;
+    s->ctx = ctx;
+    s->before = -1;
+    rx_buf_init(&s->hold, SIZE_MAX);
+    return s;
+}
+
+void rx_redact_feed(rx_redact_stream *s, const void *data, size_t len)
+{
+    if (s->done || len == 0)
+        return;
+    if (s->hold.len && rx_buf_add(&s->hold, data, len) != 0) {
+        stream_fail(s);
+        return;
+    }
+    /* Nothing held back: scan the caller's bytes where they are and copy only the tail. */
+    rx_win w = {s->hold.len ? s->hold.data : data, s->hold.len ? s->hold.len : len, s->base,
+                s->before, 0};
+    size_t hold = scan(s, &w, s->base);
+    scan_done(s, &w, hold);
+    if (keep_tail(s, &w, hold) != 0)
+        stream_fail(s);
+}
+
+void rx_redact_finish(rx_redact_stream *s)
+{
+    if (s->done)
+        return;
+    rx_win w = {s->hold.data, s->hold.len, s->base, s->before, 1};
+    scan(s, &w, s->base);
+    if (s->active) { /* what is still open runs to the end of the stream */
+        if (s->rng.open)
+            s->rng.b = w.base + w.n;
+        s->rng.open = 0;
+        range_close(s, &w);
+    }
+    emit_raw(s, &w, w.base + w.n);
+    rx_buf_free(&s->hold);
+    s->done = 1;
+}
+
+void rx_redact_stream_free(rx_redact_stream *s)
+{
+    if (s == NULL)
+        return;
+    rx_buf_free(&s->hold);
+    OPENSSL_cleanse(s, sizeof(*s));
+    free(s);
+}
+
+typedef struct buf_sink {
+    rx_buf *out;
+    int err;
+} buf_sink;
+
+static void to_buf(void *ctx, const unsigned char *data, size_t len)
+{
+    buf_sink *b = ctx;
+    if (b->err == 0)
+        b->err = rx_buf_add(b->out, data, len);
+}
+
+int rx_redact_buf(const rx_redactor *r, const void *data, size_t len, rx_buf *out)
+{
+    buf_sink b = {out, 0};
+    rx_redact_stream s = {.r = r, .sink = to_buf, .ctx = &b, .before = -1};
+    rx_buf_init(&s.hold, SIZE_MAX);
+    rx_redact_feed(&s, data, len);
+    rx_redact_finish(&s);
+    rx_buf_free(&s.hold);
+    return b.err;
+}
+
+int rx_redact_contains_secret(const rx_redactor *r, const void *data, size_t len)
+{
+    rx_win w = {data, len, 0, -1, 1};
+    size_t lim = len > 3 ? len - 3 : 0;
+    rx_hit hit;
+    for (size_t q = 0; (q = next_hit(r, w.p, q, lim)) < lim; q++) {
+        const gram_slot *g = gram_find(r, rx_load32(w.p + q) | RX_FOLD32);
+        if (g && g->nlit && lit_match(r, &w, q, g, &hit) == RX_YES)
+            return 1;
+    }
+    return 0;
+}
+
+size_t rx_redactor_max_hold(const rx_redactor *r)
+{
+    size_t shapes = rx_shape_lookahead();
+    return r->maxlen > shapes ? r->maxlen : shapes;
+}

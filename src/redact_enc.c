@@ -1,0 +1,305 @@
+/* The encoded forms of a secret: what a program on the tool VM is likely to print when it echoes
+ * a secret through base64, a URL, JSON, hex or a shell quoting routine. Each form is matched as a
+ * plain byte string by the redactor, so an encoding we generate here costs memory, not speed. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "buf.h"
+#include "redact_int.h"
+#include "rexec.h"
+
+/* A form is never longer than 6x its source (JSON \u00XX); scratch buffers are capped at that. */
+#define FORM_MAX(n) ((n) * 12 + 64)
+
+static const char b64_std[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+static const char b64_url[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+static const char hex_lo[] = "0123456789abcdef";
+static const char hex_up[] = "0123456789ABCDEF";
+
+typedef struct form_ctx {
+    rx_form_fn add;
+    void *ctx;
+    rx_buf t; /* scratch: holds secret material, wiped on reset/free */
+} form_ctx;
+
+static int emit(form_ctx *f)
+{
+    return f->t.len ? f->add(f->ctx, f->t.data, f->t.len) : 0;
+}
+
+/* Byte i of k zero bytes followed by v: the secret sitting at offset k of a larger blob. */
+static unsigned char shifted(const unsigned char *v, size_t k, size_t i)
+{
+    return i < k ? 0 : v[i - k];
+}
+
+static int b64_encode(rx_buf *t, const unsigned char *v, size_t n, size_t k, const char *al)
+{
+    size_t total = n + k;
+    int r = 0;
+    for (size_t i = 0; i < total && r == 0; i += 3) {
+        uint32_t x = (uint32_t)shifted(v, k, i) << 16;
+        if (i + 1 < total)
+            x |= (uint32_t)shifted(v, k, i + 1) << 8;
+        if (i + 2 < total)
+            x |= shifted(v, k, i + 2);
+        char q[4] = {al[x >> 18], al[(x >> 12) & 63], al[(x >> 6) & 63], al[x & 63]};
+        if (i + 1 >= total)
+            q[2] = '=';
+        if (i + 2 >= total)
+            q[3] = '=';
+        r = rx_buf_add(t, q, 4);
+    }
+    return r;
+}
+
+/* The secret at offset k (mod 3) of a base64 blob: only the characters whose 6 bits all come
+ * from the secret are stable, chars [ceil(8k/6), floor(8(k+n)/6)). When the secret also ends
+ * the blob, the last partial character (and '=' padding, if any) is stable too, so the padded
+ * and unpadded tails are forms of their own: matching them leaves none of the secret's bits. */
+static int b64_forms(form_ctx *f, const unsigned char *v, size_t n, const char *al)
+{
+    int r = 0;
+    for (size_t k = 0; k < 3 && r == 0; k++) {
+        rx_buf_reset(&f->t);
+        if ((r = b64_encode(&f->t, v, n, k, al)) != 0)
+            return r;
+        const unsigned char *e = f->t.data;
+        size_t start = (8 * k + 5) / 6, inner = 8 * (k + n) / 6, len = f->t.len, bare = len;
+        while (bare > start && e[bare - 1] == '=')
+            bare--;
+        if ((r = f->add(f->ctx, e + start, inner - start)) != 0)
+            return r;
+        if ((r = f->add(f->ctx, e + start, len - start)) != 0)
+            return r;
+        r = f->add(f->ctx, e + start, bare - start);
+    }
+    return r;
+}
+
+static int hex_form(form_ctx *f, const unsigned char *v, size_t n, const char *digits)
+{
+    rx_buf_reset(&f->t);
+    for (size_t i = 0; i < n; i++) {
+        char h[2] = {digits[v[i] >> 4], digits[v[i] & 15]};
+        if (rx_buf_add(&f->t, h, 2) != 0)
+            return REXEC_ENOMEM;
+    }
+    return emit(f);
+}
+
+/* Percent-encoding: RFC 3986 unreserved bytes stay, plus `keep` (encoders disagree: Python's
+ * quote() keeps '/', JavaScript's encodeURIComponent keeps !'()*); forms encode a space as '+'. */
+static int url_form(form_ctx *f, const unsigned char *v, size_t n, const char *keep,
+                    const char *digits, int plus)
+{
+    rx_buf_reset(&f->t);
+    int r = 0;
+    for (size_t i = 0; i < n && r == 0; i++) {
+        unsigned char c = v[i];
+        int stays = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+                    (c && strchr("-._~", c)) || (c && strchr(keep, c));
+        if (stays)
+            r = rx_buf_addc(&f->t, c);
+        else if (c == ' ' && plus)
+            r = rx_buf_addc(&f->t, '+');
+        else
+            r = rx_buf_add(&f->t, (char[3]){'%', digits[c >> 4], digits[c & 15]}, 3);
+    }
+    return r ? r : emit(f);
+}
+
+static int url_forms(form_ctx *f, const unsigned char *v, size_t n)
+{
+    static const char *keeps[] = {"", "/", "!'()*"};
+    int has_space = memchr(v, ' ', n) != NULL, r = 0;
+    for (size_t k = 0; k < 3 && r == 0; k++)
+        for (int up = 0; up < 2 && r == 0; up++)
+            for (int plus = 0; plus <= has_space && r == 0; plus++)
+                r = url_form(f, v, n, keeps[k], up ? hex_up : hex_lo, plus);
+    return r;
+}
+
+enum { J_SLASH = 1, J_UPPER = 2, J_HTML = 4, J_ASCII = 8 };
+
+static int json_u(rx_buf *t, unsigned cp, int flags)
+{
+    const char *d = (flags & J_UPPER) ? hex_up : hex_lo;
+    char u[6] = {'\\', 'u', d[(cp >> 12) & 15], d[(cp >> 8) & 15], d[(cp >> 4) & 15], d[cp & 15]};
+    return rx_buf_add(t, u, 6);
+}
+
+/* Decodes one well-formed UTF-8 sequence of 2-4 bytes at v; returns its length or 0. */
+static size_t utf8_seq(const unsigned char *v, size_t n, unsigned *cp)
+{
+    size_t len = v[0] >= 0xF0 ? 4 : v[0] >= 0xE0 ? 3 : v[0] >= 0xC2 ? 2 : 0;
+    if (len == 0 || len > n || v[0] > 0xF4)
+        return 0;
+    unsigned c = v[0] & (0x7F >> len);
+    for (size_t i = 1; i < len; i++) {
+        if ((v[i] & 0xC0) != 0x80)
+            return 0;
+        c = (c << 6) | (v[i] & 0x3F);
+    }
+    static const unsigned lowest[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (c < lowest[len] || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF))
+        return 0;
+    *cp = c;
+    return len;
+}
+
+/* With J_ASCII, non-ASCII text is written as \uXXXX (UTF-16, surrogate pairs above U+FFFF),
+ * as Python's json.dumps and PHP's json_encode do by default. */
+static int json_nonascii(rx_buf *t, const unsigned char *v, size_t n, int flags, size_t *used)
+{
+    unsigned cp;
+    size_t len = (flags & J_ASCII) ? utf8_seq(v, n, &cp) : 0;
+    if (len == 0) {
+        *used = 1;
+        return rx_buf_addc(t, v[0]);
+    }
+    *used = len;
+    if (cp < 0x10000)
+        return json_u(t, cp, flags);
+    cp -= 0x10000;
+    int r = json_u(t, 0xD800 | (cp >> 10), flags);
+    return r ? r : json_u(t, 0xDC00 | (cp & 0x3FF), flags);
+}
+
+static int json_byte(rx_buf *t, unsigned char c, int flags)
+{
+    static const char shorts[] = "\"\"\\\\\bb\ff\nn\rr\tt";
+    for (size_t i = 0; i < sizeof(shorts) - 1; i += 2)
+        if (c == (unsigned char)shorts[i])
+            return rx_buf_add(t, (char[2]){'\\', shorts[i + 1]}, 2);
+    if (c == '/' && (flags & J_SLASH))
+        return rx_buf_add(t, "\\/", 2);
+    if (c < 0x20 || ((flags & J_HTML) && (c == '<' || c == '>' || c == '&')))
+        return json_u(t, c, flags);
+    return rx_buf_addc(t, c);
+}
+
+/* JSON string escaping as cJSON, JavaScript, Python, PHP and Go write it (see the flags). */
+static int json_form(form_ctx *f, const unsigned char *v, size_t n, int flags)
+{
+    rx_buf_reset(&f->t);
+    int r = 0;
+    for (size_t i = 0, used; i < n && r == 0; i += used) {
+        used = 1;
+        if (v[i] >= 0x80)
+            r = json_nonascii(&f->t, v + i, n - i, flags, &used);
+        else
+            r = json_byte(&f->t, v[i], flags);
+    }
+    return r ? r : emit(f);
+}
+
+static int json_forms(form_ctx *f, const unsigned char *v, size_t n)
+{
+    static const int variants[] = {0, J_SLASH, J_UPPER, J_HTML, J_ASCII, J_ASCII | J_SLASH,
+                                   J_ASCII | J_UPPER};
+    int r = 0;
+    for (size_t i = 0; i < sizeof(variants) / sizeof(variants[0]) && r == 0; i++)
+        r = json_form(f, v, n, variants[i]);
+    return r;
+}
+
+/* v with every byte in `set` replaced by `with` (or prefixed by a backslash when with is NULL). */
+static int escape_form(form_ctx *f, const unsigned char *v, size_t n, const char *set,
+                       const char *with)
+{
+    rx_buf_reset(&f->t);
+    int r = 0;
+    for (size_t i = 0; i < n && r == 0; i++) {
+        if (v[i] == 0 || strchr(set, v[i]) == NULL)
+            r = rx_buf_addc(&f->t, v[i]);
+        else if (with)
+            r = rx_buf_adds(&f->t, with);
+        else if ((r = rx_buf_addc(&f->t, '\\')) == 0)
+            r = rx_buf_addc(&f->t, v[i]);
+    }
+    return r ? r : emit(f);
+}
+
+/* bash's $'...' quoting (what printf %q prints for text with control bytes). */
+static int ansi_c_form(form_ctx *f, const unsigned char *v, size_t n)
+{
+    static const char named[] = "\aa\bb\ee\ff\nn\rr\tt\vv\\\\''";
+    rx_buf_reset(&f->t);
+    int r = 0;
+    for (size_t i = 0; i < n && r == 0; i++) {
+        const char *k = v[i] ? memchr(named, v[i], sizeof(named) - 1) : NULL;
+        if (k && (k - named) % 2 == 0)
+            r = rx_buf_add(&f->t, (char[2]){'\\', k[1]}, 2);
+        else if (v[i] < 0x20 || v[i] == 0x7f)
+            r = rx_buf_addf(&f->t, "\\%03o", v[i]);
+        else
+            r = rx_buf_addc(&f->t, v[i]);
+    }
+    return r ? r : emit(f);
+}
+
+/* The inside of single quotes ('\'' and '"'"' for a quote), printf %q backslashes, the inside of
+ * double quotes, and $'...'. A form equal to v itself is harmless: the caller dedupes. */
+static int shell_forms(form_ctx *f, const unsigned char *v, size_t n)
+{
+    int r = escape_form(f, v, n, "'", "'\\''");
+    if (r == 0)
+        r = escape_form(f, v, n, "'", "'\"'\"'");
+    if (r == 0)
+        r = escape_form(f, v, n, " \t!\"#$&'()*,;<=>?[\\]^`{|}~", NULL);
+    if (r == 0)
+        r = escape_form(f, v, n, " \t!\"$&'()*;<>?[\\]^`{|}", NULL);
+    if (r == 0)
+        r = escape_form(f, v, n, "\"\\$`", NULL);
+    if (r == 0)
+        r = ansi_c_form(f, v, n);
+    return r;
+}
+
+static int one_value(form_ctx *f, const unsigned char *v, size_t n)
+{
+    int r = f->add(f->ctx, v, n);
+    if (r == 0)
+        r = b64_forms(f, v, n, b64_std);
+    if (r == 0)
+        r = b64_forms(f, v, n, b64_url);
+    if (r == 0)
+        r = hex_form(f, v, n, hex_lo);
+    if (r == 0)
+        r = hex_form(f, v, n, hex_up);
+    if (r == 0)
+        r = url_forms(f, v, n);
+    if (r == 0)
+        r = json_forms(f, v, n);
+    if (r == 0)
+        r = shell_forms(f, v, n);
+    return r;
+}
+
+/* A multi-line secret may be printed one line at a time, or with CRLF line ends. */
+static int line_forms(form_ctx *f, const unsigned char *v, size_t n, size_t min_len)
+{
+    int r = escape_form(f, v, n, "\n", "\r\n");
+    for (size_t i = 0; i < n && r == 0;) {
+        const unsigned char *nl = memchr(v + i, '\n', n - i);
+        size_t end = nl ? (size_t)(nl - v) : n, len = end - i;
+        if (len && v[i + len - 1] == '\r')
+            len--;
+        if (len >= min_len && len < n)
+            r = one_value(f, v + i, len);
+        i = end + 1;
+    }
+    return r;
+}
+
+int rx_forms(const unsigned char *v, size_t n, size_t min_len, rx_form_fn add, void *ctx)
+{
+    form_ctx f = {add, ctx, {0}};
+    rx_buf_init(&f.t, FORM_MAX(n));
+    int r = one_value(&f, v, n);
+    if (r == 0 && memchr(v, '\n', n))
+        r = line_forms(&f, v, n, min_len);
+    rx_buf_free(&f.t);
+    return r;
+}
