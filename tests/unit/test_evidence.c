@@ -1,0 +1,323 @@
+/* Evidence: unique run ids, the files and meta written whole with exact modes, refusals (secret,
+ * bad id, existing run, symlinked dir) that leave nothing behind, and disk full. */
+#include <dirent.h>
+#include <errno.h>
+#include <ftw.h>
+#include <limits.h>
+#include <regex.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <openssl/evp.h>
+
+#include "evidence.h"
+#include "fsutil.h"
+#include "redact.h"
+
+typedef struct fixture {
+    char ws[PATH_MAX];
+    char ev[PATH_MAX + 16];
+    int mounted;
+} fixture;
+
+static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(p);
+}
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof(*f));
+    strcpy(f->ws, "/tmp/rx-evidence-XXXXXX");
+    if (mkdtemp(f->ws) == NULL)
+        return -1;
+    snprintf(f->ev, sizeof(f->ev), "%s/evidence", f->ws);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    if (f->mounted)
+        umount2(f->ws, MNT_DETACH);
+    nftw(f->ws, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    free(f);
+    return 0;
+}
+
+static void assert_contains(const char *hay, const char *needle)
+{
+    if (strstr(hay, needle) == NULL)
+        fail_msg("expected \"%s\" in: %s", needle, hay);
+}
+
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *fp = fopen(path, "rb");
+    if (fp == NULL)
+        fail_msg("%s: %s", path, strerror(errno));
+    fseek(fp, 0, SEEK_END);
+    long n = ftell(fp);
+    rewind(fp);
+    char *s = malloc((size_t)n + 1);
+    assert_int_equal(fread(s, 1, (size_t)n, fp), (size_t)n);
+    s[n] = 0;
+    fclose(fp);
+    *len = (size_t)n;
+    return s;
+}
+
+static void sha256_hex(const void *d, size_t n, char hex[65])
+{
+    unsigned char md[32];
+    unsigned int k;
+    EVP_Digest(d, n, md, &k, EVP_sha256(), NULL);
+    for (unsigned int i = 0; i < k; i++)
+        sprintf(hex + 2 * i, "%02x", md[i]);
+}
+
+/* Names in dir (not . and ..), joined with ',' in readdir order is not stable: count only. */
+static int entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    struct dirent *de;
+    if (d == NULL)
+        return -1;
+    while ((de = readdir(d)) != NULL)
+        n += strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0;
+    closedir(d);
+    return n;
+}
+
+static cJSON *mkmeta(void)
+{
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "host", "lab1");
+    cJSON_AddStringToObject(m, "action", "sys.uname");
+    cJSON_AddStringToObject(m, "decision", "ALLOW");
+    cJSON_AddStringToObject(m, "containment", "process-group");
+    cJSON_AddFalseToObject(m, "stdout_truncated");
+    cJSON_AddTrueToObject(m, "stderr_truncated");
+    return m;
+}
+
+static void test_run_ids_unique(void **state)
+{
+    (void)state;
+    enum { N = 2000 };
+    char (*ids)[RX_RUN_ID_LEN] = malloc(N * sizeof(*ids));
+    regex_t re;
+    assert_int_equal(regcomp(&re, "^[0-9]{8}T[0-9]{6}Z-[0-9a-f]{16}$", REG_EXTENDED | REG_NOSUB), 0);
+    for (int i = 0; i < N; i++) {
+        rx_run_id_new(ids[i]);
+        if (regexec(&re, ids[i], 0, NULL, 0) != 0)
+            fail_msg("bad run id \"%s\"", ids[i]);
+    }
+    /* all in the same second or two: uniqueness comes from the random part */
+    for (int i = 0; i < N; i++)
+        for (int j = i + 1; j < N; j++)
+            if (strcmp(ids[i], ids[j]) == 0)
+                fail_msg("duplicate run id %s", ids[i]);
+    regfree(&re);
+    free(ids);
+}
+
+static void assert_mode(const char *p, mode_t want)
+{
+    struct stat st;
+    assert_int_equal(lstat(p, &st), 0);
+    if ((st.st_mode & 07777) != want)
+        fail_msg("%s: mode %04o, want %04o", p, (unsigned)(st.st_mode & 07777), (unsigned)want);
+}
+
+/* The stored files hold exactly the bytes given (binary too), meta says what was stored, and
+ * the modes are exact even under umask 0. */
+static void test_write_files_and_meta(void **state)
+{
+    fixture *f = *state;
+    static const unsigned char out[] = "hello\0world\n\xff";
+    static const unsigned char errb[] = "warning: [REDACTED:API_TOKEN]\n";
+    char *path = NULL, p[PATH_MAX + 64], hex[65];
+    rexec_error e = {0};
+    cJSON *meta = mkmeta();
+
+    mode_t old = umask(0);
+    int rc = rx_evidence_write(f->ws, "20261202T101500Z-0123456789abcdef", out, sizeof(out) - 1,
+                               errb, sizeof(errb) - 1, meta, NULL, &path, &e);
+    umask(old);
+    if (rc != 0)
+        fail_msg("%s", e.msg);
+    snprintf(p, sizeof(p), "%s/20261202T101500Z-0123456789abcdef", f->ev);
+    assert_string_equal(path, p);
+    assert_mode(f->ev, 0700);
+    assert_mode(p, 0700);
+    assert_int_equal(entries(p), 3);
+    assert_int_equal(entries(f->ev), 1); /* no .tmp- left */
+
+    size_t len;
+    snprintf(p, sizeof(p), "%s/stdout", path);
+    assert_mode(p, 0600);
+    char *s = slurp(p, &len);
+    assert_int_equal(len, sizeof(out) - 1);
+    assert_memory_equal(s, out, len);
+    free(s);
+
+    snprintf(p, sizeof(p), "%s/meta.json", path);
+    assert_mode(p, 0600);
+    s = slurp(p, &len);
+    cJSON *m = cJSON_Parse(s);
+    assert_non_null(m);
+    sha256_hex(out, sizeof(out) - 1, hex);
+    assert_string_equal(cJSON_GetObjectItem(m, "stdout_sha256")->valuestring, hex);
+    sha256_hex(errb, sizeof(errb) - 1, hex);
+    assert_string_equal(cJSON_GetObjectItem(m, "stderr_sha256")->valuestring, hex);
+    assert_int_equal(cJSON_GetObjectItem(m, "stdout_bytes_stored")->valueint, sizeof(out) - 1);
+    assert_int_equal(cJSON_GetObjectItem(m, "stderr_bytes_stored")->valueint, sizeof(errb) - 1);
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItem(m, "stderr_truncated")));
+    assert_string_equal(cJSON_GetObjectItem(m, "containment")->valuestring, "process-group");
+    assert_string_equal(cJSON_GetObjectItem(m, "run_id")->valuestring,
+                        "20261202T101500Z-0123456789abcdef");
+    /* the caller's meta was completed too */
+    assert_string_equal(cJSON_GetObjectItem(meta, "stdout_sha256")->valuestring,
+                        cJSON_GetObjectItem(m, "stdout_sha256")->valuestring);
+    cJSON_Delete(m);
+    free(s);
+    free(path);
+    cJSON_Delete(meta);
+}
+
+/* Evidence is never replaced: the second write of a run id fails and the first stays. */
+static void test_existing_run_refused(void **state)
+{
+    fixture *f = *state;
+    char p[PATH_MAX + 64];
+    rexec_error e = {0};
+    cJSON *meta = mkmeta();
+    assert_int_equal(rx_evidence_write(f->ws, "run-1", (const unsigned char *)"first", 5, NULL, 0,
+                                       meta, NULL, NULL, &e), 0);
+    assert_int_equal(rx_evidence_write(f->ws, "run-1", (const unsigned char *)"second", 6, NULL,
+                                       0, meta, NULL, NULL, &e), REXEC_EAUDIT);
+    assert_contains(e.msg, "already exists");
+    size_t len;
+    snprintf(p, sizeof(p), "%s/run-1/stdout", f->ev);
+    char *s = slurp(p, &len);
+    assert_int_equal(len, 5);
+    assert_memory_equal(s, "first", 5);
+    free(s);
+    assert_int_equal(entries(f->ev), 1);
+    cJSON_Delete(meta);
+}
+
+static void test_bad_run_ids_refused(void **state)
+{
+    fixture *f = *state;
+    const char *bad[] = {"", "../x", "a/b", ".tmp-x", "..", "x y", "0123456789012345678901234567890123456789"};
+    rexec_error e = {0};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        cJSON *meta = mkmeta();
+        assert_int_equal(rx_evidence_write(f->ws, bad[i], NULL, 0, NULL, 0, meta, NULL, NULL, &e),
+                         REXEC_EAUDIT);
+        assert_contains(e.msg, "invalid run id");
+        cJSON_Delete(meta);
+    }
+    assert_int_equal(entries(f->ws), 0);
+}
+
+#define SECRET "s3cr3t-T0KEN-value-42"
+
+static void test_secret_refused_nothing_written(void **state)
+{
+    fixture *f = *state;
+    rx_redactor *red = NULL;
+    rexec_error e = {0};
+    rx_secret sec = {"API_TOKEN", (const unsigned char *)SECRET, strlen(SECRET)};
+    assert_int_equal(rx_redactor_new(&red, &sec, 1, &e), 0);
+    const char *err_text = "token=" SECRET "\n";
+    cJSON *meta = mkmeta();
+    assert_int_equal(rx_evidence_write(f->ws, "run-s", (const unsigned char *)"ok", 2,
+                                       (const unsigned char *)err_text, strlen(err_text), meta,
+                                       red, NULL, &e), REXEC_EAUDIT);
+    assert_contains(e.msg, "stderr still holds a secret");
+    assert_null(strstr(e.msg, SECRET));
+    assert_int_equal(entries(f->ws), 0); /* not even evidence/ */
+
+    cJSON_AddStringToObject(meta, "note", SECRET);
+    assert_int_equal(rx_evidence_write(f->ws, "run-s", (const unsigned char *)"ok", 2, NULL, 0,
+                                       meta, red, NULL, &e), REXEC_EAUDIT);
+    assert_contains(e.msg, "meta.json still holds a secret");
+    assert_int_equal(entries(f->ws), 0);
+    cJSON_Delete(meta);
+    rx_redactor_free(red);
+}
+
+static void test_symlinked_evidence_dir_refused(void **state)
+{
+    fixture *f = *state;
+    char elsewhere[] = "/tmp/rx-evidence-elsewhere-XXXXXX";
+    rexec_error e = {0};
+    assert_non_null(mkdtemp(elsewhere));
+    assert_int_equal(symlink(elsewhere, f->ev), 0);
+    cJSON *meta = mkmeta();
+    assert_int_equal(rx_evidence_write(f->ws, "run-l", (const unsigned char *)"x", 1, NULL, 0,
+                                       meta, NULL, NULL, &e), REXEC_EAUDIT);
+    assert_contains(e.msg, f->ev);
+    assert_contains(e.msg, "symbolic link");
+    assert_int_equal(entries(elsewhere), 0);
+    rmdir(elsewhere);
+    cJSON_Delete(meta);
+}
+
+/* Disk full in the middle of the files: an error naming the file and ENOSPC, and neither a
+ * final nor a .tmp- directory left. */
+static void test_disk_full(void **state)
+{
+    fixture *f = *state;
+    rexec_error e = {0};
+    if (mount("tmpfs", f->ws, "tmpfs", 0, "size=64k,mode=0700") != 0) {
+        print_message("skipping: cannot mount a tmpfs on %s: %s\n", f->ws, strerror(errno));
+        skip();
+    }
+    f->mounted = 1;
+    size_t n = 256 * 1024;
+    unsigned char *big = malloc(n);
+    memset(big, 'y', n);
+    cJSON *meta = mkmeta();
+    assert_int_equal(rx_evidence_write(f->ws, "run-big", (const unsigned char *)"small", 5, big,
+                                       n, meta, NULL, NULL, &e), REXEC_EAUDIT);
+    assert_contains(e.msg, "stderr");
+    assert_contains(e.msg, strerror(ENOSPC));
+    assert_int_equal(entries(f->ev), 0);
+    /* and the space came back: a small one fits */
+    assert_int_equal(rx_evidence_write(f->ws, "run-small", (const unsigned char *)"small", 5,
+                                       NULL, 0, meta, NULL, NULL, &e), 0);
+    free(big);
+    cJSON_Delete(meta);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_run_ids_unique),
+        cmocka_unit_test_setup_teardown(test_write_files_and_meta, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_existing_run_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_run_ids_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_secret_refused_nothing_written, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_symlinked_evidence_dir_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_disk_full, setup, teardown),
+    };
+    return cmocka_run_group_tests_name("evidence", tests, NULL, NULL);
+}
