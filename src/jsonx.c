@@ -109,6 +109,8 @@ char *rx_json_path_key(char *dst, size_t cap, const char *parent, const char *ke
     size_t klen = strlen(key);
     if (at > 0)
         path_append(dst, cap, &at, ".", 1);
+    if (klen == 0)
+        path_append(dst, cap, &at, "\"\"", 2);
     path_append(dst, cap, &at, key, klen > KEY_SHOW_MAX ? KEY_SHOW_MAX : klen);
     if (klen > KEY_SHOW_MAX)
         path_append(dst, cap, &at, "...", 3);
@@ -170,6 +172,11 @@ static int is_digit(unsigned char c)
 static int is_hex(unsigned char c)
 {
     return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+static int is_alnum(unsigned char c)
+{
+    return is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
 }
 
 static int lex_fail(lexer *lx, const char *why)
@@ -254,7 +261,7 @@ static int lex_number(lexer *lx)
         if (lex_digits(lx) == 0)
             return lex_fail(lx, "digits are required in a number's exponent");
     }
-    if (lx->i < lx->len && strchr(".eE+-", lx->p[lx->i]) != NULL && lx->p[lx->i] != 0)
+    if (lx->i < lx->len && (strchr(".+-_", lx->p[lx->i]) != NULL || is_alnum(lx->p[lx->i])))
         return lex_fail(lx, "invalid number");
     return 0;
 }

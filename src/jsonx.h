@@ -11,7 +11,8 @@
  *     "actions.svc.restart.params.unit.pattern" (a key holding '.' is written as it is);
  *   - array elements are written "[i]", 0-based: "groups.labs[1]";
  *   - the document itself is the empty path "", and messages about it carry no path part;
- *   - a key's bytes outside printable ASCII are shown as '?', and a key is cut at 64 bytes ("...").
+ *   - a key's bytes outside printable ASCII are shown as '?', a key is cut at 64 bytes ("..."),
+ *     and the empty key is written "" (`params.""`).
  * A message is "<path>: <reason>", e.g. "params.unit: expected a string, got a boolean".
  * Syntax errors have no path (the tree does not exist yet): they name the 0-based byte offset,
  * with line and column (1-based) for humans: "JSON syntax error at byte 17 (line 2, column 5): ...".
@@ -30,7 +31,7 @@
 
 #define RX_JSON_MAX_DEPTH 64  /* arrays and objects nested deeper are refused */
 #define RX_JSON_PATH_MAX 256  /* a path longer than this is cut, ending in "..." */
-#define RX_JSON_MAX_SAFE_INT 9007199254740992LL /* 2^53: larger integers lose precision */
+#define RX_JSON_MAX_SAFE_INT 9007199254740991LL /* 2^53-1: beyond it a double is not exact */
 
 /* Parses text (len bytes, need not be NUL-terminated) as one strict JSON value (RFC 8259).
  * Refuses: more than max_len bytes, a NUL byte, invalid UTF-8, a byte order mark, whitespace
@@ -81,8 +82,9 @@ int rx_json_get_bool(const cJSON *obj, const char *key, const char *path, int re
 /* A finite number. */
 int rx_json_get_number(const cJSON *obj, const char *key, const char *path, int required,
                        double *out, int code, rexec_error *err);
-/* An integral number in [min, max]; 1.5 and 1e300 are refused, and so is anything beyond 2^53
- * (a double would have rounded it). 3.0 and 3e0 are 3. */
+/* An integral number in [min, max]; 1.5 and 1e300 are refused, and so is anything beyond
+ * ±(2^53-1) (a double may have rounded it). A number is the double it denotes (RFC 8259 leaves
+ * precision to the parser): 3.0 and 3e0 are 3. */
 int rx_json_get_int(const cJSON *obj, const char *key, const char *path, int required,
                     long long min, long long max, long long *out, int code, rexec_error *err);
 int rx_json_get_object(const cJSON *obj, const char *key, const char *path, int required,

@@ -90,7 +90,7 @@ static int number_text(const cJSON *item, const char *ppath, char *buf, size_t c
         return rx_json_fail(err, CODE, ppath, "a number must be an integer (send other values as "
                                               "strings)");
     if (fabs(v) > (double)RX_JSON_MAX_SAFE_INT)
-        return rx_json_fail(err, CODE, ppath, "integer beyond 2^53 (send it as a string)");
+        return rx_json_fail(err, CODE, ppath, "integer beyond 2^53-1 (send it as a string)");
     snprintf(buf, cap, "%lld", (long long)v);
     return 0;
 }
