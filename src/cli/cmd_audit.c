@@ -1,0 +1,183 @@
+/* `rexec audit verify|show`: the audit log for people and scripts (docs/audit.md). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include <cjson/cJSON.h>
+
+#include "audit.h"
+#include "cli.h"
+#include "err.h"
+#include "fsutil.h"
+
+#define EXIT_USAGE 64
+
+static const char audit_help[] =
+    "usage: rexec audit verify [--key FILE] [--json]\n"
+    "       rexec audit show [--run ID] [--since TIME] [--json]\n"
+    "\n"
+    "verify  checks every audit file of the workspace (audit/audit-*.log oldest first, then\n"
+    "        audit/audit.log) as one hash chain and names each bad line as FILE:LINE.\n"
+    "        --json  one JSON object: status, first_bad, errors[], warnings[]\n"
+    "        exit 0   intact, every intent has its outcome\n"
+    "             1   tampered or corrupt: an edited, removed, reordered, truncated or foreign\n"
+    "                 line, or a missing audit file\n"
+    "             2   intact, but an intent has no outcome (rexec stopped between the two, or\n"
+    "                 the run is still going)\n"
+    "             74  an audit file cannot be read\n"
+    "             78  the key is refused (symlink, readable by others, inside the workspace)\n"
+    "show    prints the records oldest first: a table (time, run id, phase, host, action,\n"
+    "        decision/reason, exit), or with --json the stored lines unchanged.\n"
+    "        --run ID      only this run's records\n"
+    "        --since TIME  2026-12-02T10:00:00Z, 2026-12-02, or an age: 90s, 30m, 1h, 2d, 1w\n"
+    "        show does not verify: use `rexec audit verify` for that.\n"
+    "\n"
+    "The key of a keyed log: --key FILE, else $REXEC_AUDIT_KEY, else rexec.json's\n"
+    "\"audit\": {\"key_file\": \"/abs/path\"}. It must lie outside the workspace, not be a\n"
+    "symlink, and be readable by its owner only.\n";
+
+typedef struct audit_opts {
+    const char *key;
+    const char *run;
+    const char *since;
+    int json;
+} audit_opts;
+
+/* The value of --name VALUE or --name=VALUE at argv[*i]; NULL when argv[*i] is not --name. */
+static const char *opt_value(int argc, char **argv, int *i, const char *name, int *missing)
+{
+    size_t n = strlen(name);
+    if (strncmp(argv[*i], name, n) != 0)
+        return NULL;
+    if (argv[*i][n] == '=')
+        return argv[*i] + n + 1;
+    if (argv[*i][n] != 0)
+        return NULL;
+    if (*i + 1 >= argc) {
+        *missing = 1;
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+/* Parses the options after the subcommand; allowed lists the ones it takes. */
+static int parse_opts(int argc, char **argv, const char *sub, int allow_show, audit_opts *o)
+{
+    for (int i = 2; i < argc; i++) {
+        const char *v;
+        int missing = 0;
+        if (strcmp(argv[i], "--json") == 0)
+            o->json = 1;
+        else if (!allow_show && (v = opt_value(argc, argv, &i, "--key", &missing)) != NULL)
+            o->key = v;
+        else if (allow_show && (v = opt_value(argc, argv, &i, "--run", &missing)) != NULL)
+            o->run = v;
+        else if (allow_show && (v = opt_value(argc, argv, &i, "--since", &missing)) != NULL)
+            o->since = v;
+        else if (missing)
+            return cli_error(EXIT_USAGE, "audit %s: %s needs a value", sub, argv[i]);
+        else
+            return cli_error(EXIT_USAGE, "audit %s: unknown argument \"%.64s\" (see rexec "
+                                         "audit --help)", sub, argv[i]);
+    }
+    return 0;
+}
+
+/* "audit": {"key_file": ...} from rexec.json, read here so that verify works whatever else
+ * the file holds. No rexec.json, or no audit key in it: *key stays NULL. */
+static int key_from_workspace(const char *ws, char **key, rexec_error *err)
+{
+    char *path = rx_fs_join(ws, "rexec.json"), *text = NULL;
+    size_t len = 0;
+    struct stat st;
+    int r = 0;
+    if (path == NULL)
+        return rx_fail(err, REXEC_ENOMEM, "out of memory");
+    if (stat(path, &st) != 0 && errno == ENOENT)
+        goto out;
+    if ((r = rx_fs_read_file(path, 4u << 20, &text, &len, REXEC_ECONFIG, err)) != 0)
+        goto out;
+    cJSON *doc = cJSON_ParseWithLength(text, len);
+    const cJSON *audit = cJSON_GetObjectItemCaseSensitive(doc, "audit");
+    const cJSON *kf = cJSON_GetObjectItemCaseSensitive(audit, "key_file");
+    if (doc == NULL)
+        r = rx_fail(err, REXEC_ECONFIG, "%s: not valid JSON", path);
+    else if (audit != NULL && !cJSON_IsObject(audit))
+        r = rx_fail(err, REXEC_ECONFIG, "%s: audit: must be an object", path);
+    else if (kf != NULL && (!cJSON_IsString(kf) || kf->valuestring[0] != '/'))
+        r = rx_fail(err, REXEC_ECONFIG, "%s: audit.key_file: must be an absolute path", path);
+    else if (kf != NULL && (*key = strdup(kf->valuestring)) == NULL)
+        r = rx_fail(err, REXEC_ENOMEM, "out of memory");
+    cJSON_Delete(doc);
+out:
+    free(text);
+    free(path);
+    return r;
+}
+
+static int audit_verify_cmd(const cli_global *g, const audit_opts *o)
+{
+    rexec_error err = {0};
+    char *ws_key = NULL;
+    const char *key = o->key ? o->key : getenv("REXEC_AUDIT_KEY");
+    int r;
+
+    if (key != NULL && *key == 0)
+        key = NULL;
+    if (key == NULL && (r = key_from_workspace(g->workspace, &ws_key, &err)) != 0)
+        return cli_error(rexec_err_exit_code(r), "%s", err.msg);
+    r = rx_audit_verify_ex(g->workspace, key ? key : ws_key, o->json ? RX_AUDIT_VERIFY_JSON : 0,
+                           stdout, &err);
+    free(ws_key);
+    fflush(stdout);
+    return r >= 0 ? r : cli_error(rexec_err_exit_code(r), "%s", err.msg);
+}
+
+static int audit_show_cmd(const cli_global *g, const audit_opts *o)
+{
+    rexec_error err = {0};
+    rx_audit_query q = {.run_id = o->run, .json = o->json};
+    if (o->since != NULL) {
+        if (rx_audit_parse_time(o->since, time(NULL), &q.since) != 0)
+            return cli_error(EXIT_USAGE,
+                             "audit show: --since \"%.64s\": expected a time like "
+                             "2026-12-02T10:00:00Z or an age like 30m, 1h, 2d",
+                             o->since);
+        q.has_since = 1;
+    }
+    int r = rx_audit_show(g->workspace, &q, stdout, &err);
+    fflush(stdout);
+    return r == 0 ? 0 : cli_error(rexec_err_exit_code(r), "%s", err.msg);
+}
+
+/* `audit help`, or --help / -h anywhere (but not a value such as --run help). */
+static int wants_help(int argc, char **argv)
+{
+    if (strcmp(argv[1], "help") == 0)
+        return 1;
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+            return 1;
+    return 0;
+}
+
+int cli_audit(const cli_global *g, int argc, char **argv)
+{
+    audit_opts o = {0};
+    int r;
+    if (argc < 2)
+        return cli_error(EXIT_USAGE, "audit: expected verify or show (see rexec audit --help)");
+    if (wants_help(argc, argv)) {
+        fputs(audit_help, stdout);
+        return 0;
+    }
+    if (strcmp(argv[1], "verify") == 0)
+        return (r = parse_opts(argc, argv, "verify", 0, &o)) != 0 ? r : audit_verify_cmd(g, &o);
+    if (strcmp(argv[1], "show") == 0)
+        return (r = parse_opts(argc, argv, "show", 1, &o)) != 0 ? r : audit_show_cmd(g, &o);
+    return cli_error(EXIT_USAGE, "audit: unknown subcommand \"%.64s\" (expected verify or show)",
+                     argv[1]);
+}
