@@ -56,12 +56,6 @@ static inline uint32_t gram_hash(uint32_t g, unsigned shift)
     return (uint32_t)(g * RX_HASH_MUL) >> shift;
 }
 
-static inline uint64_t filter_bit(const uint64_t *f, unsigned shift, uint32_t g)
-{
-    uint32_t h = gram_hash(g, shift);
-    return (f[h >> 6] >> (h & 63)) & 1;
-}
-
 static const gram_slot *gram_find(const rx_redactor *r, uint32_t g)
 {
     uint32_t mask = (uint32_t)((1ull << (32 - r->gshift)) - 1);
@@ -89,8 +83,17 @@ static const lit_slot *lit_find(const rx_redactor *r, uint64_t k)
     }
 }
 
-/* The first position in [i, lim) whose gram passes the filter, else lim. Positions are probed
- * eight at a time from two 8-byte loads, so the loop stays branch-light on text that never hits. */
+/* The filter word for gram g, shifted so that g's bit is bit 0. (x86 shifts take the count mod
+ * 64 themselves, so the & 63 costs nothing.) */
+static inline uint64_t filter_probe(const uint64_t *f, unsigned shift, uint32_t g)
+{
+    uint32_t h = gram_hash(g, shift);
+    return f[h >> 6] >> (h & 63);
+}
+
+/* The first position in [i, lim) whose gram passes the filter, else lim. The fast loop probes
+ * 8 positions from two 8-byte loads and ORs the probes together: one branch per 8 positions,
+ * and a block that passes is looked at again one position at a time. */
 static size_t next_hit(const rx_redactor *r, const unsigned char *p, size_t i, size_t lim)
 {
     const uint64_t *f = r->filter;
@@ -98,18 +101,18 @@ static size_t next_hit(const rx_redactor *r, const unsigned char *p, size_t i, s
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
     for (; i + 9 <= lim; i += 8) { /* lim = n - 3: bytes up to i + 11 exist */
         uint64_t x = rx_load64(p + i) | RX_FOLD64, y = rx_load64(p + i + 4) | RX_FOLD64;
-        uint64_t m = filter_bit(f, sh, (uint32_t)x) | filter_bit(f, sh, (uint32_t)(x >> 8)) << 1 |
-                     filter_bit(f, sh, (uint32_t)(x >> 16)) << 2 |
-                     filter_bit(f, sh, (uint32_t)(x >> 24)) << 3 |
-                     filter_bit(f, sh, (uint32_t)y) << 4 | filter_bit(f, sh, (uint32_t)(y >> 8)) << 5 |
-                     filter_bit(f, sh, (uint32_t)(y >> 16)) << 6 |
-                     filter_bit(f, sh, (uint32_t)(y >> 24)) << 7;
-        if (m)
-            return i + (size_t)__builtin_ctzll(m);
+        uint64_t m = filter_probe(f, sh, (uint32_t)x) | filter_probe(f, sh, (uint32_t)(x >> 8)) |
+                     filter_probe(f, sh, (uint32_t)(x >> 16)) |
+                     filter_probe(f, sh, (uint32_t)(x >> 24)) | filter_probe(f, sh, (uint32_t)y) |
+                     filter_probe(f, sh, (uint32_t)(y >> 8)) |
+                     filter_probe(f, sh, (uint32_t)(y >> 16)) |
+                     filter_probe(f, sh, (uint32_t)(y >> 24));
+        if (m & 1)
+            break;
     }
 #endif
     for (; i < lim; i++)
-        if (filter_bit(f, sh, rx_load32(p + i) | RX_FOLD32))
+        if (filter_probe(f, sh, rx_load32(p + i) | RX_FOLD32) & 1)
             return i;
     return lim;
 }

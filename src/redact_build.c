@@ -201,10 +201,11 @@ static int grams_fill(rx_redactor *r, const gram_ent *e, size_t n)
     return 0;
 }
 
-/* The filter (about 32 bits per gram: ~3% of unrelated positions pass) and prefix bitmaps. */
+/* The filter (at least 64 bits per gram: under 1.6% of unrelated positions pass) and the
+ * prefix bitmaps. */
 static int filter_fill(rx_redactor *r, const gram_ent *e, size_t n)
 {
-    size_t bits = pow2_at_least(n * 32);
+    size_t bits = pow2_at_least(n * 64);
     bits = bits < ((size_t)1 << 12) ? (size_t)1 << 12 : bits > ((size_t)1 << 23) ? (size_t)1 << 23 : bits;
     r->fshift = 32 - log2_of(bits);
     r->filter_words = bits / 64;

@@ -257,8 +257,8 @@ static int header_match(const rx_win *w, size_t q, const char *name, const char 
 static int jwt_match(const rx_shapes *sh, const rx_win *w, size_t q, rx_hit *hit)
 {
     int prev = prev_byte(w, q);
-    if (prev >= 0 && (rx_cset_has(&sh->cs[CS_JWT], (unsigned char)prev)))
-        return RX_NO;
+    if (prev >= 0 && (rx_cset_has(&sh->cs[CS_B64URL], (unsigned char)prev) || prev == '.'))
+        return RX_NO; /* inside a longer base64 run: not the start of a JWT */
     if (memcmp(w->p + q, "eyJ", 3) != 0)
         return RX_NO;
     size_t seg = run(w, q, &sh->cs[CS_B64URL], JWT_HEADER_MAX + 1), dot = q + seg;
