@@ -24,6 +24,9 @@ char *rx_fs_join(const char *dir, const char *path);
 
 /* ---- Added with the audit/evidence implementation ------------------------------------------ */
 
+/* Note on rx_fs_check (and rx_fs_check_fd below): like ssh, it also refuses a path owned by
+ * another user than the caller or root, who could rewrite it whatever its mode. */
+
 /* Creates path as a new file (O_EXCL, never following a symlink) with mode 0600 exactly
  * whatever the umask, relative to dirfd (AT_FDCWD for a plain path). Returns 0 and the open
  * descriptor (O_WRONLY|O_CLOEXEC) in *fd, or code naming path. */

@@ -180,7 +180,7 @@ static int audit_stress(const char *ws, int procs, int runs, unsigned long long 
         fprintf(stderr, "audit_stress: %d problem(s) in the records\n", bad);
         return 1;
     }
-    int v = rx_audit_verify(ws, NULL, stderr, &e);
+    int v = rx_audit_verify(ws, NULL, stdout, &e);
     if (v != RX_AUDIT_VERIFY_OK) {
         fprintf(stderr, "audit_stress: verify returned %d %s\n", v, v < 0 ? e.msg : "");
         return 1;

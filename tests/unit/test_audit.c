@@ -189,7 +189,9 @@ static int verify(fixture *f, const char *key, int flags, char **report)
 
 static void assert_contains(const char *hay, const char *needle)
 {
-    if (strstr(hay, needle) == NULL)
+    if (hay == NULL)
+        fail_msg("expected \"%s\", got nothing", needle);
+    else if (strstr(hay, needle) == NULL)
         fail_msg("expected \"%s\" in:\n%s", needle, hay);
 }
 

@@ -60,7 +60,9 @@ static int teardown(void **state)
 
 static void assert_contains(const char *hay, const char *needle)
 {
-    if (strstr(hay, needle) == NULL)
+    if (hay == NULL)
+        fail_msg("expected \"%s\", got nothing", needle);
+    else if (strstr(hay, needle) == NULL)
         fail_msg("expected \"%s\" in: %s", needle, hay);
 }
 
