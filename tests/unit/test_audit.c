@@ -297,6 +297,16 @@ static void test_roundtrip_and_hash_definition(void **state)
     free_lines(v, n);
 }
 
+/* A workspace where nothing ran yet verifies, with nothing in it. */
+static void test_empty_workspace_verifies(void **state)
+{
+    fixture *f = *state;
+    char *report = NULL;
+    assert_int_equal(verify(f, NULL, 0, &report), RX_AUDIT_VERIFY_OK);
+    assert_contains(report, "0 record(s)");
+    free(report);
+}
+
 /* The caller's object is not changed, bad records are refused, and nothing is written. */
 static void test_record_checks(void **state)
 {
@@ -964,6 +974,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_roundtrip_and_hash_definition, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_empty_workspace_verifies, setup, teardown),
         cmocka_unit_test_setup_teardown(test_record_checks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_edited_byte_detected, setup, teardown),
         cmocka_unit_test_setup_teardown(test_removed_line_detected, setup, teardown),

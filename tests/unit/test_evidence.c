@@ -2,6 +2,7 @@
  * bad id, existing run, symlinked dir) that leave nothing behind, and disk full. */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
 #include <regex.h>
@@ -310,6 +311,49 @@ static void test_disk_full(void **state)
     cJSON_Delete(meta);
 }
 
+/* The file helpers the evidence and audit code stand on. */
+static void test_fsutil(void **state)
+{
+    fixture *f = *state;
+    char p[PATH_MAX + 32], *data = NULL, *j;
+    size_t len = 0;
+    rexec_error e = {0};
+
+    j = rx_fs_join("/a/b", "c");
+    assert_string_equal(j, "/a/b/c");
+    free(j);
+    j = rx_fs_join("/a/b/", "/abs");
+    assert_string_equal(j, "/abs");
+    free(j);
+
+    snprintf(p, sizeof(p), "%s/f", f->ws);
+    FILE *fp = fopen(p, "w");
+    fputs("0123456789", fp);
+    fclose(fp);
+    assert_int_equal(rx_fs_read_file(p, 10, &data, &len, REXEC_ECONFIG, &e), 0);
+    assert_int_equal(len, 10);
+    assert_string_equal(data, "0123456789");
+    free(data);
+    assert_int_equal(rx_fs_read_file(p, 9, &data, &len, REXEC_ECONFIG, &e), REXEC_ECONFIG);
+    assert_contains(e.msg, "larger than 9 bytes");
+
+    assert_int_equal(rx_fs_mkdir_private(p, REXEC_EAUDIT, &e), REXEC_EAUDIT);
+    assert_contains(e.msg, "not a directory");
+    assert_int_equal(rx_fs_is_inside(p, f->ws), 1);
+    assert_int_equal(rx_fs_is_inside(f->ws, p), 0);
+    assert_int_equal(rx_fs_is_inside("/tmp", f->ws), 0);
+
+    int fd = -1;
+    snprintf(p, sizeof(p), "%s/new", f->ws);
+    mode_t old = umask(0777);
+    assert_int_equal(rx_fs_create_private(AT_FDCWD, p, &fd, REXEC_EAUDIT, &e), 0);
+    umask(old);
+    close(fd);
+    assert_mode(p, 0600);
+    assert_int_equal(rx_fs_create_private(AT_FDCWD, p, &fd, REXEC_EAUDIT, &e), REXEC_EAUDIT);
+    assert_contains(e.msg, "File exists");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -320,6 +364,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_secret_refused_nothing_written, setup, teardown),
         cmocka_unit_test_setup_teardown(test_symlinked_evidence_dir_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_disk_full, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fsutil, setup, teardown),
     };
     return cmocka_run_group_tests_name("evidence", tests, NULL, NULL);
 }
