@@ -68,6 +68,9 @@ typedef struct rexec_error {
 
 const char *rexec_version(void);
 
+/* 1 when p[0..n) is well-formed UTF-8 (no overlongs, surrogates or truncated sequences). */
+int rexec_utf8_valid(const void *p, size_t n);
+
 /* ---- Calls ---------------------------------------------------------------------------------- */
 
 typedef struct rexec_ctx rexec_ctx;   /* a workspace, its pool of warm connections, its audit */
@@ -151,6 +154,50 @@ int rexec_call_start(rexec_ctx *ctx, const rexec_request *req, const rexec_callb
 /* Asks a call to stop: the remote process tree is killed per the remote contract, then on_done
  * reports what happened. Safe to call more than once, and on a call that is already finishing. */
 void rexec_call_cancel(rexec_call *call);
+
+/* ---- Request documents --------------------------------------------------------------------- */
+
+/* A `--request FILE` document (or a serve run object), parsed strictly: at most 64 KiB, UTF-8, no
+ * duplicate or unknown keys, no non-finite numbers, no booleans where numbers are expected.
+ * On success *view borrows from *doc (free the doc after the last use of view). Errors are
+ * REXEC_EREQUEST with err->msg naming the JSON path. */
+typedef struct rexec_request_doc rexec_request_doc;
+int rexec_request_doc_parse(const char *text, size_t len, rexec_request_doc **doc,
+                            rexec_request *view, rexec_error *err);
+void rexec_request_doc_free(rexec_request_doc *doc);
+
+/* ---- The workspace, for listings ------------------------------------------------------------ */
+
+/* The inventory (what = "hosts"), the catalog ("actions") or the groups ("groups") as a JSON
+ * array text (malloc'd, caller frees), for `rexec hosts`, `rexec actions` and serve. Never holds
+ * a secret value: secrets appear by name. NULL on ENOMEM or an unknown what. */
+char *rexec_ctx_list_json(const rexec_ctx *ctx, const char *what);
+
+/* Expands TARGETS ("h1", "h1,h2", "@group") into host names. *hosts is a malloc'd array of
+ * borrowed strings (valid while ctx lives); the caller frees the array. Unknown names are
+ * REXEC_ECONFIG naming the host or group. */
+int rexec_ctx_targets(const rexec_ctx *ctx, const char *targets, const char ***hosts, size_t *n,
+                      rexec_error *err);
+
+/* ---- Checks --------------------------------------------------------------------------------- */
+
+/* What `rexec check HOST` learns: the connection (host key, auth) works and the VM has what the
+ * remote contract needs. Strings are valid during the callback only. */
+typedef struct rexec_check_result {
+    const char *host;
+    int ok;                  /* connected, verified, and bash + timeout are present */
+    int err;                 /* REXEC_OK or why not */
+    const char *error;
+    const char *facts;       /* "key=value" lines from the VM (bash, timeout, unshare, ...) */
+    const char *containment; /* the strongest containment the VM offers */
+    uint64_t duration_ms;
+    int exit_status;         /* 0, 255 (unavailable) or 78 (unknown host) */
+} rexec_check_result;
+
+/* Checks host; on_done is called once from the loop. Returns 0 or ENOMEM (then calls nothing). */
+int rexec_check_start(rexec_ctx *ctx, const char *host,
+                      void (*on_done)(void *ud, const rexec_check_result *r), void *ud,
+                      rexec_error *err);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,7 @@
 # Turns every remote/*.sh into a C string (name "remote_<file>_sh") in one generated file, so the
 # binary carries exactly the fragments the tests check with `bash -n`.
 file(GLOB files ${DIR}/*.sh)
+list(FILTER files EXCLUDE REGEX "provision") # runs by hand on a new VM, not per call
 list(SORT files)
 set(out "/* generated from remote/ by scripts/embed.cmake: do not edit */\n#include <stddef.h>\n")
 foreach(f ${files})

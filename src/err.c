@@ -77,6 +77,10 @@ int rx_fail_prefix(rexec_error *err, const char *fmt, ...)
     vsnprintf(prefix, sizeof(prefix), fmt, ap);
     va_end(ap);
     memcpy(old, err->msg, sizeof(old));
-    snprintf(err->msg, sizeof(err->msg), "%s%s", prefix, old);
+    size_t n = strnlen(prefix, sizeof(err->msg) - 1);
+    memcpy(err->msg, prefix, n);
+    size_t m = strnlen(old, sizeof(err->msg) - 1 - n);
+    memcpy(err->msg + n, old, m);
+    err->msg[n + m] = 0;
     return err->code;
 }

@@ -53,7 +53,9 @@ typedef struct rx_param_spec {
 typedef struct rx_action {
     char *name;
     char *description;
-    rx_risk risk;
+    rx_risk risk;               /* effective: the declared risk raised to its floors */
+    rx_risk declared_risk;
+    const char *risk_floor_reason; /* "state_changing", "shell parameter" or NULL */
     int network;
     int state_changing;
     char **secrets; /* names from the workspace's "secrets" */
@@ -81,6 +83,7 @@ typedef struct rx_host {
     rx_risk approve;          /* highest level that runs with a grant */
     int max_channels;         /* concurrent channels per connection (below sshd MaxSessions) */
     int max_connections;      /* connections to open to this host when channels run out */
+    rx_containment max_containment; /* the strongest containment calls may use here */
 } rx_host;
 
 typedef struct rx_group {

@@ -1,0 +1,122 @@
+# rexec remote wrapper: what `bash -s` runs on the tool VM for every call.
+#
+# The controller sends, on the channel's stdin: variable assignments (__rx_*), the action's
+# secrets as `export NAME='value'` lines, this file, then the line `__rx_main; exit`, then the
+# call's stdin bytes if it has any. bash reads a script from a pipe one byte at a time, so the
+# stdin bytes after that line are left for the command; `; exit` on the same line makes sure
+# bash never reads them as script.
+#
+# The channel's stdin stays open for the whole call: EOF on it means the controller cancelled
+# or the connection dropped, and a watchdog then stops the command. The wrapper reports how the
+# call ended on stderr with two marker lines carrying a per-call nonce, which the controller
+# strips from the stream:
+#   \036rexec:<nonce>:start                    the command really started (containment worked)
+#   \036rexec:<nonce>:end <phase> <rc> <timed_out> <containment> <cancelled>
+# phase is cmd (the command ran), cd (the working directory failed), contain (the required
+# containment is not available here) or stdin (staging the stdin bytes failed).
+#
+# Variables set by the controller before this file:
+#   __rx_nonce __rx_cmd __rx_cwd __rx_timeout __rx_timeout_us __rx_kill_after __rx_stdin_len
+#   __rx_min_rank __rx_max_rank (the host's cap: 1 keeps calls out of namespaces)
+
+__rx_end() { # phase rc timed_out
+    printf '\036rexec:%s:end %s %s %s %s %s\n' "$__rx_nonce" "$1" "$2" "$3" \
+        "${__rx_cont:-none}" "${__rx_cancelled:-0}" >&2
+}
+
+# Unprivileged user namespaces: enabled unless a sysctl says otherwise.
+__rx_userns_ok() {
+    local v
+    if read -r v 2>/dev/null </proc/sys/user/max_user_namespaces && [ "$v" = 0 ]; then return 1; fi
+    if read -r v 2>/dev/null </proc/sys/kernel/unprivileged_userns_clone && [ "$v" = 0 ]; then return 1; fi
+    if read -r v 2>/dev/null </proc/sys/kernel/apparmor_restrict_unprivileged_userns &&
+        [ "$v" = 1 ]; then return 1; fi
+    return 0
+}
+
+# Picks the strongest containment this VM offers without starting a process to find out:
+# a PID namespace (its init's exit kills every process in it, setsid escapees included), else
+# timeout's own process group. Ranks: 1 process-group, 3 pid-namespace.
+__rx_pick() {
+    __rx_cont=process-group __rx_rank=1 __rx_pre=()
+    [ "${__rx_max_rank:-3}" -ge 3 ] || return 0
+    command -v unshare >/dev/null 2>&1 || return 0
+    if [ "$EUID" = 0 ]; then
+        __rx_pre=(unshare --pid --fork --kill-child --)
+    elif __rx_userns_ok; then
+        __rx_pre=(unshare --user --map-current-user --pid --fork --kill-child --)
+    else
+        return 0
+    fi
+    __rx_cont=pid-namespace __rx_rank=3
+}
+
+# The process that runs the command. In a PID namespace it is the namespace's init: signals from
+# outside reach init only if it has a handler, so it traps TERM and passes it to everything
+# else in the namespace (kill -1 there reaches only the namespace), then waits.
+__rx_inner_script() {
+    local start="printf '\\036rexec:%s:start\\n' $__rx_nonce >&2"
+    if [ "$__rx_cont" = pid-namespace ]; then
+        __rx_inner="trap 'kill -TERM -1 2>/dev/null' TERM INT HUP
+$start
+{
+$__rx_cmd
+} <&0 &
+wait \$! 2>/dev/null; __rx_rc=\$?
+while kill -0 \$! 2>/dev/null; do wait \$! 2>/dev/null; __rx_rc=\$?; done
+exit \$__rx_rc"
+    else
+        __rx_inner="$start
+$__rx_cmd"
+    fi
+}
+
+# Copies exactly __rx_stdin_len bytes from the channel into a private file the command reads.
+# head -c reads no more than it must, so the channel is left for the watchdog.
+__rx_stage_stdin() {
+    __rx_tmp=${TMPDIR:-/tmp}/.rexec-stdin-$__rx_nonce
+    (umask 077 && set -C && exec head -c "$__rx_stdin_len" >"$__rx_tmp") <&7 2>/dev/null || return 1
+    exec 6<"$__rx_tmp" || return 1
+    rm -f -- "$__rx_tmp" </dev/null &
+}
+
+# Stops the command: timeout passes TERM on to its process group and sends KILL after
+# --kill-after if the command is still there.
+__rx_cancel() {
+    __rx_cancelled=1
+    kill -TERM "$__rx_pid" 2>/dev/null
+}
+
+__rx_main() {
+    local rc t0 t1 to=0 in=/dev/null
+    exec 7<&0 </dev/null
+    if [ -n "$__rx_cwd" ] && ! cd -- "$__rx_cwd" 2>/dev/null; then __rx_end cd 1 0; return; fi
+    __rx_pick
+    if [ "$__rx_rank" -lt "$__rx_min_rank" ]; then __rx_end contain 1 0; return; fi
+    if [ "$__rx_stdin_len" -ge 0 ]; then
+        __rx_stage_stdin || { __rx_end stdin 1 0; return; }
+        in=/dev/fd/6
+    fi
+    __rx_inner_script
+    trap __rx_cancel USR1
+    t0=${EPOCHREALTIME//[!0-9]/}
+    timeout --kill-after="$__rx_kill_after" "$__rx_timeout" "${__rx_pre[@]}" \
+        bash -c "$__rx_inner" rexec <"$in" 6<&- 7<&- &
+    __rx_pid=$!
+    { read -r -n 1 _ ; kill -USR1 $$; } <&7 >/dev/null 2>&1 6<&- &
+    __rx_wd=$!
+    exec 6<&- 7<&-
+    # wait returns early when the USR1 trap runs; the command is gone once kill -0 fails.
+    wait "$__rx_pid" 2>/dev/null; rc=$?
+    while kill -0 "$__rx_pid" 2>/dev/null; do wait "$__rx_pid" 2>/dev/null; rc=$?; done
+    t1=${EPOCHREALTIME//[!0-9]/}
+    kill "$__rx_wd" 2>/dev/null
+    # What the command left in its process group (background children) goes with it.
+    kill -KILL -- "-$__rx_pid" 2>/dev/null
+    # timeout exits 124 (or 137 after --kill-after); a command can exit 124 by itself, but only
+    # a real timeout takes the full time.
+    if { [ "$rc" = 124 ] || [ "$rc" = 137 ]; } && [ -n "$t0" ] &&
+        [ $((t1 - t0)) -ge $((__rx_timeout_us - 20000)) ]; then to=1; fi
+    __rx_end cmd "$rc" "$to"
+    return "$rc"
+}

@@ -1,0 +1,437 @@
+/* The path of one call (DESIGN.md): workspace -> gate -> render -> audit intent -> pool/exec ->
+ * redactor -> caps -> sinks -> evidence -> audit outcome -> report. The CLI and `serve` reach
+ * it only through include/rexec.h. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/crypto.h>
+
+#include "call.h"
+#include "err.h"
+
+#define CALL_MAX_COMMAND (256 * 1024)
+#define CALL_MAX_SCRIPT (4 * 1024 * 1024)
+#define CALL_BACKSTOP_SLACK_S 10.0
+#define CALL_DRAIN_S 2.0
+
+/* ---- context -------------------------------------------------------------------------------- */
+
+int rexec_ctx_new(rexec_ctx **out, uv_loop_t *loop, const char *workspace_dir, rexec_error *err)
+{
+    rexec_ctx *ctx = calloc(1, sizeof(*ctx));
+    int r;
+    if (ctx == NULL)
+        return rx_fail(err, REXEC_ENOMEM, "out of memory");
+    ctx->loop = loop;
+    if ((r = rx_ws_load(&ctx->ws, workspace_dir, err)) != 0) {
+        free(ctx);
+        return r;
+    }
+    rx_pool_opts po = {.known_hosts = ctx->ws->known_hosts,
+                       .connect_timeout_s = ctx->ws->limits.connect_timeout_s,
+                       .keepalive_s = ctx->ws->limits.keepalive_s,
+                       .default_channels = ctx->ws->limits.max_channels,
+                       .debug = getenv("REXEC_DEBUG") != NULL};
+    if ((ctx->pool = rx_pool_new(loop, &po)) == NULL) {
+        rx_ws_free(ctx->ws);
+        free(ctx);
+        return rx_fail(err, REXEC_ENOMEM, "out of memory");
+    }
+    *out = ctx;
+    return 0;
+}
+
+static void ctx_maybe_free(rexec_ctx *ctx);
+
+static void on_pool_closed(void *ud)
+{
+    rexec_ctx *ctx = ud;
+    ctx->pool = NULL;
+    ctx_maybe_free(ctx);
+}
+
+static void ctx_maybe_free(rexec_ctx *ctx)
+{
+    if (!ctx->closing || ctx->calls != NULL)
+        return;
+    if (ctx->pool) {
+        rx_pool_close(ctx->pool, on_pool_closed, ctx);
+        return;
+    }
+    void (*cb)(void *) = ctx->on_closed;
+    void *ud = ctx->closed_ud;
+    rx_audit_close(ctx->audit);
+    rx_ws_free(ctx->ws);
+    free(ctx);
+    if (cb)
+        cb(ud);
+}
+
+/* Cancels every call; the context goes once the last has reported and the pool is closed. */
+void rexec_ctx_close(rexec_ctx *ctx, void (*on_closed)(void *ud), void *ud)
+{
+    if (ctx->closing)
+        return;
+    ctx->closing = 1;
+    ctx->on_closed = on_closed;
+    ctx->closed_ud = ud;
+    for (rexec_call *c = ctx->calls; c; c = c->next)
+        rexec_call_cancel(c);
+    ctx_maybe_free(ctx);
+}
+
+const rx_ws *rexec_ctx_workspace(const rexec_ctx *ctx)
+{
+    return ctx->ws;
+}
+
+/* ---- freeing and reporting ------------------------------------------------------------------ */
+
+static void call_free(rexec_call *c)
+{
+    for (size_t i = 0; i < c->n_given; i++) {
+        free((char *)c->given[i].name);
+        OPENSSL_clear_free((char *)c->given[i].value, c->given[i].value_len);
+    }
+    free(c->given);
+    free(c->values);
+    for (size_t i = 0; c->secret_values && i < c->n_secrets; i++)
+        rx_buf_free(&c->secret_values[i]);
+    free(c->secret_values);
+    free(c->secrets);
+    rx_redactor_free(c->redactor);
+    for (int i = 0; i < 2; i++) {
+        rx_redact_stream_free(c->out[i].rs);
+        rx_buf_free(&c->out[i].stored);
+        EVP_MD_CTX_free(c->out[i].sha);
+    }
+    if (c->stdin_data)
+        OPENSSL_clear_free(c->stdin_data, c->stdin_len);
+    rx_buf_free(&c->rendered);
+    rx_buf_free(&c->shown_error);
+    rx_buf_free(&c->shown_rendered);
+    free(c->host_name), free(c->action_name), free(c->grant_id);
+    free(c->rationale), free(c->hypothesis_id), free(c->evidence);
+    free(c);
+}
+
+static void on_call_closed(uv_handle_t *h)
+{
+    rexec_call *c = h->data;
+    rexec_ctx *ctx = c->ctx;
+    call_free(c);
+    ctx_maybe_free(ctx);
+}
+
+static void ctx_unlink(rexec_ctx *ctx, rexec_call *c)
+{
+    for (rexec_call **pp = &ctx->calls; *pp; pp = &(*pp)->next)
+        if (*pp == c) {
+            *pp = c->next;
+            return;
+        }
+}
+
+/* The end of every call: records, then the caller's on_done, then release from the loop. */
+static void call_finish(rexec_call *c)
+{
+    rexec_result res;
+    if (c->finished)
+        return;
+    c->finished = 1;
+    c->duration_ms = (uv_hrtime() - c->t0_ns) / 1000000;
+    if (c->intent_written) {
+        rexec_error e;
+        if (c->executed)
+            rx_call_write_evidence(c);
+        if (rx_call_audit(c, "outcome", &e) != 0)
+            c->err = e; /* the trail is broken: that outranks the command's own status */
+    } else if (!c->eval_only && c->err.code != REXEC_EAUDIT) {
+        rexec_error e; /* every refusal is a record too */
+        if (rx_call_audit(c, "refused", &e) != 0)
+            c->err = e;
+    }
+    rx_call_result(c, &res);
+    ctx_unlink(c->ctx, c);
+    if (c->cb.on_done)
+        c->cb.on_done(c->cb.ud, &res);
+    uv_close((uv_handle_t *)&c->defer, on_call_closed);
+}
+
+static void on_defer(uv_timer_t *t)
+{
+    call_finish(t->data);
+}
+
+/* Ends a call that never reached a host; reported from the loop, as rexec_call_start promises. */
+static void call_end_early(rexec_call *c)
+{
+    uv_timer_start(&c->defer, on_defer, 0, 0);
+}
+
+/* ---- output streams ------------------------------------------------------------------------- */
+
+/* Redacted bytes arrive here: counted, capped, hashed, kept and shown. The cap applies to
+ * redacted bytes, so it can never cut a secret into an unredacted prefix. */
+static void stream_sink(void *ud, const unsigned char *data, size_t len)
+{
+    call_stream *st = ud;
+    rexec_call *c = st->call;
+    size_t room = st->stored.max - st->stored.len;
+    size_t keep = len < room ? len : room;
+    st->total += len;
+    if (keep < len)
+        st->truncated = 1;
+    if (keep == 0)
+        return;
+    EVP_DigestUpdate(st->sha, data, keep);
+    rx_buf_add(&st->stored, data, keep); /* for evidence, --json and serve */
+    if (c->cb.on_output)
+        c->cb.on_output(c->cb.ud, st->id, data, keep);
+}
+
+static int streams_init(rexec_call *c, uint64_t cap)
+{
+    for (int i = 0; i < 2; i++) {
+        call_stream *st = &c->out[i];
+        st->call = c;
+        st->id = i == 0 ? REXEC_STDOUT : REXEC_STDERR;
+        rx_buf_init(&st->stored, (size_t)cap);
+        st->sha = EVP_MD_CTX_new();
+        st->rs = rx_redact_stream_new(c->redactor, stream_sink, st);
+        if (st->sha == NULL || st->rs == NULL || !EVP_DigestInit_ex(st->sha, EVP_sha256(), NULL))
+            return REXEC_ENOMEM;
+    }
+    return 0;
+}
+
+static void streams_finish(rexec_call *c)
+{
+    static const char hex[] = "0123456789abcdef";
+    for (int i = 0; i < 2; i++) {
+        call_stream *st = &c->out[i];
+        unsigned char md[32];
+        unsigned int n = 0;
+        if (st->rs == NULL)
+            continue;
+        rx_redact_finish(st->rs);
+        EVP_DigestFinal_ex(st->sha, md, &n);
+        for (unsigned k = 0; k < 32; k++) {
+            st->sha_hex[2 * k] = hex[md[k] >> 4];
+            st->sha_hex[2 * k + 1] = hex[md[k] & 15];
+        }
+        st->sha_hex[64] = 0;
+    }
+}
+
+static void on_exec_data(void *ud, int stream, const unsigned char *data, size_t len)
+{
+    rexec_call *c = ud;
+    rx_redact_feed(c->out[stream == REXEC_STDOUT ? 0 : 1].rs, data, len);
+}
+
+static void on_exec_done(void *ud, const rx_exec_result *x)
+{
+    rexec_call *c = ud;
+    c->job = NULL;
+    c->x = *x;
+    c->executed = x->sent; /* once the script is on the wire it may have run */
+    streams_finish(c);
+    rx_call_outcome(c);
+    call_finish(c);
+}
+
+/* ---- the steps before the host -------------------------------------------------------------- */
+
+static char *dup_or_null(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+static int call_copy_request(rexec_call *c, const rexec_request *req)
+{
+    c->host_name = dup_or_null(req->host ? req->host : "");
+    c->action_name = dup_or_null(req->action ? req->action : "");
+    c->grant_id = dup_or_null(req->grant_id);
+    c->rationale = dup_or_null(req->rationale);
+    c->hypothesis_id = dup_or_null(req->hypothesis_id);
+    c->given = calloc(req->n_params + 1, sizeof(*c->given));
+    if (!c->host_name || !c->action_name || !c->given || (req->grant_id && !c->grant_id) ||
+        (req->rationale && !c->rationale) || (req->hypothesis_id && !c->hypothesis_id))
+        return REXEC_ENOMEM;
+    for (size_t i = 0; i < req->n_params; i++, c->n_given++) {
+        char *v = malloc(req->params[i].value_len + 1);
+        if (v == NULL || (c->given[i].name = strdup(req->params[i].name)) == NULL) {
+            free(v);
+            return REXEC_ENOMEM;
+        }
+        memcpy(v, req->params[i].value, req->params[i].value_len);
+        v[req->params[i].value_len] = 0;
+        c->given[i].value = v;
+        c->given[i].value_len = req->params[i].value_len;
+    }
+    if (req->stdin_data) {
+        if ((c->stdin_data = malloc(req->stdin_len ? req->stdin_len : 1)) == NULL)
+            return REXEC_ENOMEM;
+        memcpy(c->stdin_data, req->stdin_data, req->stdin_len);
+        c->stdin_len = req->stdin_len;
+    }
+    c->timeout_s = req->timeout_s;
+    c->eval_only = req->eval_only;
+    c->capture = req->capture;
+    return 0;
+}
+
+static int call_resolve(rexec_call *c, rexec_error *err)
+{
+    const rx_ws *ws = c->ctx->ws;
+    int r;
+    if ((c->host = rx_ws_host(ws, c->host_name)) == NULL)
+        return rx_fail(err, REXEC_ECONFIG, "unknown host \"%s\" (`rexec hosts` lists the inventory)",
+                       c->host_name);
+    if ((c->action = rx_ws_action(ws, c->action_name)) == NULL)
+        return rx_fail(err, REXEC_ECONFIG,
+                       "unknown action \"%s\" (`rexec actions` lists the catalog)", c->action_name);
+    r = rx_gate_resolve_params(ws, c->action, c->given, c->n_given, &c->values, &c->dec, err);
+    if (r == REXEC_EDENIED)
+        c->decided = 1;
+    if (r != 0)
+        return r;
+    rx_buf_init(&c->rendered, CALL_MAX_COMMAND);
+    return rx_render_command(c->action, c->values, &c->rendered, err);
+}
+
+/* The effective timeout: the caller may shorten the action's, never lengthen it. */
+static int call_timeout(rexec_call *c, rexec_error *err)
+{
+    double limit = c->action->timeout_s > 0 ? c->action->timeout_s : c->ctx->ws->limits.timeout_s;
+    if (c->timeout_s < 0 || c->timeout_s > limit)
+        return rx_fail(err, REXEC_EREQUEST,
+                       "timeout %.3g s is above the %.3g s that action \"%s\" allows", c->timeout_s,
+                       limit, c->action->name);
+    if (c->timeout_s == 0)
+        c->timeout_s = limit;
+    if (c->stdin_data && c->stdin_len > c->ctx->ws->limits.max_stdin_bytes)
+        return rx_fail(err, REXEC_EREQUEST, "stdin is %zu bytes; limits.max_stdin_bytes is %llu",
+                       c->stdin_len, (unsigned long long)c->ctx->ws->limits.max_stdin_bytes);
+    return 0;
+}
+
+static int call_decide(rexec_call *c, rexec_error *err)
+{
+    rx_gate_input in = {.ws = c->ctx->ws, .host = c->host, .action = c->action,
+                        .values = c->values, .rendered = (const char *)c->rendered.data,
+                        .stdin_data = c->stdin_data, .stdin_len = c->stdin_len,
+                        .grant_id = c->grant_id, .eval_only = c->eval_only};
+    int r = rx_gate_decide(&in, &c->dec, err);
+    if (r != 0)
+        return r;
+    c->decided = 1;
+    if (c->dec.verdict == RX_DENY)
+        return rx_fail(err, REXEC_EDENIED, "%s", c->dec.message);
+    if (c->dec.verdict == RX_REQUIRES_APPROVAL)
+        return rx_fail(err, REXEC_EPENDING, "%s", c->dec.message);
+    return 0;
+}
+
+/* Secret values, read only for an allowed call and only those the action lists; then the
+ * redactor that every output path of this call goes through. */
+static int call_secrets(rexec_call *c, rexec_error *err)
+{
+    const rx_action *a = c->action;
+    int r = 0;
+    c->secret_values = calloc(a->n_secrets + 1, sizeof(rx_buf));
+    c->secrets = calloc(a->n_secrets + 1, sizeof(rx_secret));
+    if (c->secret_values == NULL || c->secrets == NULL)
+        return rx_fail(err, REXEC_ENOMEM, "out of memory");
+    for (size_t i = 0; r == 0 && i < a->n_secrets; i++, c->n_secrets++) {
+        r = rx_ws_secret_value(c->ctx->ws, a->secrets[i], &c->secret_values[i], err);
+        c->secrets[i] = (rx_secret){a->secrets[i], c->secret_values[i].data,
+                                    c->secret_values[i].len};
+    }
+    return r;
+}
+
+static int call_redactor(rexec_call *c, rexec_error *err)
+{
+    int r = rx_redactor_new(&c->redactor, c->secrets, c->n_secrets, err);
+    if (r != 0)
+        return r;
+    uint64_t cap = c->action->max_output_bytes ? c->action->max_output_bytes
+                                               : c->ctx->ws->limits.max_output_bytes;
+    return streams_init(c, cap) ? rx_fail(err, REXEC_ENOMEM, "out of memory") : 0;
+}
+
+static int call_send(rexec_call *c, rexec_error *err)
+{
+    rx_buf script;
+    const rx_limits *l = &c->ctx->ws->limits;
+    int r;
+    if (rx_nonce_new(c->nonce) != 0)
+        return rx_fail(err, REXEC_EINTERNAL, "no randomness for the call's nonce");
+    rx_render_in in = {.command = (const char *)c->rendered.data, .secrets = c->secrets,
+                       .n_secrets = c->n_secrets, .cwd = c->action->cwd,
+                       .timeout_s = c->timeout_s, .kill_after_s = l->kill_after_s,
+                       .stdin_len = c->stdin_data ? (long long)c->stdin_len : -1,
+                       .min_containment = c->action->containment,
+                       .max_containment = c->host->max_containment, .nonce = c->nonce,
+                       .run_id = c->run_id};
+    rx_buf_init(&script, CALL_MAX_SCRIPT);
+    if ((r = rx_render_script(&in, &script, err)) == 0 &&
+        (r = rx_call_audit(c, "intent", err)) == 0) { /* no intent record, no run */
+        c->intent_written = 1;
+        rx_exec_opts xo = {script.data, script.len, c->stdin_data, c->stdin_len, c->nonce,
+                           c->timeout_s + l->kill_after_s + CALL_BACKSTOP_SLACK_S, CALL_DRAIN_S};
+        rx_exec_cb cb = {on_exec_data, on_exec_done, c};
+        if ((r = rx_pool_exec(c->ctx->pool, c->host, &xo, &cb, &c->job)) != 0)
+            rx_fail(err, r, "out of memory");
+    }
+    rx_buf_free(&script);
+    return r;
+}
+
+int rexec_call_start(rexec_ctx *ctx, const rexec_request *req, const rexec_callbacks *cb,
+                     rexec_call **out, rexec_error *err)
+{
+    rexec_call *c = calloc(1, sizeof(*c));
+    if (c == NULL || ctx->closing)
+        return free(c), rx_fail(err, ctx->closing ? REXEC_ECANCELLED : REXEC_ENOMEM,
+                                ctx->closing ? "rexec is shutting down" : "out of memory");
+    c->ctx = ctx;
+    c->cb = *cb;
+    c->t0_ns = uv_hrtime();
+    rx_run_id_new(c->run_id);
+    if (call_copy_request(c, req) != 0) {
+        call_free(c);
+        return rx_fail(err, REXEC_ENOMEM, "out of memory");
+    }
+    uv_timer_init(ctx->loop, &c->defer);
+    c->defer.data = c;
+    c->next = ctx->calls;
+    ctx->calls = c;
+    if (out)
+        *out = c;
+    int r = call_resolve(c, &c->err);
+    if (r == 0)
+        r = call_timeout(c, &c->err);
+    if (r == 0)
+        r = call_decide(c, &c->err);
+    if (r == 0 && !c->eval_only && (r = call_secrets(c, &c->err)) == 0 &&
+        (r = call_redactor(c, &c->err)) == 0)
+        r = call_send(c, &c->err);
+    if (r != 0 || c->eval_only) {
+        c->err.code = r;
+        call_end_early(c);
+    }
+    return 0;
+}
+
+void rexec_call_cancel(rexec_call *c)
+{
+    if (c->finished || c->cancelled)
+        return;
+    c->cancelled = 1;
+    if (c->job)
+        rx_pool_cancel(c->job);
+}

@@ -1,0 +1,278 @@
+/* What a finished call leaves behind: its outcome read from the wrapper's status, the audit
+ * records, the evidence files, and the public rexec_result. Every text field that could carry a
+ * secret (the rendered command, messages, the rationale) passes the call's redactor first. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+
+#include "call.h"
+#include "err.h"
+
+static const char *const sig_names[] = {
+    NULL,   "HUP",  "INT",  "QUIT", "ILL",  "TRAP", "ABRT",   "BUS",  "FPE",  "KILL", "USR1",
+    "SEGV", "USR2", "PIPE", "ALRM", "TERM", "STKFLT", "CHLD", "CONT", "STOP", "TSTP", "TTIN",
+    "TTOU", "URG",  "XCPU", "XFSZ", "VTALRM", "PROF", "WINCH", "IO", "PWR", "SYS"};
+
+/* A shell reports death by signal N as status 128+N; a command that exits 128+N by itself
+ * looks the same, so this is the shell's convention, not proof (docs/remote-contract.md). */
+const char *rx_signal_from_status(int rc)
+{
+    if (rc > 128 && rc < 128 + (int)(sizeof(sig_names) / sizeof(*sig_names)))
+        return sig_names[rc - 128];
+    return NULL;
+}
+
+/* ---- the outcome ---------------------------------------------------------------------------- */
+
+static int wrapper_failure(rexec_call *c)
+{
+    const rx_exec_result *x = &c->x;
+    const char *h = c->host->name;
+    if (strcmp(x->phase, "cd") == 0)
+        return rx_fail(&c->err, REXEC_EHOST,
+                       "%s: working directory %s is missing or not accessible; the command did "
+                       "not run", h, c->action->cwd ? c->action->cwd : "?");
+    if (strcmp(x->phase, "contain") == 0) {
+        c->dec.verdict = RX_DENY;
+        c->dec.reason = "DENY_CONTAINMENT";
+        return rx_fail(&c->err, REXEC_EDENIED,
+                       "action %s requires containment %s; %s offers %s; the command did not run",
+                       c->action->name, rx_containment_name(c->action->containment), h,
+                       x->containment);
+    }
+    if (strcmp(x->phase, "stdin") == 0)
+        return rx_fail(&c->err, REXEC_EHOST,
+                       "%s: could not stage the call's stdin (is TMPDIR writable?); the command "
+                       "did not run", h);
+    return rx_fail(&c->err, REXEC_EHOST,
+                   "%s: setting up containment (%s) failed; the command did not run", h,
+                   x->containment);
+}
+
+/* Reads what the exec reported into the call's result fields and error. */
+void rx_call_outcome(rexec_call *c)
+{
+    const rx_exec_result *x = &c->x;
+    c->exit_code = -1;
+    if (x->err != REXEC_OK) {
+        rx_fail(&c->err, x->err, "%s", x->errmsg);
+        if (x->ssh_exit_signal[0])
+            snprintf(c->signal, sizeof(c->signal), "%s", x->ssh_exit_signal);
+    } else if (strcmp(x->phase, "cmd") != 0 || !x->started) {
+        wrapper_failure(c);
+    } else {
+        c->ran = 1;
+        c->timed_out = x->timed_out;
+        c->exit_code = c->timed_out ? 124 : x->rc == 255 ? 254 : x->rc;
+        const char *sig = c->timed_out ? NULL : rx_signal_from_status(x->rc);
+        if (sig)
+            snprintf(c->signal, sizeof(c->signal), "%s", sig);
+        if (c->cancelled)
+            rx_fail(&c->err, REXEC_ECANCELLED,
+                    "%s: cancelled by the caller; the remote command was stopped", c->host->name);
+    }
+    snprintf(c->containment, sizeof(c->containment), "%s",
+             x->containment[0] ? x->containment : "");
+}
+
+/* ---- redaction of record fields ------------------------------------------------------------- */
+
+static const rx_redactor *call_redactor(rexec_call *c)
+{
+    rexec_error e;
+    if (c->redactor == NULL) /* refused before secrets were read: shapes only */
+        rx_redactor_new(&c->redactor, NULL, 0, &e);
+    return c->redactor;
+}
+
+/* Adds key: the redacted form of s (or null). */
+static void add_redacted(rexec_call *c, cJSON *o, const char *key, const char *s)
+{
+    rx_buf b;
+    const rx_redactor *r = call_redactor(c);
+    if (s == NULL) {
+        cJSON_AddNullToObject(o, key);
+        return;
+    }
+    rx_buf_init(&b, strlen(s) * 2 + 4096);
+    if (r == NULL || rx_redact_buf(r, s, strlen(s), &b) != 0)
+        cJSON_AddStringToObject(o, key, "[REDACTED:UNAVAILABLE]");
+    else
+        cJSON_AddStringToObject(o, key, b.data ? (const char *)b.data : "");
+    rx_buf_free(&b);
+}
+
+static void add_str_or_null(cJSON *o, const char *key, const char *s)
+{
+    if (s && *s)
+        cJSON_AddStringToObject(o, key, s);
+    else
+        cJSON_AddNullToObject(o, key);
+}
+
+static void iso_now(char out[32])
+{
+    struct timeval tv;
+    struct tm tm;
+    gettimeofday(&tv, NULL);
+    gmtime_r(&tv.tv_sec, &tm);
+    size_t n = strftime(out, 32, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(out + n, 32 - n, ".%03dZ", (int)(tv.tv_usec / 1000));
+}
+
+const char *rx_verdict_name(rx_verdict v)
+{
+    return v == RX_ALLOW ? "ALLOW" : v == RX_DENY ? "DENY" : "REQUIRES_APPROVAL";
+}
+
+/* The decision fields, including for calls refused before the gate could decide. */
+static void add_decision(rexec_call *c, cJSON *o)
+{
+    const char *reason = c->dec.reason;
+    if (!c->decided)
+        reason = c->err.code == REXEC_ECONFIG    ? "INVALID_CONFIG"
+                 : c->err.code == REXEC_EREQUEST ? "INVALID_REQUEST"
+                 : c->err.code ? rexec_err_name(c->err.code) : NULL;
+    add_str_or_null(o, "decision", c->decided ? rx_verdict_name(c->dec.verdict) : NULL);
+    add_str_or_null(o, "reason", reason);
+    add_str_or_null(o, "effective_risk", c->action ? rx_risk_name(c->action->risk) : NULL);
+    add_str_or_null(o, "challenge_id", c->dec.challenge_id);
+}
+
+static void add_outcome(rexec_call *c, cJSON *o)
+{
+    if (c->exit_code >= 0)
+        cJSON_AddNumberToObject(o, "exit_code", c->exit_code);
+    else
+        cJSON_AddNullToObject(o, "exit_code");
+    add_str_or_null(o, "signal", c->signal);
+    cJSON_AddBoolToObject(o, "timed_out", c->timed_out);
+    cJSON_AddBoolToObject(o, "truncated", c->out[0].truncated || c->out[1].truncated);
+    add_str_or_null(o, "stdout_sha256", c->out[0].sha_hex);
+    cJSON_AddNumberToObject(o, "stdout_bytes", (double)c->out[0].total);
+    cJSON_AddNumberToObject(o, "stderr_bytes", (double)c->out[1].total);
+    cJSON_AddNumberToObject(o, "duration_ms", (double)c->duration_ms);
+    add_str_or_null(o, "containment", c->containment);
+    cJSON_AddBoolToObject(o, "executed", c->ran || (c->x.sent && !c->x.ended));
+    add_str_or_null(o, "evidence", c->evidence);
+}
+
+static cJSON *secret_names(const rexec_call *c)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (size_t i = 0; a && c->action && i < c->action->n_secrets; i++)
+        cJSON_AddItemToArray(a, cJSON_CreateString(c->action->secrets[i]));
+    return a;
+}
+
+/* phase: "intent" (before anything runs), "outcome" (after), or "refused". */
+int rx_call_audit(rexec_call *c, const char *phase, rexec_error *err)
+{
+    char ts[32];
+    int r;
+    rexec_ctx *ctx = c->ctx;
+    if (ctx->audit == NULL &&
+        (r = rx_audit_open(&ctx->audit, ctx->ws->dir, ctx->ws->audit_key_file, err)) != 0)
+        return r;
+    cJSON *o = cJSON_CreateObject();
+    if (o == NULL)
+        return rx_fail(err, REXEC_EAUDIT, "out of memory building the audit record");
+    iso_now(ts);
+    cJSON_AddStringToObject(o, "ts", ts);
+    cJSON_AddStringToObject(o, "run_id", c->run_id);
+    cJSON_AddStringToObject(o, "phase", phase);
+    add_redacted(c, o, "host", c->host_name);
+    add_redacted(c, o, "action", c->action_name);
+    add_decision(c, o);
+    add_redacted(c, o, "argv", c->rendered.data ? (const char *)c->rendered.data : NULL);
+    cJSON_AddItemToObject(o, "secrets", secret_names(c));
+    if (strcmp(phase, "intent") != 0)
+        add_outcome(c, o);
+    add_redacted(c, o, "error", c->err.code ? c->err.msg : NULL);
+    add_redacted(c, o, "rationale", c->rationale);
+    add_redacted(c, o, "hypothesis_id", c->hypothesis_id);
+    r = rx_audit_append(ctx->audit, o, c->redactor, err);
+    cJSON_Delete(o);
+    return r;
+}
+
+/* ---- evidence ------------------------------------------------------------------------------- */
+
+void rx_call_write_evidence(rexec_call *c)
+{
+    rexec_error e;
+    char *path = NULL;
+    cJSON *meta = cJSON_CreateObject();
+    if (meta == NULL)
+        return;
+    cJSON_AddStringToObject(meta, "run_id", c->run_id);
+    cJSON_AddStringToObject(meta, "host", c->host->name);
+    cJSON_AddStringToObject(meta, "action", c->action->name);
+    add_decision(c, meta);
+    add_redacted(c, meta, "argv", (const char *)c->rendered.data);
+    add_outcome(c, meta);
+    cJSON_AddBoolToObject(meta, "stdout_truncated", c->out[0].truncated);
+    cJSON_AddBoolToObject(meta, "stderr_truncated", c->out[1].truncated);
+    add_redacted(c, meta, "error", c->err.code ? c->err.msg : NULL);
+    if (rx_evidence_write(c->ctx->ws->dir, c->run_id, c->out[0].stored.data, c->out[0].stored.len,
+                          c->out[1].stored.data, c->out[1].stored.len, meta, c->redactor, &path,
+                          &e) != 0) {
+        if (c->err.code == 0)
+            c->err = e;
+    } else {
+        c->evidence = path;
+    }
+    cJSON_Delete(meta);
+}
+
+/* ---- the public result ---------------------------------------------------------------------- */
+
+/* The caller sees messages and the rendered command only after the redactor. */
+static const char *shown(rexec_call *c, rx_buf *b, const char *s)
+{
+    const rx_redactor *r = call_redactor(c);
+    if (s == NULL)
+        return NULL;
+    rx_buf_init(b, strlen(s) * 2 + 4096);
+    if (r == NULL || rx_redact_buf(r, s, strlen(s), b) != 0 || b->data == NULL) {
+        rx_buf_free(b);
+        return "[REDACTED:UNAVAILABLE]";
+    }
+    return (const char *)b->data;
+}
+
+void rx_call_result(rexec_call *c, rexec_result *res)
+{
+    memset(res, 0, sizeof(*res));
+    res->run_id = c->run_id;
+    res->host = c->host_name;
+    res->action = c->action_name;
+    res->decision = c->decided ? rx_verdict_name(c->dec.verdict) : NULL;
+    res->reason = c->decided ? c->dec.reason : NULL;
+    res->effective_risk = c->action ? rx_risk_name(c->action->risk) : NULL;
+    res->executed = c->ran || (c->x.sent && !c->x.ended);
+    res->exit_code = c->ran ? c->exit_code : -1;
+    res->signal = c->signal[0] ? c->signal : NULL;
+    res->timed_out = c->timed_out;
+    res->truncated = c->out[0].truncated || c->out[1].truncated;
+    res->stdout_bytes = c->out[0].total;
+    res->stderr_bytes = c->out[1].total;
+    res->stdout_sha256 = c->out[0].sha_hex[0] ? c->out[0].sha_hex : NULL;
+    res->duration_ms = c->duration_ms;
+    res->containment = c->containment[0] ? c->containment : NULL;
+    res->evidence = c->evidence;
+    res->challenge_id = c->dec.challenge_id[0] ? c->dec.challenge_id : NULL;
+    res->rendered = shown(c, &c->shown_rendered, (const char *)c->rendered.data);
+    res->err = c->err.code;
+    res->error = c->err.code ? shown(c, &c->shown_error, c->err.msg) : NULL;
+    res->exit_status = c->err.code ? rexec_err_exit_code(c->err.code) : c->ran ? c->exit_code : 0;
+    if (c->capture && c->executed) {
+        res->stdout_data = c->out[0].stored.data ? c->out[0].stored.data : (const unsigned char *)"";
+        res->stdout_len = c->out[0].stored.len;
+        res->stderr_data = c->out[1].stored.data ? c->out[1].stored.data : (const unsigned char *)"";
+        res->stderr_len = c->out[1].stored.len;
+    }
+}

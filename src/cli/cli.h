@@ -1,0 +1,30 @@
+/* The rexec command line: a thin front end over the library (include/rexec.h) and a few
+ * workspace-level modules (audit, approvals). One file a command: src/cli/cmd_<name>.c. */
+#ifndef RX_CLI_H
+#define RX_CLI_H
+
+/* Options that come before the command (`rexec --workspace DIR run ...`). */
+typedef struct cli_global {
+    const char *workspace; /* --workspace, $REXEC_WORKSPACE, or "." */
+    const char *socket;    /* --socket, $REXEC_SOCKET, or NULL */
+} cli_global;
+
+/* Every command: argv[0] is the command name; returns the process exit code (SPEC.md). */
+typedef int (*cli_cmd_fn)(const cli_global *g, int argc, char **argv);
+
+int cli_run(const cli_global *g, int argc, char **argv);     /* run and eval */
+int cli_check(const cli_global *g, int argc, char **argv);
+int cli_hosts(const cli_global *g, int argc, char **argv);
+int cli_actions(const cli_global *g, int argc, char **argv);
+int cli_audit(const cli_global *g, int argc, char **argv);   /* audit verify|show */
+int cli_approve(const cli_global *g, int argc, char **argv);
+int cli_approvals(const cli_global *g, int argc, char **argv);
+int cli_serve(const cli_global *g, int argc, char **argv);
+
+/* Prints "rexec: <msg>\n" to stderr (the message must already be redacted) and returns code. */
+int cli_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Help text of a command (NULL for the overview); shared by `rexec help X` and `X --help`. */
+const char *cli_help_text(const char *command);
+
+#endif

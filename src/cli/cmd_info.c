@@ -1,0 +1,184 @@
+/* `rexec hosts`, `rexec actions` and `rexec check`. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "cli.h"
+#include "rexec.h"
+
+static int want_json(int argc, char **argv, const char *cmd)
+{
+    int json = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--json") == 0)
+            json = 1;
+        else
+            return -cli_error(64, "%s: unexpected argument \"%s\" (see `rexec help %s`)", cmd,
+                              argv[i], cmd);
+    }
+    return json;
+}
+
+static const char *str(const cJSON *o, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsString(v) ? v->valuestring : "-";
+}
+
+static void print_hosts(const cJSON *list)
+{
+    const cJSON *h;
+    printf("%-16s %-24s %-6s %-12s %-12s %-6s %s\n", "HOST", "ADDRESS", "PORT", "USER",
+           "HOST_KEY", "ALLOW", "APPROVE");
+    cJSON_ArrayForEach(h, list) {
+        const char *hk = str(h, "host_key");
+        printf("%-16s %-24s %-6d %-12s %-12s %-6s %s\n", str(h, "name"), str(h, "address"),
+               cJSON_GetObjectItemCaseSensitive(h, "port")->valueint, str(h, "user"),
+               strncmp(hk, "SHA256:", 7) == 0 ? "pinned" : hk, str(h, "allow"),
+               str(h, "approve"));
+    }
+}
+
+static void print_actions(const cJSON *list)
+{
+    const cJSON *a, *p;
+    printf("%-24s %-5s %-32s %s\n", "ACTION", "RISK", "PARAMS", "SECRETS");
+    cJSON_ArrayForEach(a, list) {
+        char params[512] = "", secrets[512] = "";
+        cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(a, "params"))
+            snprintf(params + strlen(params), sizeof(params) - strlen(params), "%s%s:%s",
+                     params[0] ? " " : "", str(p, "name"), str(p, "type"));
+        cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(a, "secrets"))
+            snprintf(secrets + strlen(secrets), sizeof(secrets) - strlen(secrets), "%s%s",
+                     secrets[0] ? "," : "", p->valuestring);
+        printf("%-24s %-5s %-32s %s\n", str(a, "name"), str(a, "risk"), params[0] ? params : "-",
+               secrets[0] ? secrets : "-");
+    }
+}
+
+/* hosts and actions: a listing from the workspace alone, no connection. */
+static int list_cmd(const cli_global *g, int argc, char **argv, const char *what)
+{
+    uv_loop_t loop;
+    rexec_ctx *ctx;
+    rexec_error e;
+    int json = want_json(argc, argv, argv[0]), rc = 0;
+    if (json < 0)
+        return -json;
+    uv_loop_init(&loop);
+    if (rexec_ctx_new(&ctx, &loop, g->workspace, &e) != 0) {
+        uv_loop_close(&loop);
+        return cli_error(rexec_err_exit_code(e.code), "%s", e.msg);
+    }
+    char *text = rexec_ctx_list_json(ctx, what);
+    cJSON *list = text ? cJSON_Parse(text) : NULL;
+    if (list == NULL)
+        rc = cli_error(70, "out of memory");
+    else if (json)
+        printf("%s\n", text);
+    else if (strcmp(what, "hosts") == 0)
+        print_hosts(list);
+    else
+        print_actions(list);
+    cJSON_Delete(list);
+    free(text);
+    rexec_ctx_close(ctx, NULL, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+    return rc;
+}
+
+int cli_hosts(const cli_global *g, int argc, char **argv)
+{
+    return list_cmd(g, argc, argv, "hosts");
+}
+
+int cli_actions(const cli_global *g, int argc, char **argv)
+{
+    return list_cmd(g, argc, argv, "actions");
+}
+
+/* ---- check ---------------------------------------------------------------------------------- */
+
+typedef struct check_run {
+    int json;
+    int worst;
+    size_t pending;
+    rexec_ctx *ctx;
+} check_run;
+
+static void on_checked(void *ud, const rexec_check_result *r)
+{
+    check_run *k = ud;
+    if (k->json) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "host", r->host);
+        cJSON_AddBoolToObject(o, "ok", r->ok);
+        cJSON_AddStringToObject(o, "containment", r->containment ? r->containment : "");
+        cJSON_AddStringToObject(o, "facts", r->facts);
+        cJSON_AddNumberToObject(o, "duration_ms", (double)r->duration_ms);
+        if (r->error)
+            cJSON_AddStringToObject(o, "error", r->error);
+        else
+            cJSON_AddNullToObject(o, "error");
+        char *t = cJSON_PrintUnformatted(o);
+        printf("%s\n", t ? t : "{}");
+        free(t);
+        cJSON_Delete(o);
+    } else if (r->ok) {
+        printf("%s: ok (%llu ms), containment %s\n", r->host, (unsigned long long)r->duration_ms,
+               r->containment ? r->containment : "unknown");
+        for (const char *p = r->facts; *p;) {
+            const char *eol = strchr(p, '\n');
+            int n = eol ? (int)(eol - p) : (int)strlen(p);
+            printf("  %.*s\n", n, p);
+            p += n + (eol != NULL);
+        }
+    } else {
+        fprintf(stderr, "rexec: %s\n", r->error ? r->error : "check failed");
+    }
+    fflush(stdout);
+    if (r->exit_status > k->worst)
+        k->worst = r->exit_status;
+    if (--k->pending == 0)
+        rexec_ctx_close(k->ctx, NULL, NULL);
+}
+
+int cli_check(const cli_global *g, int argc, char **argv)
+{
+    uv_loop_t loop;
+    rexec_error e;
+    check_run k = {0};
+    const char **names = NULL, *targets = NULL;
+    size_t n = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--json") == 0)
+            k.json = 1;
+        else if (targets == NULL && argv[i][0] != '-')
+            targets = argv[i];
+        else
+            return cli_error(64, "check: unexpected argument \"%s\"", argv[i]);
+    }
+    if (targets == NULL)
+        return cli_error(64, "usage: rexec check TARGETS [--json]");
+    uv_loop_init(&loop);
+    if (rexec_ctx_new(&k.ctx, &loop, g->workspace, &e) != 0) {
+        uv_loop_close(&loop);
+        return cli_error(rexec_err_exit_code(e.code), "%s", e.msg);
+    }
+    if (rexec_ctx_targets(k.ctx, targets, &names, &n, &e) != 0) {
+        k.worst = cli_error(rexec_err_exit_code(e.code), "%s", e.msg);
+        rexec_ctx_close(k.ctx, NULL, NULL);
+    }
+    k.pending = n;
+    for (size_t i = 0; i < n; i++)
+        if (rexec_check_start(k.ctx, names[i], on_checked, &k, &e) != 0)
+            return cli_error(70, "%s", e.msg);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+    free(names);
+    return k.worst;
+}

@@ -1,0 +1,126 @@
+/* Help texts: `rexec help [COMMAND]` and `rexec COMMAND --help` print the same words. */
+#include <string.h>
+
+#include "cli.h"
+
+static const char overview[] =
+    "usage: rexec [--workspace DIR] [--socket PATH] COMMAND [ARGS]\n"
+    "\n"
+    "Runs operator-approved actions on tool VMs over SSH.\n"
+    "\n"
+    "commands:\n"
+    "  run TARGETS ACTION   run an action (exit status = the remote command's)\n"
+    "  eval TARGETS ACTION  the gate's decision only; nothing runs\n"
+    "  check TARGETS        connect, verify the host key, probe the VM\n"
+    "  hosts | actions      list the inventory | the catalog\n"
+    "  approve ID           confirm a pending challenge at a terminal\n"
+    "  approvals            list pending challenges and unused grants\n"
+    "  audit verify|show    check the audit log's integrity | read it\n"
+    "  serve --socket PATH  long-lived controller with warm connections\n"
+    "  help [COMMAND]       this text, or a command's\n"
+    "\n"
+    "global options:\n"
+    "  --workspace DIR, -w  the workspace (default $REXEC_WORKSPACE, else .)\n"
+    "  --socket PATH        hand run/eval/check to `rexec serve` (default $REXEC_SOCKET)\n"
+    "  --version            print the version\n"
+    "\n"
+    "exit codes: 0-254 the remote status (a remote 255 shows as 254, 124 = timeout),\n"
+    "  255 host unavailable, 64 usage, 65 invalid request or parameter, 74 audit record\n"
+    "  not written (nothing ran), 75 approval required, 77 denied, 78 configuration error.\n"
+    "See docs/cli.md and docs/exit-codes.md.\n";
+
+static const char run_help[] =
+    "usage: rexec run TARGETS ACTION [--param NAME=VALUE]... [--request FILE] [--stdin FILE]\n"
+    "                 [--approve | --grant ID] [--timeout S] [--json] [--parallel N]\n"
+    "\n"
+    "Runs ACTION from the catalog on each target host. TARGETS is a host name, a\n"
+    "comma-separated list, or @group. The redacted remote stdout and stderr go to rexec's\n"
+    "stdout and stderr, like ssh; with several hosts each line is prefixed with [host].\n"
+    "\n"
+    "  --param NAME=VALUE, -p  a parameter of the action (repeatable); each value becomes one\n"
+    "                          shell word after validation against its type\n"
+    "  --request FILE          a JSON request: {\"action\", \"params\", \"stdin\" | \"stdin_base64\",\n"
+    "                          \"rationale\", \"hypothesis_id\", \"timeout_s\"} (strict, <= 64 KiB)\n"
+    "  --stdin FILE            the command's stdin, byte for byte (- for rexec's own stdin);\n"
+    "                          without it the command reads /dev/null\n"
+    "  --grant ID              run with a single-use grant from `rexec approve`\n"
+    "  --approve               ask for approval here, at this terminal, then run\n"
+    "  --timeout S             shorten the action's timeout (never lengthen it)\n"
+    "  --json                  one JSON object per host on stdout instead of the streams:\n"
+    "                          run_id host action decision reason executed exit_code signal\n"
+    "                          timed_out truncated stdout stderr stdout_bytes stderr_bytes\n"
+    "                          stdout_sha256 duration_ms containment evidence challenge_id error\n"
+    "                          (stdout/stderr that are not UTF-8 come as stdout_base64/...)\n"
+    "  --parallel N            hosts at once (default 16)\n"
+    "\n"
+    "Exit status with one host: the remote command's (0-254), else 255 host unavailable,\n"
+    "64 usage, 65 bad request/parameter, 74 audit failure, 75 approval required, 77 denied,\n"
+    "78 configuration. With several hosts: 0 when every host returned 0, else the largest\n"
+    "status among the hosts (so 255 if any host was unavailable).\n"
+    "Ctrl-C stops the remote commands and waits for them; a second Ctrl-C leaves at once.\n";
+
+static const char eval_help[] =
+    "usage: rexec eval TARGETS ACTION [--param NAME=VALUE]... [--request FILE] [--json]\n"
+    "\n"
+    "The gate's decision for the call, without running anything, writing a challenge or\n"
+    "consuming a grant: ALLOW, DENY or REQUIRES_APPROVAL with its reason code and the\n"
+    "rendered command (secrets by name only). Exit 0 for ALLOW, 75 for REQUIRES_APPROVAL,\n"
+    "77 for DENY, 65/78 for an invalid request or configuration.\n";
+
+static const char check_help[] =
+    "usage: rexec check TARGETS [--json]\n"
+    "\n"
+    "Connects to each host, verifies its host key, authenticates, and probes the VM: bash,\n"
+    "coreutils timeout, base64, setsid, unshare, systemd-run, and the strongest containment\n"
+    "it offers (pid-namespace or process-group). Nothing from the catalog runs.\n"
+    "Exit 0 when every host is fine, 255 when one is unavailable, 78 for an unknown host.\n";
+
+static const char hosts_help[] =
+    "usage: rexec hosts [--json]\n\nLists the inventory of rexec.json. No connection is made.\n";
+
+static const char actions_help[] =
+    "usage: rexec actions [--json]\n\nLists the catalog: each action's effective risk, its\n"
+    "parameters with their types, and the secrets it receives (by name).\n";
+
+static const char approve_help[] =
+    "usage: rexec approve CHALLENGE_ID\n"
+    "       rexec approvals [--json]\n"
+    "\n"
+    "approve shows an operator what a pending call will run and asks, at the terminal\n"
+    "(/dev/tty, never a pipe), for the challenge's confirmation code. The caller then runs\n"
+    "with --grant CHALLENGE_ID: the grant is single-use and expires. approvals lists pending\n"
+    "challenges and unused grants. See docs/gate.md.\n";
+
+static const char audit_help[] =
+    "usage: rexec audit verify [--json] [--key FILE]\n"
+    "       rexec audit show [--run ID] [--since TIME] [--json]\n"
+    "\n"
+    "verify checks the hash chain of the audit log (and its rotated files), names the first\n"
+    "bad line, and reports intents without an outcome. show prints records for people.\n"
+    "See docs/audit.md.\n";
+
+static const char serve_help[] =
+    "usage: rexec serve --socket PATH\n"
+    "\n"
+    "A long-lived controller on a Unix socket (mode 0600, same user only), speaking\n"
+    "newline-delimited JSON (run, eval, check, cancel, ping). Connections to hosts stay warm\n"
+    "between calls. See docs/serve-protocol.md.\n";
+
+static const struct {
+    const char *name, *text;
+} helps[] = {
+    {"run", run_help},         {"eval", eval_help},           {"check", check_help},
+    {"hosts", hosts_help},     {"actions", actions_help},     {"approve", approve_help},
+    {"approvals", approve_help}, {"audit", audit_help},       {"serve", serve_help},
+    {"help", overview},
+};
+
+const char *cli_help_text(const char *command)
+{
+    if (command == NULL)
+        return overview;
+    for (size_t i = 0; i < sizeof(helps) / sizeof(*helps); i++)
+        if (strcmp(helps[i].name, command) == 0)
+            return helps[i].text;
+    return NULL;
+}

@@ -1,0 +1,446 @@
+/* One exec channel running one wrapper script (see exec.h and remote/wrapper.sh). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/crypto.h>
+
+#include "err.h"
+#include "exec.h"
+#include "render.h"
+
+typedef enum exec_state { EX_OPEN = 0, EX_EXEC, EX_SEND, EX_RUN, EX_CLOSE, EX_DONE } exec_state;
+
+static const char *const exec_state_names[] = {"OPEN", "EXEC", "SEND", "RUN", "CLOSE", "DONE"};
+
+#define MARK_BODY_MAX 160
+
+/* Strips the wrapper's status lines ("\036rexec:<nonce>:<body>\n") from stderr. Only the bytes
+ * that match a prefix of the marker are held back; \036 appears once in the marker, so a failed
+ * match never hides the start of another. */
+typedef struct marker_filter {
+    char prefix[16 + RX_NONCE_LEN]; /* "\036rexec:<nonce>:" */
+    size_t plen;
+    size_t matched;  /* bytes of prefix matched (held back) */
+    int in_body;
+    char body[MARK_BODY_MAX];
+    size_t blen;
+} marker_filter;
+
+struct rx_exec {
+    rx_exec *next;
+    rx_session *s;
+    LIBSSH2_CHANNEL *ch;
+    exec_state state;
+    unsigned char *data; /* script then stdin bytes */
+    size_t len, off, script_len;
+    rx_exec_cb cb;
+    double backstop_s, drain_s;
+    uv_timer_t timer;    /* backstop while running, drain after the end line */
+    int timer_armed, backstop_fired, drain_expired;
+    int cancel_req, eof_sent;
+    int opening, exec_sent; /* a libssh2 request is in flight and must be completed */
+    marker_filter mf;
+    rx_exec_result res;
+    int finished;
+};
+
+static void exec_set_state(rx_exec *e, exec_state st)
+{
+    if (getenv("REXEC_DEBUG"))
+        fprintf(stderr, "rexec: debug: exec %p: %s -> %s\n", (void *)e, exec_state_names[e->state],
+                exec_state_names[st]);
+    e->state = st;
+}
+
+static void exec_error(rx_exec *e, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void exec_error(rx_exec *e, int code, const char *fmt, ...)
+{
+    va_list ap;
+    if (e->res.err != REXEC_OK) /* the first cause wins */
+        return;
+    va_start(ap, fmt);
+    vsnprintf(e->res.errmsg, sizeof(e->res.errmsg), fmt, ap);
+    va_end(ap);
+    e->res.err = code;
+}
+
+/* ---- the marker filter ---------------------------------------------------------------------- */
+
+static void mf_init(marker_filter *m, const char *nonce)
+{
+    memset(m, 0, sizeof(*m));
+    m->plen = (size_t)snprintf(m->prefix, sizeof(m->prefix), "\036rexec:%s:", nonce);
+}
+
+static void mf_parse(rx_exec *e, const char *body)
+{
+    rx_exec_result *r = &e->res;
+    if (strcmp(body, "start") == 0) {
+        r->started = 1;
+        return;
+    }
+    if (sscanf(body, "end %15s %d %d %31s %d", r->phase, &r->rc, &r->timed_out, r->containment,
+               &r->cancelled) == 5)
+        r->ended = 1;
+}
+
+static void mf_emit(rx_exec *e, const unsigned char *p, size_t n)
+{
+    if (n && e->cb.on_data)
+        e->cb.on_data(e->cb.ud, REXEC_STDERR, p, n);
+}
+
+static void mf_byte_body(rx_exec *e, unsigned char c)
+{
+    marker_filter *m = &e->mf;
+    if (c == '\n' || m->blen == MARK_BODY_MAX - 1) {
+        m->body[m->blen] = 0;
+        mf_parse(e, m->body);
+        m->in_body = 0;
+        m->blen = 0;
+        return;
+    }
+    m->body[m->blen++] = (char)c;
+}
+
+static void mf_feed(rx_exec *e, const unsigned char *p, size_t n)
+{
+    marker_filter *m = &e->mf;
+    size_t start = 0; /* first byte of p not yet emitted or consumed */
+    for (size_t i = 0; i < n; i++) {
+        if (m->in_body) {
+            mf_byte_body(e, p[i]);
+            start = i + 1;
+        } else if (p[i] == (unsigned char)m->prefix[m->matched]) {
+            if (m->matched == 0)
+                mf_emit(e, p + start, i - start);
+            if (++m->matched == m->plen) {
+                m->in_body = 1;
+                m->matched = 0;
+            }
+            start = i + 1;
+        } else if (m->matched > 0) {
+            mf_emit(e, (const unsigned char *)m->prefix, m->matched); /* a false start */
+            m->matched = 0;
+            start = i;
+            i--; /* this byte may begin a marker */
+        }
+    }
+    if (!m->in_body && m->matched == 0)
+        mf_emit(e, p + start, n - start);
+}
+
+static void mf_flush(rx_exec *e)
+{
+    if (e->mf.matched > 0)
+        mf_emit(e, (const unsigned char *)e->mf.prefix, e->mf.matched);
+    e->mf.matched = 0;
+}
+
+/* ---- timers --------------------------------------------------------------------------------- */
+
+static void on_exec_timer(uv_timer_t *t)
+{
+    rx_exec *e = t->data;
+    e->timer_armed = 0;
+    if (e->res.ended) {
+        e->drain_expired = 1; /* escapees keep the streams open: stop waiting for them */
+    } else if (!e->backstop_fired) {
+        /* The remote timeout should have ended the call by now: the connection may be stuck.
+         * Ask the wrapper to stop (EOF), and give it drain_s more before giving up. */
+        e->backstop_fired = 1;
+        e->cancel_req = 1;
+        e->timer_armed = 1;
+        uv_timer_start(&e->timer, on_exec_timer, (uint64_t)(e->drain_s * 1000) + 1000, 0);
+    } else {
+        exec_error(e, REXEC_ECONNLOST,
+                   "no end of call from the host within %.0f s: connection stuck, result unknown",
+                   e->backstop_s);
+        e->drain_expired = 1;
+    }
+    rx_session_kick(e->s);
+}
+
+static void arm(rx_exec *e, double seconds)
+{
+    e->timer_armed = 1;
+    uv_timer_start(&e->timer, on_exec_timer, (uint64_t)(seconds * 1000) + 1, 0);
+}
+
+/* ---- states --------------------------------------------------------------------------------- */
+
+static int ssh_err(rx_exec *e, char *buf, size_t n)
+{
+    char *m = NULL;
+    int code = libssh2_session_last_error(rx_session_ssh(e->s), &m, NULL, 0);
+    snprintf(buf, n, "%s", m && *m ? m : "unknown error");
+    return code;
+}
+
+static int st_open(rx_exec *e)
+{
+    char m[200];
+    if (e->cancel_req && !e->opening) {
+        exec_error(e, REXEC_ECANCELLED, "cancelled before it started");
+        exec_set_state(e, EX_DONE);
+        return RX_STEP_DONE;
+    }
+    e->ch = libssh2_channel_open_session(rx_session_ssh(e->s));
+    if (e->ch) {
+        e->opening = 0;
+        exec_set_state(e, EX_EXEC);
+        return RX_STEP_PROGRESS;
+    }
+    int code = ssh_err(e, m, sizeof(m));
+    e->opening = code == LIBSSH2_ERROR_EAGAIN;
+    if (code == LIBSSH2_ERROR_EAGAIN)
+        return RX_STEP_AGAIN;
+    /* sshd's MaxSessions shows up as a refused channel: the connection is full, not broken. */
+    if (code == LIBSSH2_ERROR_CHANNEL_FAILURE) {
+        e->res.channel_full = 1;
+        rx_session_mark_full(e->s);
+    }
+    exec_error(e, REXEC_EHOST, "%s: cannot open a channel: %s", rx_session_host(e->s)->name, m);
+    exec_set_state(e, EX_DONE);
+    return RX_STEP_DONE;
+}
+
+static int lost(rx_exec *e)
+{
+    exec_set_state(e, EX_CLOSE);
+    return RX_STEP_PROGRESS;
+}
+
+static int st_exec(rx_exec *e)
+{
+    char m[200];
+    if (e->cancel_req && !e->exec_sent) {
+        exec_error(e, REXEC_ECANCELLED, "cancelled before it started");
+        return lost(e);
+    }
+    int rc = libssh2_channel_exec(e->ch, "bash -s");
+    e->exec_sent = 1;
+    if (rc == LIBSSH2_ERROR_EAGAIN)
+        return RX_STEP_AGAIN;
+    if (rc != 0) {
+        ssh_err(e, m, sizeof(m));
+        exec_error(e, REXEC_EHOST, "%s: the server refused to run bash: %s",
+                   rx_session_host(e->s)->name, m);
+        exec_set_state(e, EX_CLOSE);
+        return RX_STEP_PROGRESS;
+    }
+    exec_set_state(e, EX_SEND);
+    return RX_STEP_PROGRESS;
+}
+
+/* Reads whatever both streams hold. Both, always: a remote that fills stderr first would
+ * otherwise stall a reader waiting on stdout. Returns 1 if bytes came, 0 if none, -1 on error. */
+static int read_streams(rx_exec *e)
+{
+    unsigned char buf[32768];
+    int got = 0;
+    for (int stream = 0; stream < 2; stream++) {
+        for (;;) {
+            ssize_t n = libssh2_channel_read_ex(e->ch, stream, (char *)buf, sizeof(buf));
+            if (n == LIBSSH2_ERROR_EAGAIN || n == 0)
+                break;
+            if (n < 0) {
+                char m[200];
+                ssh_err(e, m, sizeof(m));
+                exec_error(e, REXEC_ECONNLOST, "%s: connection lost while reading: %s",
+                           rx_session_host(e->s)->name, m);
+                return -1;
+            }
+            got = 1;
+            if (stream == 1)
+                mf_feed(e, buf, (size_t)n);
+            else if (e->cb.on_data)
+                e->cb.on_data(e->cb.ud, REXEC_STDOUT, buf, (size_t)n);
+        }
+    }
+    return got;
+}
+
+static int st_send(rx_exec *e)
+{
+    int progress = 0;
+    if (e->cancel_req && e->off == 0) { /* bash gets an empty script and exits */
+        exec_error(e, REXEC_ECANCELLED, "cancelled before it started");
+        return lost(e);
+    }
+    while (e->off < e->len && !(e->cancel_req && e->off >= e->script_len)) {
+        ssize_t n = libssh2_channel_write(e->ch, (const char *)e->data + e->off, e->len - e->off);
+        if (n == LIBSSH2_ERROR_EAGAIN)
+            break;
+        if (n < 0) {
+            char m[200];
+            ssh_err(e, m, sizeof(m));
+            exec_error(e, REXEC_ECONNLOST, "%s: connection lost while sending: %s",
+                       rx_session_host(e->s)->name, m);
+            return lost(e);
+        }
+        e->off += (size_t)n;
+        progress = 1;
+    }
+    int r = read_streams(e);
+    if (r < 0)
+        return lost(e);
+    if (e->off == e->len || (e->cancel_req && e->off >= e->script_len)) {
+        e->res.sent = 1;
+        arm(e, e->backstop_s);
+        exec_set_state(e, EX_RUN);
+        return RX_STEP_PROGRESS;
+    }
+    return progress || r ? RX_STEP_PROGRESS : RX_STEP_AGAIN;
+}
+
+static int st_run(rx_exec *e)
+{
+    if (e->cancel_req && !e->eof_sent) {
+        int rc = libssh2_channel_send_eof(e->ch); /* the wrapper's watchdog stops the command */
+        if (rc == LIBSSH2_ERROR_EAGAIN)
+            return RX_STEP_AGAIN;
+        e->eof_sent = 1;
+    }
+    int r = read_streams(e);
+    if (r < 0)
+        return lost(e);
+    if (e->res.ended && !e->timer_armed && !e->drain_expired)
+        arm(e, e->drain_s);
+    int pending = libssh2_poll_channel_read(e->ch, 0) > 0 || libssh2_poll_channel_read(e->ch, 1) > 0;
+    if ((libssh2_channel_eof(e->ch) && !pending) || e->drain_expired) {
+        exec_set_state(e, EX_CLOSE);
+        return RX_STEP_PROGRESS;
+    }
+    return r ? RX_STEP_PROGRESS : RX_STEP_AGAIN;
+}
+
+static void read_exit(rx_exec *e)
+{
+    char *sig = NULL;
+    size_t siglen = 0;
+    e->res.ssh_exit_status = libssh2_channel_get_exit_status(e->ch);
+    if (libssh2_channel_get_exit_signal(e->ch, &sig, &siglen, NULL, NULL, NULL, NULL) == 0 && sig) {
+        snprintf(e->res.ssh_exit_signal, sizeof(e->res.ssh_exit_signal), "%.*s", (int)siglen, sig);
+        libssh2_free(rx_session_ssh(e->s), sig);
+    }
+}
+
+static int st_close(rx_exec *e)
+{
+    if (e->ch) {
+        int rc = libssh2_channel_close(e->ch);
+        if (rc == LIBSSH2_ERROR_EAGAIN)
+            return RX_STEP_AGAIN;
+        read_exit(e);
+        libssh2_channel_free(e->ch);
+        e->ch = NULL;
+    }
+    mf_flush(e);
+    if (!e->res.ended)
+        exec_error(e, REXEC_ECONNLOST, "%s: the call ended without a status from the host",
+                   rx_session_host(e->s)->name);
+    exec_set_state(e, EX_DONE);
+    return RX_STEP_DONE;
+}
+
+int rx_exec_step(rx_exec *e)
+{
+    switch (e->state) {
+    case EX_OPEN: return st_open(e);
+    case EX_EXEC: return st_exec(e);
+    case EX_SEND: return st_send(e);
+    case EX_RUN: return st_run(e);
+    case EX_CLOSE: return st_close(e);
+    default: return RX_STEP_DONE;
+    }
+}
+
+int rx_exec_pending(rx_exec *e)
+{
+    if (e->ch == NULL || e->state < EX_SEND || e->state > EX_RUN)
+        return 0;
+    return libssh2_poll_channel_read(e->ch, 0) > 0 || libssh2_poll_channel_read(e->ch, 1) > 0 ||
+           (e->state == EX_RUN && libssh2_channel_eof(e->ch));
+}
+
+int rx_exec_holds_channel(const rx_exec *e)
+{
+    return e->state != EX_DONE;
+}
+
+rx_exec **rx_exec_link(rx_exec *e)
+{
+    return &e->next;
+}
+
+/* ---- life cycle ----------------------------------------------------------------------------- */
+
+void rx_exec_fail(rx_exec *e, int code, const char *msg)
+{
+    exec_error(e, code, "%s", msg);
+    if (e->ch) {
+        /* The session is going away: libssh2 frees its channels with it. */
+        e->ch = NULL;
+    }
+    e->state = EX_DONE;
+}
+
+/* The script holds the secrets' export lines: wipe it, not just free it. */
+static void on_exec_closed(uv_handle_t *h)
+{
+    rx_exec *e = h->data;
+    OPENSSL_cleanse(e->data, e->len);
+    free(e->data);
+    OPENSSL_cleanse(e, sizeof(*e));
+    free(e);
+}
+
+void rx_exec_finish(rx_exec *e)
+{
+    if (e->finished)
+        return;
+    e->finished = 1;
+    if (e->cb.on_done)
+        e->cb.on_done(e->cb.ud, &e->res);
+    uv_close((uv_handle_t *)&e->timer, on_exec_closed);
+}
+
+int rx_exec_start(rx_session *s, const rx_exec_opts *opts, const rx_exec_cb *cb, rx_exec **out)
+{
+    rx_exec *e = calloc(1, sizeof(*e));
+    if (e == NULL)
+        return REXEC_ENOMEM;
+    e->len = opts->script_len + (opts->stdin_data ? opts->stdin_len : 0);
+    e->data = malloc(e->len ? e->len : 1);
+    if (e->data == NULL) {
+        free(e);
+        return REXEC_ENOMEM;
+    }
+    memcpy(e->data, opts->script, opts->script_len);
+    if (opts->stdin_data && opts->stdin_len)
+        memcpy(e->data + opts->script_len, opts->stdin_data, opts->stdin_len);
+    e->script_len = opts->script_len;
+    e->s = s;
+    e->cb = *cb;
+    e->backstop_s = opts->backstop_s;
+    e->drain_s = opts->drain_s > 0 ? opts->drain_s : 2;
+    mf_init(&e->mf, opts->nonce);
+    uv_timer_init(rx_session_loop(s), &e->timer);
+    e->timer.data = e;
+    if (out)
+        *out = e;
+    rx_session_attach(s, e);
+    return 0;
+}
+
+void rx_exec_cancel(rx_exec *e)
+{
+    if (e->finished || e->cancel_req)
+        return;
+    e->cancel_req = 1;
+    rx_session_kick(e->s);
+}

@@ -1,0 +1,63 @@
+/* One exec channel running one rendered wrapper script:
+ *   OPEN -> EXEC -> SEND (script, then stdin bytes) -> RUN (read stdout/stderr) -> CLOSE -> DONE
+ * The channel's stdin stays open while the command runs (EOF means "cancel" to the wrapper).
+ * The wrapper's status lines (remote/wrapper.sh) are stripped from stderr and parsed here. */
+#ifndef RX_EXEC_H
+#define RX_EXEC_H
+
+#include <stddef.h>
+
+#include "rexec.h"
+#include "session.h"
+
+/* How the remote side ended, as far as the controller knows. */
+typedef struct rx_exec_result {
+    int err;              /* REXEC_OK when the wrapper reported an end; else why not (HOST...) */
+    char errmsg[1024];
+    int sent;             /* the whole script reached the channel */
+    int started;          /* the wrapper said the command started */
+    int ended;            /* the wrapper's end line arrived */
+    char phase[16];       /* "cmd", "cd", "contain", "stdin" (when ended) */
+    int rc;               /* the wrapper's view of the command's status (when ended) */
+    int timed_out;
+    int cancelled;
+    char containment[32];
+    int ssh_exit_status;  /* from the protocol: only meaningful when ssh_exit_signal is empty */
+    char ssh_exit_signal[32];
+    int channel_full;     /* the channel open was refused (MaxSessions): nothing was sent */
+} rx_exec_result;
+
+typedef struct rx_exec_cb {
+    void (*on_data)(void *ud, int stream, const unsigned char *data, size_t len); /* raw bytes */
+    void (*on_done)(void *ud, const rx_exec_result *res); /* once; after it, e is gone */
+    void *ud;
+} rx_exec_cb;
+
+typedef struct rx_exec_opts {
+    const unsigned char *script; /* copied */
+    size_t script_len;
+    const unsigned char *stdin_data; /* copied; sent after the script; NULL for none */
+    size_t stdin_len;
+    const char *nonce;   /* RX_NONCE_LEN hex chars, as rendered into the script */
+    double backstop_s;   /* the controller's own limit: timeout + kill-after + slack */
+    double drain_s;      /* after the end line: how long to wait for EOF from escapees */
+} rx_exec_opts;
+
+/* Queues an exec on session s (it starts when s is READY and has room). Returns 0 or ENOMEM;
+ * on success on_done will be called exactly once, from the loop. */
+int rx_exec_start(rx_session *s, const rx_exec_opts *opts, const rx_exec_cb *cb, rx_exec **out);
+
+/* Cancel: before the script is sent, nothing runs; after, EOF tells the wrapper to stop the
+ * command, whose end is then reported as usual (cancelled = 1). */
+void rx_exec_cancel(rx_exec *e);
+
+/* For session.c. */
+enum { RX_STEP_AGAIN = 0, RX_STEP_PROGRESS = 1, RX_STEP_DONE = 2 };
+int rx_exec_step(rx_exec *e);    /* runs the channel as far as it goes without blocking */
+int rx_exec_pending(rx_exec *e); /* libssh2 holds data or an EOF this exec has not seen */
+int rx_exec_holds_channel(const rx_exec *e);
+void rx_exec_fail(rx_exec *e, int code, const char *msg); /* the session died */
+void rx_exec_finish(rx_exec *e);  /* calls on_done and frees (after a DONE step or a fail) */
+rx_exec **rx_exec_link(rx_exec *e); /* the session's list of execs runs through here */
+
+#endif

@@ -1,0 +1,434 @@
+/* Warm sessions by host, channel budgets, queueing and safe retries (see pool.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/crypto.h>
+
+#include "err.h"
+#include "pool.h"
+#include "session.h"
+
+#define POOL_MAX_CONNS 8
+#define POOL_MAX_CONNECT_RETRIES 6 /* MaxStartups drops: back off 50 ms .. 1.6 s */
+
+typedef struct pool_conn {
+    rx_session *s;
+    int budget; /* channels this connection takes; lowered when sshd refuses one */
+} pool_conn;
+
+typedef struct pool_host {
+    rx_pool *p;
+    const rx_host *h;
+    pool_conn conns[POOL_MAX_CONNS];
+    int n_conns;
+    rx_pool_job *queue; /* FIFO */
+    int connect_failures;
+    uv_timer_t backoff;
+    struct pool_host *next;
+} pool_host;
+
+struct rx_pool_job {
+    pool_host *ph;
+    unsigned char *script, *stdin_data;
+    rx_exec_opts opts;
+    char nonce[64];
+    rx_exec_cb cb;
+    rx_exec *exec;
+    int retries;
+    rx_pool_job *next;
+};
+
+struct rx_pool {
+    uv_loop_t *loop;
+    rx_pool_opts opts;
+    pool_host *hosts;
+    uv_timer_t reaper;       /* delivers cancellations of queued jobs from the loop */
+    rx_pool_job *cancelled;  /* queued jobs cancelled, awaiting their on_done */
+    int closing, sessions_alive, handles_alive;
+    void (*on_closed)(void *ud);
+    void *closed_ud;
+};
+
+static void pool_dispatch(pool_host *ph);
+
+/* ---- jobs ----------------------------------------------------------------------------------- */
+
+static void job_free(rx_pool_job *j)
+{
+    if (j->script)
+        OPENSSL_cleanse(j->script, j->opts.script_len);
+    free(j->script);
+    free(j->stdin_data);
+    free(j);
+}
+
+static void job_report(rx_pool_job *j, const rx_exec_result *res)
+{
+    if (j->cb.on_done)
+        j->cb.on_done(j->cb.ud, res);
+    job_free(j);
+}
+
+static void job_fail(rx_pool_job *j, int code, const char *msg)
+{
+    rx_exec_result res;
+    memset(&res, 0, sizeof(res));
+    res.err = code;
+    snprintf(res.errmsg, sizeof(res.errmsg), "%.*s", (int)sizeof(res.errmsg) - 1, msg);
+    job_report(j, &res);
+}
+
+static void queue_push(pool_host *ph, rx_pool_job *j, int front)
+{
+    rx_pool_job **pp = &ph->queue;
+    if (!front)
+        while (*pp)
+            pp = &(*pp)->next;
+    j->next = *pp;
+    *pp = j;
+}
+
+static int queue_remove(pool_host *ph, rx_pool_job *j)
+{
+    for (rx_pool_job **pp = &ph->queue; *pp; pp = &(*pp)->next)
+        if (*pp == j) {
+            *pp = j->next;
+            j->next = NULL;
+            return 1;
+        }
+    return 0;
+}
+
+/* ---- connections ---------------------------------------------------------------------------- */
+
+static pool_conn *conn_of(pool_host *ph, rx_session *s)
+{
+    for (int i = 0; i < ph->n_conns; i++)
+        if (ph->conns[i].s == s)
+            return &ph->conns[i];
+    return NULL;
+}
+
+static void conn_remove(pool_host *ph, rx_session *s)
+{
+    pool_conn *c = conn_of(ph, s);
+    if (c) {
+        *c = ph->conns[--ph->n_conns];
+    }
+}
+
+static void on_session_ready(void *ud, rx_session *s)
+{
+    pool_host *ph = ud;
+    (void)s;
+    ph->connect_failures = 0;
+    pool_dispatch(ph);
+}
+
+static void on_backoff(uv_timer_t *t)
+{
+    pool_dispatch(t->data);
+}
+
+/* A connection that was refused in the handshake is what sshd's MaxStartups does to a burst:
+ * try again after a bounded back-off. Anything else (refused port, host key, auth) is final. */
+static int retryable(rx_session *s, const rexec_error *err)
+{
+    return err->code == REXEC_EHOST && rx_session_failed_in(s) == RX_SS_HANDSHAKE;
+}
+
+static void fail_queue(pool_host *ph, const rexec_error *err)
+{
+    rx_pool_job *q = ph->queue;
+    ph->queue = NULL;
+    while (q) {
+        rx_pool_job *next = q->next;
+        job_fail(q, err->code, err->msg);
+        q = next;
+    }
+}
+
+static void on_session_failed(void *ud, rx_session *s, const rexec_error *err)
+{
+    pool_host *ph = ud;
+    int was_ready = rx_session_failed_in(s) == RX_SS_READY;
+    conn_remove(ph, s);
+    if (was_ready || ph->p->closing)
+        return; /* its execs report through their own callbacks; the next call reconnects */
+    if (retryable(s, err) && ph->connect_failures < POOL_MAX_CONNECT_RETRIES) {
+        uint64_t ms = 50u << ph->connect_failures++;
+        uv_timer_start(&ph->backoff, on_backoff, ms, 0);
+        return;
+    }
+    if (ph->n_conns == 0)
+        fail_queue(ph, err);
+}
+
+static void on_session_freed(void *ud);
+
+static void on_exec_slot(void *ud, rx_session *s)
+{
+    (void)s;
+    pool_dispatch(ud);
+}
+
+static int conn_open(pool_host *ph)
+{
+    rx_pool *p = ph->p;
+    rx_session_opts so = {.host = ph->h,
+                          .known_hosts = p->opts.known_hosts,
+                          .connect_timeout_s = p->opts.connect_timeout_s,
+                          .keepalive_s = p->opts.keepalive_s,
+                          .debug = p->opts.debug};
+    rx_session_events ev = {on_session_ready, on_session_failed, on_session_freed, on_exec_slot, ph};
+    rx_session *s = rx_session_new(p->loop, &so, &ev);
+    if (s == NULL)
+        return REXEC_ENOMEM;
+    int budget = ph->h->max_channels > 0 ? ph->h->max_channels : p->opts.default_channels;
+    ph->conns[ph->n_conns++] = (pool_conn){s, budget > 0 ? budget : 8};
+    p->sessions_alive++;
+    return 0;
+}
+
+/* ---- dispatch ------------------------------------------------------------------------------- */
+
+static void on_job_data(void *ud, int stream, const unsigned char *data, size_t len)
+{
+    rx_pool_job *j = ud;
+    if (j->cb.on_data)
+        j->cb.on_data(j->cb.ud, stream, data, len);
+}
+
+static void on_job_done(void *ud, const rx_exec_result *res)
+{
+    rx_pool_job *j = ud;
+    pool_host *ph = j->ph;
+    j->exec = NULL;
+    /* sshd refused the channel (MaxSessions): this connection holds no more than it has now. */
+    if (res->channel_full && !ph->p->closing) {
+        for (int i = 0; i < ph->n_conns; i++)
+            if (rx_session_full(ph->conns[i].s)) {
+                int n = rx_session_channels(ph->conns[i].s);
+                ph->conns[i].budget = n > 0 ? n : 1;
+            }
+        queue_push(ph, j, 1);
+        pool_dispatch(ph);
+        return;
+    }
+    /* The connection died before a byte of this call was sent: nothing ran, so a fresh
+     * connection may take it (once). A call that was sent is reported, never re-run. */
+    if (!res->sent && res->err == REXEC_ECONNLOST && j->retries == 0 && !ph->p->closing) {
+        j->retries++;
+        queue_push(ph, j, 1);
+        pool_dispatch(ph);
+        return;
+    }
+    job_report(j, res);
+}
+
+static pool_conn *conn_with_room(pool_host *ph, int *connecting)
+{
+    *connecting = 0;
+    for (int i = 0; i < ph->n_conns; i++) {
+        rx_session *s = ph->conns[i].s;
+        rx_session_state st = rx_session_get_state(s);
+        if (st == RX_SS_READY && rx_session_channels(s) < ph->conns[i].budget)
+            return &ph->conns[i];
+        if (st < RX_SS_READY)
+            (*connecting)++;
+    }
+    return NULL;
+}
+
+static int job_start(rx_pool_job *j, pool_conn *c)
+{
+    rx_exec_cb cb = {on_job_data, on_job_done, j};
+    return rx_exec_start(c->s, &j->opts, &cb, &j->exec);
+}
+
+static void pool_dispatch(pool_host *ph)
+{
+    int connecting;
+    while (ph->queue && !ph->p->closing) {
+        pool_conn *c = conn_with_room(ph, &connecting);
+        if (c == NULL) {
+            int max = ph->h->max_connections > 0 ? ph->h->max_connections : 1;
+            if (connecting == 0 && ph->n_conns < max && ph->n_conns < POOL_MAX_CONNS &&
+                !uv_is_active((uv_handle_t *)&ph->backoff) && conn_open(ph) != 0) {
+                rexec_error e;
+                rx_fail(&e, REXEC_ENOMEM, "%s: out of memory", ph->h->name);
+                fail_queue(ph, &e);
+            }
+            return;
+        }
+        rx_pool_job *j = ph->queue;
+        ph->queue = j->next;
+        j->next = NULL;
+        if (job_start(j, c) != 0)
+            job_fail(j, REXEC_ENOMEM, "out of memory");
+    }
+}
+
+/* ---- public --------------------------------------------------------------------------------- */
+
+static pool_host *host_get(rx_pool *p, const rx_host *h)
+{
+    for (pool_host *ph = p->hosts; ph; ph = ph->next)
+        if (ph->h == h)
+            return ph;
+    pool_host *ph = calloc(1, sizeof(*ph));
+    if (ph == NULL)
+        return NULL;
+    ph->p = p;
+    ph->h = h;
+    uv_timer_init(p->loop, &ph->backoff);
+    ph->backoff.data = ph;
+    p->handles_alive++;
+    ph->next = p->hosts;
+    p->hosts = ph;
+    return ph;
+}
+
+static unsigned char *dup_bytes(const unsigned char *p, size_t n)
+{
+    unsigned char *d = malloc(n ? n : 1);
+    if (d && n)
+        memcpy(d, p, n);
+    return d;
+}
+
+int rx_pool_exec(rx_pool *p, const rx_host *h, const rx_exec_opts *opts, const rx_exec_cb *cb,
+                 rx_pool_job **out)
+{
+    pool_host *ph = p->closing ? NULL : host_get(p, h);
+    rx_pool_job *j = ph ? calloc(1, sizeof(*j)) : NULL;
+    if (j == NULL)
+        return REXEC_ENOMEM;
+    j->ph = ph;
+    j->cb = *cb;
+    j->opts = *opts;
+    snprintf(j->nonce, sizeof(j->nonce), "%s", opts->nonce);
+    j->opts.nonce = j->nonce;
+    j->script = dup_bytes(opts->script, opts->script_len);
+    j->stdin_data = opts->stdin_data ? dup_bytes(opts->stdin_data, opts->stdin_len) : NULL;
+    if (j->script == NULL || (opts->stdin_data && j->stdin_data == NULL)) {
+        job_free(j);
+        return REXEC_ENOMEM;
+    }
+    j->opts.script = j->script;
+    j->opts.stdin_data = j->stdin_data;
+    queue_push(ph, j, 0);
+    if (out)
+        *out = j;
+    pool_dispatch(ph);
+    return 0;
+}
+
+static void on_reaper(uv_timer_t *t)
+{
+    rx_pool *p = t->data;
+    rx_pool_job *j = p->cancelled;
+    p->cancelled = NULL;
+    while (j) {
+        rx_pool_job *next = j->next;
+        job_fail(j, REXEC_ECANCELLED, "cancelled before it started");
+        j = next;
+    }
+}
+
+void rx_pool_cancel(rx_pool_job *j)
+{
+    rx_pool *p = j->ph->p;
+    if (j->exec) {
+        rx_exec_cancel(j->exec);
+        return;
+    }
+    if (queue_remove(j->ph, j)) { /* report from the loop, not from the caller's stack */
+        j->next = p->cancelled;
+        p->cancelled = j;
+        uv_timer_start(&p->reaper, on_reaper, 0, 0);
+    }
+}
+
+int rx_pool_connections(rx_pool *p, const rx_host *h)
+{
+    for (pool_host *ph = p->hosts; ph; ph = ph->next)
+        if (ph->h == h)
+            return ph->n_conns;
+    return 0;
+}
+
+rx_pool *rx_pool_new(uv_loop_t *loop, const rx_pool_opts *opts)
+{
+    rx_pool *p = calloc(1, sizeof(*p));
+    if (p == NULL)
+        return NULL;
+    p->loop = loop;
+    p->opts = *opts;
+    uv_timer_init(loop, &p->reaper);
+    p->reaper.data = p;
+    p->handles_alive = 1;
+    return p;
+}
+
+static void pool_maybe_free(rx_pool *p)
+{
+    if (!p->closing || p->sessions_alive > 0 || p->handles_alive > 0)
+        return;
+    for (pool_host *ph = p->hosts, *next; ph; ph = next) {
+        next = ph->next;
+        free(ph);
+    }
+    void (*cb)(void *) = p->on_closed;
+    void *ud = p->closed_ud;
+    free(p);
+    if (cb)
+        cb(ud);
+}
+
+static void on_session_freed(void *ud)
+{
+    pool_host *ph = ud;
+    rx_pool *p = ph->p;
+    p->sessions_alive--;
+    pool_maybe_free(p);
+}
+
+static void on_reaper_closed(uv_handle_t *h)
+{
+    rx_pool *p = h->data;
+    p->handles_alive--;
+    pool_maybe_free(p);
+}
+
+static void on_backoff_closed(uv_handle_t *h)
+{
+    pool_host *ph = h->data;
+    rx_pool *p = ph->p;
+    p->handles_alive--; /* ph itself goes with the pool: its sessions may still report */
+    pool_maybe_free(p);
+}
+
+void rx_pool_close(rx_pool *p, void (*on_closed)(void *ud), void *ud)
+{
+    rexec_error e;
+    if (p->closing)
+        return;
+    p->closing = 1;
+    p->on_closed = on_closed;
+    p->closed_ud = ud;
+    rx_fail(&e, REXEC_ECANCELLED, "rexec is shutting down");
+    on_reaper(&p->reaper);
+    for (pool_host *ph = p->hosts, *next; ph; ph = next) {
+        next = ph->next;
+        fail_queue(ph, &e);
+        /* closing a session fails its execs (their jobs report) and frees it from the loop */
+        while (ph->n_conns > 0) {
+            rx_session *s = ph->conns[0].s;
+            conn_remove(ph, s);
+            rx_session_close(s, &e);
+        }
+        uv_close((uv_handle_t *)&ph->backoff, on_backoff_closed);
+    }
+    uv_close((uv_handle_t *)&p->reaper, on_reaper_closed);
+}

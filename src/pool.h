@@ -1,0 +1,40 @@
+/* The pool: warm SSH sessions by host on one libuv loop. Every call to a host reuses its
+ * authenticated session; channels run side by side up to a budget below sshd's MaxSessions,
+ * calls beyond it wait in a queue (or go to another connection where the host allows more).
+ * A call whose connection turns out dead before anything was sent is moved to a fresh
+ * connection; a call in flight when its connection dies is reported, never re-run. */
+#ifndef RX_POOL_H
+#define RX_POOL_H
+
+#include <uv.h>
+
+#include "exec.h"
+#include "workspace.h"
+
+typedef struct rx_pool rx_pool;
+typedef struct rx_pool_job rx_pool_job;
+
+typedef struct rx_pool_opts {
+    const char *known_hosts;
+    double connect_timeout_s;
+    double keepalive_s;
+    int default_channels; /* per connection, when the host does not say */
+    int debug;
+} rx_pool_opts;
+
+rx_pool *rx_pool_new(uv_loop_t *loop, const rx_pool_opts *opts); /* NULL on ENOMEM */
+
+/* Runs one exec on host h (which must outlive the pool). cb->on_done is called exactly once,
+ * from the loop. Returns 0 or REXEC_ENOMEM (and then calls nothing). */
+int rx_pool_exec(rx_pool *p, const rx_host *h, const rx_exec_opts *opts, const rx_exec_cb *cb,
+                 rx_pool_job **out);
+void rx_pool_cancel(rx_pool_job *j);
+
+/* Number of live connections to h (for tests and `serve` status). */
+int rx_pool_connections(rx_pool *p, const rx_host *h);
+
+/* Fails what is queued, cancels what runs, closes every session; on_closed runs from the loop
+ * once all memory is released. */
+void rx_pool_close(rx_pool *p, void (*on_closed)(void *ud), void *ud);
+
+#endif

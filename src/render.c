@@ -1,0 +1,279 @@
+/* The renderer: action + validated parameters + secrets + stdin + limits -> `bash -s` script.
+ * See docs/remote-contract.md for the exact shape. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <openssl/rand.h>
+
+#include "err.h"
+#include "render.h"
+
+/* Every shell word the controller produces goes through here. Inside single quotes bash takes
+ * every byte literally except ', which is closed, escaped and reopened. */
+int rx_shell_quote(rx_buf *out, const void *value, size_t len)
+{
+    const unsigned char *p = value;
+    int r = rx_buf_addc(out, '\'');
+    for (size_t i = 0; r == 0 && i < len; i++)
+        r = p[i] == '\'' ? rx_buf_add(out, "'\\''", 4) : rx_buf_addc(out, p[i]);
+    return r ? r : rx_buf_addc(out, '\'');
+}
+
+/* Names that change how bash, the dynamic loader or the wrapper itself behave. */
+static const char *const bad_names[] = {
+    "ENV", "PATH", "IFS", "PS1", "PS2", "PS3", "PS4", "SHELLOPTS", "BASHOPTS", "CDPATH",
+    "GLOBIGNORE", "HOME", "SHELL", "PROMPT_COMMAND", "TMPDIR", "HOSTALIASES", "LOCALDOMAIN",
+    "RES_OPTIONS", "PWD", "OLDPWD", "SHLVL", "EUID", "UID", "PPID", "RANDOM", "SECONDS",
+    "LINENO", "OPTIND", "OPTARG", "MAIL", "MAILPATH", "INPUTRC", "HISTFILE", "TIMEFORMAT",
+    "EPOCHREALTIME", "EPOCHSECONDS", "SRANDOM", "FUNCNAME", "GROUPS", "HOSTNAME", "TERM",
+    "PERL5OPT", "PERL5LIB", "PYTHONPATH", "PYTHONSTARTUP", "NODE_OPTIONS", "RUBYOPT", "_",
+};
+static const char *const bad_prefixes[] = {"BASH", "LD_", "DYLD_", "LC_", "__rx", "SSH_"};
+
+int rx_secret_name_ok(const char *name, const char **why)
+{
+    const char *reason = NULL;
+    size_t n = strlen(name);
+    if (n == 0 || n > 128 || !(name[0] == '_' || ((name[0] | 32) >= 'a' && (name[0] | 32) <= 'z')))
+        reason = "a name must match ^[A-Za-z_][A-Za-z0-9_]*$";
+    for (size_t i = 0; reason == NULL && i < n; i++)
+        if (!(name[i] == '_' || (name[i] >= '0' && name[i] <= '9') ||
+              ((name[i] | 32) >= 'a' && (name[i] | 32) <= 'z')))
+            reason = "a name must match ^[A-Za-z_][A-Za-z0-9_]*$";
+    for (size_t i = 0; reason == NULL && i < sizeof(bad_names) / sizeof(*bad_names); i++)
+        if (strcmp(name, bad_names[i]) == 0)
+            reason = "this variable changes how the shell or the wrapper behaves";
+    for (size_t i = 0; reason == NULL && i < sizeof(bad_prefixes) / sizeof(*bad_prefixes); i++)
+        if (strncmp(name, bad_prefixes[i], strlen(bad_prefixes[i])) == 0)
+            reason = "this prefix is reserved by the shell, the loader or rexec";
+    if (why)
+        *why = reason;
+    return reason == NULL;
+}
+
+/* Length of a placeholder name at p ("{name}" with p just after '{'), or 0 if none. */
+static size_t placeholder_len(const char *p)
+{
+    size_t n = 0;
+    if (!(p[0] == '_' || ((p[0] | 32) >= 'a' && (p[0] | 32) <= 'z')))
+        return 0;
+    while (p[n] == '_' || (p[n] >= '0' && p[n] <= '9') || ((p[n] | 32) >= 'a' && (p[n] | 32) <= 'z'))
+        n++;
+    return p[n] == '}' ? n : 0;
+}
+
+static int find_param(const rx_action *a, const char *name, size_t n)
+{
+    for (size_t i = 0; i < a->n_params; i++)
+        if (strlen(a->params[i].name) == n && memcmp(a->params[i].name, name, n) == 0)
+            return (int)i;
+    return -1;
+}
+
+/* Walks the template once; for each placeholder calls emit_param, for other text emit_text.
+ * Shared by rendering and load-time checking so both read the template the same way. */
+typedef int (*tmpl_param_fn)(void *ctx, const char *name, size_t n);
+typedef int (*tmpl_text_fn)(void *ctx, const char *text, size_t n);
+
+static int template_walk(const char *t, tmpl_text_fn text, tmpl_param_fn param, void *ctx)
+{
+    int r = 0;
+    for (size_t i = 0; r == 0 && t[i];) {
+        size_t n;
+        if ((t[i] == '{' && t[i + 1] == '{') || (t[i] == '}' && t[i + 1] == '}')) {
+            r = text(ctx, t + i, 1);
+            i += 2;
+        } else if (t[i] == '$' && t[i + 1] == '{') {
+            r = text(ctx, t + i, 2); /* ${VAR} is the shell's, not ours */
+            i += 2;
+        } else if (t[i] == '{' && (n = placeholder_len(t + i + 1)) > 0) {
+            r = param(ctx, t + i + 1, n);
+            i += n + 2;
+        } else {
+            r = text(ctx, t + i, 1);
+            i++;
+        }
+    }
+    return r;
+}
+
+struct render_ctx {
+    const rx_action *action;
+    const rexec_param *values;
+    rx_buf *out;
+    rexec_error *err;
+};
+
+static int render_text(void *ctx, const char *text, size_t n)
+{
+    struct render_ctx *c = ctx;
+    return rx_buf_add(c->out, text, n);
+}
+
+static int render_param(void *ctx, const char *name, size_t n)
+{
+    struct render_ctx *c = ctx;
+    int i = find_param(c->action, name, n);
+    if (i < 0)
+        return rx_fail(c->err, REXEC_ECONFIG, "action \"%s\": {%.*s} is not a declared parameter",
+                       c->action->name, (int)n, name);
+    if (c->action->params[i].type == RX_P_SHELL) /* free-form shell: the one exception */
+        return rx_buf_add(c->out, c->values[i].value, c->values[i].value_len);
+    return rx_shell_quote(c->out, c->values[i].value, c->values[i].value_len);
+}
+
+int rx_render_command(const rx_action *action, const rexec_param *values, rx_buf *out,
+                      rexec_error *err)
+{
+    struct render_ctx c = {action, values, out, err};
+    int r = template_walk(action->command, render_text, render_param, &c);
+    if (r == REXEC_EREQUEST)
+        return rx_fail(err, r, "action \"%s\": the rendered command is longer than %zu bytes",
+                       action->name, out->max);
+    return r;
+}
+
+static int check_text(void *ctx, const char *text, size_t n)
+{
+    (void)ctx, (void)text, (void)n;
+    return 0;
+}
+
+static int check_param(void *ctx, const char *name, size_t n)
+{
+    struct render_ctx *c = ctx;
+    if (find_param(c->action, name, n) < 0)
+        return rx_fail(c->err, REXEC_ECONFIG,
+                       "actions.%s.command: {%.*s} names no declared parameter (write {{ for a "
+                       "literal brace)",
+                       c->action->name, (int)n, name);
+    return 0;
+}
+
+int rx_render_check_template(const rx_action *action, rexec_error *err)
+{
+    struct render_ctx c = {action, NULL, NULL, err};
+    return template_walk(action->command, check_text, check_param, &c);
+}
+
+static int add_var(rx_buf *out, const char *name, const char *value)
+{
+    int r = rx_buf_adds(out, name);
+    if (r == 0)
+        r = rx_buf_addc(out, '=');
+    if (r == 0)
+        r = rx_shell_quote(out, value, strlen(value));
+    return r ? r : rx_buf_addc(out, '\n');
+}
+
+/* The kernel refuses an exec whose single argument or environment entry passes MAX_ARG_STRLEN,
+ * or whose total passes ARG_MAX: say so here, naming the culprit, before anything is sent. */
+static int check_sizes(const rx_render_in *in, rexec_error *err)
+{
+    size_t total = strlen(in->command) + 512;
+    if (strlen(in->command) + 1024 > RX_MAX_ARG_STRLEN)
+        return rx_fail(err, REXEC_EREQUEST,
+                       "the rendered command is %zu bytes; the VM accepts at most %u in one "
+                       "argument",
+                       strlen(in->command), RX_MAX_ARG_STRLEN - 1024);
+    for (size_t i = 0; i < in->n_secrets; i++) {
+        size_t n = strlen(in->secrets[i].name) + 1 + in->secrets[i].len;
+        if (n > RX_MAX_ARG_STRLEN)
+            return rx_fail(err, REXEC_ECONFIG,
+                           "secret %s is %zu bytes; the VM accepts at most %u bytes in one "
+                           "environment entry",
+                           in->secrets[i].name, in->secrets[i].len,
+                           RX_MAX_ARG_STRLEN - (unsigned)strlen(in->secrets[i].name) - 1);
+        total += n;
+    }
+    if (total > RX_MAX_ENV_TOTAL)
+        return rx_fail(err, REXEC_ECONFIG,
+                       "the command and secrets of this call need %zu bytes of argv and "
+                       "environment; rexec allows at most %u",
+                       total, RX_MAX_ENV_TOTAL);
+    return 0;
+}
+
+static int render_header(const rx_render_in *in, rx_buf *out)
+{
+    return rx_buf_addf(out,
+                       "# rexec %s run %s\n"
+                       "__rx_nonce=%s __rx_timeout=%.3f __rx_timeout_us=%lld __rx_kill_after=%.3f "
+                       "__rx_stdin_len=%lld __rx_min_rank=%d __rx_max_rank=%d\n",
+                       REXEC_VERSION, in->run_id ? in->run_id : "-", in->nonce, in->timeout_s,
+                       (long long)llround(in->timeout_s * 1e6), in->kill_after_s, in->stdin_len,
+                       (int)in->min_containment, (int)in->max_containment);
+}
+
+static int check_secrets(const rx_render_in *in, rexec_error *err)
+{
+    for (size_t i = 0; i < in->n_secrets; i++) {
+        const char *why;
+        if (!rx_secret_name_ok(in->secrets[i].name, &why))
+            return rx_fail(err, REXEC_ECONFIG, "secret %s: %s", in->secrets[i].name, why);
+        if (memchr(in->secrets[i].value, 0, in->secrets[i].len))
+            return rx_fail(err, REXEC_ECONFIG, "secret %s holds a NUL byte", in->secrets[i].name);
+    }
+    return 0;
+}
+
+static int render_exports(const rx_render_in *in, rx_buf *out)
+{
+    int r = 0;
+    for (size_t i = 0; r == 0 && i < in->n_secrets; i++) {
+        r = rx_buf_addf(out, "export %s=", in->secrets[i].name);
+        if (r == 0)
+            r = rx_shell_quote(out, in->secrets[i].value, in->secrets[i].len);
+        if (r == 0)
+            r = rx_buf_addc(out, '\n');
+    }
+    return r;
+}
+
+int rx_render_script(const rx_render_in *in, rx_buf *out, rexec_error *err)
+{
+    int r;
+    if (strlen(in->nonce) != RX_NONCE_LEN || !(in->timeout_s > 0) || in->kill_after_s < 0)
+        return rx_fail(err, REXEC_EINTERNAL, "render: bad nonce or limits");
+    if ((r = check_sizes(in, err)) != 0 || (r = check_secrets(in, err)) != 0)
+        return r;
+    r = render_header(in, out);
+    if (r == 0)
+        r = add_var(out, "__rx_cwd", in->cwd ? in->cwd : "");
+    if (r == 0)
+        r = add_var(out, "__rx_cmd", in->command);
+    if (r == 0)
+        r = render_exports(in, out);
+    if (r == 0)
+        r = rx_buf_add(out, rx_remote_wrapper, rx_remote_wrapper_len);
+    if (r == 0)
+        r = rx_buf_adds(out, "__rx_main; exit\n");
+    if (r != 0)
+        return rx_fail(err, r, "rendering the script: %s", rexec_strerror(r));
+    return 0;
+}
+
+int rx_render_check_script(rx_buf *out, const char *nonce)
+{
+    int r = rx_buf_addf(out, "__rx_nonce=%s\n", nonce);
+    if (r == 0)
+        r = rx_buf_add(out, rx_remote_wrapper, rx_remote_wrapper_len);
+    if (r == 0)
+        r = rx_buf_add(out, rx_remote_check, rx_remote_check_len);
+    return r ? r : rx_buf_adds(out, "__rx_check; exit\n");
+}
+
+int rx_nonce_new(char out[RX_NONCE_LEN + 1])
+{
+    static const char hex[] = "0123456789abcdef";
+    unsigned char raw[RX_NONCE_LEN / 2];
+    if (RAND_bytes(raw, sizeof(raw)) != 1)
+        return -1;
+    for (size_t i = 0; i < sizeof(raw); i++) {
+        out[2 * i] = hex[raw[i] >> 4];
+        out[2 * i + 1] = hex[raw[i] & 15];
+    }
+    out[RX_NONCE_LEN] = 0;
+    return 0;
+}

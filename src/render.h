@@ -1,0 +1,69 @@
+/* The renderer: turns an approved action into the `bash -s` script sent on the channel's stdin.
+ * Shell words come from one quoting function (rx_shell_quote), never from printf. */
+#ifndef RX_RENDER_H
+#define RX_RENDER_H
+
+#include <stddef.h>
+
+#include "buf.h"
+#include "redact.h"
+#include "rexec.h"
+#include "workspace.h"
+
+/* Limits of what the VM's kernel accepts in one exec (MAX_ARG_STRLEN) and in all of argv+env:
+ * checked before sending, so an oversized value is a clear error, not "Argument list too long". */
+#define RX_MAX_ARG_STRLEN (128u * 1024u - 1u)
+#define RX_MAX_ENV_TOTAL (1024u * 1024u)
+
+#define RX_NONCE_LEN 32 /* hex characters */
+
+/* Appends value as one single-quoted shell word ('it'\''s'). Any byte but NUL is safe. */
+int rx_shell_quote(rx_buf *out, const void *value, size_t len);
+
+/* 1 when name is a valid shell variable name that is safe to export (not BASH_ENV, PATH, LD_*,
+ * ...); 0 otherwise, with *why set to a static reason. */
+int rx_secret_name_ok(const char *name, const char **why);
+
+/* Expands the action's template: each {name} becomes the value of the parameter of that name as
+ * one quoted word; {{ and }} are literal braces; ${...} is left to the shell. values[i] belongs
+ * to action->params[i]. Returns 0, or REXEC_EREQUEST when the result is too long. */
+int rx_render_command(const rx_action *action, const rexec_param *values, rx_buf *out,
+                      rexec_error *err);
+
+/* Checks a template at load: every {name} must be a declared parameter. REXEC_ECONFIG naming
+ * the action and placeholder otherwise. */
+int rx_render_check_template(const rx_action *action, rexec_error *err);
+
+typedef struct rx_render_in {
+    const char *command;      /* the expanded command (rx_render_command) */
+    const rx_secret *secrets; /* the action's secrets: exported on stdin, never on argv */
+    size_t n_secrets;
+    const char *cwd;          /* NULL: the login directory */
+    double timeout_s;
+    double kill_after_s;
+    long long stdin_len;      /* -1: the command's stdin is /dev/null */
+    rx_containment min_containment;
+    rx_containment max_containment; /* the host's cap */
+    const char *nonce;        /* RX_NONCE_LEN hex chars: marks the wrapper's status lines */
+    const char *run_id;
+} rx_render_in;
+
+/* Renders the whole script (without the stdin bytes, which the caller sends after it).
+ * Returns 0, or REXEC_EREQUEST / REXEC_ECONFIG naming the value that is too large. */
+int rx_render_script(const rx_render_in *in, rx_buf *out, rexec_error *err);
+
+/* The script for `rexec check`: the wrapper's functions and the probe, reporting with the same
+ * status lines as a call (nonce as in rx_render_in). */
+int rx_render_check_script(rx_buf *out, const char *nonce);
+
+/* A fresh nonce: RX_NONCE_LEN random hex characters. The wrapper's status lines carry it, so
+ * the command cannot forge them by accident. Returns 0, or -1 without randomness. */
+int rx_nonce_new(char out[RX_NONCE_LEN + 1]);
+
+/* The embedded fragments (generated from remote/ at build time). */
+extern const unsigned char rx_remote_wrapper[];
+extern const size_t rx_remote_wrapper_len;
+extern const unsigned char rx_remote_check[];
+extern const size_t rx_remote_check_len;
+
+#endif

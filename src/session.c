@@ -1,0 +1,721 @@
+/* One SSH connection on the libuv loop. Every transition goes through session_set_state (logged
+ * with REXEC_DEBUG=1); each state has one st_<name> function. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+
+#include "err.h"
+#include "exec.h"
+#include "session.h"
+
+struct rx_session {
+    uv_loop_t *loop;
+    rx_session_opts opts;
+    rx_session_events ev;
+    rx_session_state state;
+    int fd;
+    LIBSSH2_SESSION *ssh;
+    uv_getaddrinfo_t gai;
+    struct addrinfo *addrs, *addr_next;
+    uv_poll_t *poll;       /* one per socket tried; freed by its close callback */
+    int poll_events;
+    uv_timer_t timer;      /* connect timeout, then keepalive */
+    uv_timer_t kick;       /* runs the drive loop from the loop, never from a caller's stack */
+    int pinging;           /* a keepalive round trip (see st_ping) is in flight */
+    int open_handles;      /* handles whose close callback is still due */
+    int gai_pending;
+    rx_exec *execs;        /* attached execs, running or queued */
+    int driving, again;    /* the drive loop is running / must run once more */
+    int full;
+    int closing;
+    rx_session_state failed_in; /* the state a failure happened in */
+    rexec_error err;
+};
+
+static const char *const state_names[] = {"RESOLVE", "CONNECT", "HANDSHAKE", "HOSTKEY",
+                                          "AUTH",    "READY",   "FAILED",    "CLOSED"};
+
+const char *rx_session_state_name(rx_session_state st)
+{
+    return st <= RX_SS_CLOSED ? state_names[st] : "?";
+}
+
+static void session_set_state(rx_session *s, rx_session_state st)
+{
+    if (s->opts.debug)
+        fprintf(stderr, "rexec: debug: %s: %s -> %s\n", s->opts.host->name,
+                rx_session_state_name(s->state), rx_session_state_name(st));
+    s->state = st;
+}
+
+static void session_drive(rx_session *s);
+static void session_fail(rx_session *s, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* ---- tear-down ------------------------------------------------------------------------------ */
+
+static void session_maybe_free(rx_session *s)
+{
+    if (s->open_handles > 0 || s->gai_pending)
+        return;
+    if (s->addrs)
+        uv_freeaddrinfo(s->addrs);
+    rx_session_events ev = s->ev;
+    free(s);
+    if (ev.on_freed)
+        ev.on_freed(ev.ud);
+}
+
+static void on_handle_closed(uv_handle_t *h)
+{
+    rx_session *s = h->data;
+    if (h->type == UV_POLL)
+        free(h);
+    s->open_handles--;
+    session_maybe_free(s);
+}
+
+/* Stops watching the current socket and closes it (its poll handle first: libuv must not watch
+ * a closed descriptor). */
+static void session_close_socket(rx_session *s)
+{
+    if (s->poll) {
+        uv_close((uv_handle_t *)s->poll, on_handle_closed);
+        s->poll = NULL;
+    }
+    if (s->fd >= 0) {
+        close(s->fd);
+        s->fd = -1;
+    }
+}
+
+/* Frees libssh2 without blocking: shutting the socket down first makes every pending libssh2
+ * operation fail at once instead of waiting for a peer that may be gone. */
+static void session_drop_ssh(rx_session *s)
+{
+    if (s->ssh == NULL)
+        return;
+    if (s->state == RX_SS_READY)
+        libssh2_session_disconnect(s->ssh, "rexec closing");
+    if (s->fd >= 0)
+        shutdown(s->fd, SHUT_RDWR);
+    libssh2_session_free(s->ssh);
+    s->ssh = NULL;
+}
+
+static void fail_execs(rx_session *s, const rexec_error *err)
+{
+    rx_exec *e = s->execs;
+    s->execs = NULL;
+    while (e) {
+        rx_exec *next = *rx_exec_link(e);
+        *rx_exec_link(e) = NULL;
+        rx_exec_fail(e, err->code, err->msg);
+        rx_exec_finish(e);
+        e = next;
+    }
+}
+
+void rx_session_close(rx_session *s, const rexec_error *err)
+{
+    rexec_error cancelled;
+    if (s->closing)
+        return;
+    s->closing = 1;
+    if (err == NULL) {
+        rx_fail(&cancelled, REXEC_ECANCELLED, "%s: connection closed", s->opts.host->name);
+        err = &cancelled;
+    }
+    fail_execs(s, err);
+    session_drop_ssh(s);
+    if (s->state != RX_SS_FAILED)
+        session_set_state(s, RX_SS_CLOSED);
+    session_close_socket(s);
+    if (!uv_is_closing((uv_handle_t *)&s->timer))
+        uv_close((uv_handle_t *)&s->timer, on_handle_closed);
+    if (!uv_is_closing((uv_handle_t *)&s->kick))
+        uv_close((uv_handle_t *)&s->kick, on_handle_closed);
+    if (s->gai_pending)
+        uv_cancel((uv_req_t *)&s->gai);
+    session_maybe_free(s);
+}
+
+static void session_fail(rx_session *s, int code, const char *fmt, ...)
+{
+    va_list ap;
+    char msg[sizeof(s->err.msg)];
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    rx_fail(&s->err, code, "%s: %s", s->opts.host->name, msg);
+    s->failed_in = s->state;
+    session_set_state(s, RX_SS_FAILED);
+    if (s->ev.on_failed)
+        s->ev.on_failed(s->ev.ud, s, &s->err);
+    rx_session_close(s, &s->err);
+}
+
+/* ---- timers --------------------------------------------------------------------------------- */
+
+static void on_connect_timeout(uv_timer_t *t)
+{
+    rx_session *s = t->data;
+    session_fail(s, REXEC_ETIMEDOUT, "no SSH session within %.1f s (stuck in %s)",
+                 s->opts.connect_timeout_s, rx_session_state_name(s->state));
+}
+
+/* A round trip every keepalive_s: it answers the server's own keepalives and finds a dead peer
+ * (the socket has TCP_USER_TIMEOUT, so unacknowledged bytes end the connection). */
+static void on_keepalive(uv_timer_t *t)
+{
+    rx_session *s = t->data;
+    int next = 0;
+    if (s->state != RX_SS_READY)
+        return;
+    if (s->execs != NULL) {
+        libssh2_keepalive_send(s->ssh, &next);
+        return;
+    }
+    s->pinging = 1;
+    rx_session_kick(s);
+}
+
+/* ---- RESOLVE and CONNECT -------------------------------------------------------------------- */
+
+static void on_poll(uv_poll_t *p, int status, int events);
+
+static void st_connect_next(rx_session *s);
+
+static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
+{
+    rx_session *s = req->data;
+    s->gai_pending = 0;
+    if (s->closing) {
+        if (res)
+            uv_freeaddrinfo(res);
+        session_maybe_free(s);
+        return;
+    }
+    if (status != 0) {
+        session_fail(s, REXEC_EHOST, "cannot resolve %s: %s", s->opts.host->address,
+                     uv_strerror(status));
+        return;
+    }
+    s->addrs = s->addr_next = res;
+    session_set_state(s, RX_SS_CONNECT);
+    st_connect_next(s);
+}
+
+static int socket_open(rx_session *s, const struct addrinfo *ai)
+{
+    int one = 1;
+    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    /* libssh2 never sets TCP_NODELAY; without it every call waits on delayed ACKs. */
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+    if (s->opts.keepalive_s > 0) {
+        unsigned ms = (unsigned)(s->opts.keepalive_s * 3000);
+        setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ms, sizeof(ms));
+    }
+    if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0 && errno != EINPROGRESS) {
+        int e = errno;
+        close(fd);
+        return -e;
+    }
+    return fd;
+}
+
+/* Tries the next resolved address; fails the session when there is none left. */
+static void st_connect_next(rx_session *s)
+{
+    int last = 0;
+    while (s->addr_next) {
+        const struct addrinfo *ai = s->addr_next;
+        s->addr_next = ai->ai_next;
+        int fd = socket_open(s, ai);
+        if (fd < 0) {
+            last = -fd;
+            continue;
+        }
+        s->fd = fd;
+        s->poll = malloc(sizeof(*s->poll));
+        if (s->poll == NULL || uv_poll_init_socket(s->loop, s->poll, fd) != 0) {
+            free(s->poll);
+            s->poll = NULL;
+            session_fail(s, REXEC_EINTERNAL, "cannot watch the socket");
+            return;
+        }
+        s->poll->data = s;
+        s->open_handles++;
+        s->poll_events = UV_WRITABLE;
+        uv_poll_start(s->poll, UV_WRITABLE, on_poll);
+        return;
+    }
+    session_fail(s, REXEC_EHOST, "cannot connect to %s port %d: %s", s->opts.host->address,
+                 s->opts.host->port, strerror(last ? last : ECONNREFUSED));
+}
+
+static void st_connected(rx_session *s)
+{
+    int soerr = 0;
+    socklen_t len = sizeof(soerr);
+    if (getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &soerr, &len) != 0)
+        soerr = errno;
+    if (soerr != 0) {
+        /* Another address may work (e.g. ::1 then 127.0.0.1): a fresh socket and poll. */
+        if (s->addr_next == NULL) {
+            session_fail(s, REXEC_EHOST, "cannot connect to %s port %d: %s",
+                         s->opts.host->address, s->opts.host->port, strerror(soerr));
+            return;
+        }
+        session_close_socket(s);
+        st_connect_next(s);
+        return;
+    }
+    session_set_state(s, RX_SS_HANDSHAKE);
+    session_drive(s);
+}
+
+/* ---- HANDSHAKE, HOSTKEY, AUTH --------------------------------------------------------------- */
+
+enum { ST_AGAIN = 0, ST_NEXT = 1, ST_FAILED = -1 };
+
+static int ssh_errmsg(rx_session *s, char *buf, size_t n)
+{
+    char *m = NULL;
+    int e = libssh2_session_last_error(s->ssh, &m, NULL, 0);
+    snprintf(buf, n, "%s", m && *m ? m : "unknown libssh2 error");
+    return e;
+}
+
+static int st_handshake(rx_session *s)
+{
+    char m[256];
+    int rc = libssh2_session_handshake(s->ssh, s->fd);
+    if (rc == LIBSSH2_ERROR_EAGAIN)
+        return ST_AGAIN;
+    if (rc != 0) {
+        ssh_errmsg(s, m, sizeof(m));
+        session_fail(s, REXEC_EHOST, "SSH handshake with %s port %d failed: %s",
+                     s->opts.host->address, s->opts.host->port, m);
+        return ST_FAILED;
+    }
+    session_set_state(s, RX_SS_HOSTKEY);
+    return ST_NEXT;
+}
+
+static int knownhost_keybits(int hostkey_type)
+{
+    switch (hostkey_type) {
+    case LIBSSH2_HOSTKEY_TYPE_RSA: return LIBSSH2_KNOWNHOST_KEY_SSHRSA;
+    case LIBSSH2_HOSTKEY_TYPE_DSS: return LIBSSH2_KNOWNHOST_KEY_SSHDSS;
+    case LIBSSH2_HOSTKEY_TYPE_ECDSA_256: return LIBSSH2_KNOWNHOST_KEY_ECDSA_256;
+    case LIBSSH2_HOSTKEY_TYPE_ECDSA_384: return LIBSSH2_KNOWNHOST_KEY_ECDSA_384;
+    case LIBSSH2_HOSTKEY_TYPE_ECDSA_521: return LIBSSH2_KNOWNHOST_KEY_ECDSA_521;
+    case LIBSSH2_HOSTKEY_TYPE_ED25519: return LIBSSH2_KNOWNHOST_KEY_ED25519;
+    default: return LIBSSH2_KNOWNHOST_KEY_UNKNOWN;
+    }
+}
+
+/* "SHA256:<base64 without padding>", as ssh-keygen -lf prints it. */
+static void fingerprint(rx_session *s, char *out, size_t n)
+{
+    const unsigned char *h = (const unsigned char *)libssh2_hostkey_hash(s->ssh,
+                                                                        LIBSSH2_HOSTKEY_HASH_SHA256);
+    unsigned char b64[64];
+    int len = h ? EVP_EncodeBlock(b64, h, 32) : 0;
+    while (len > 0 && b64[len - 1] == '=')
+        len--;
+    snprintf(out, n, "SHA256:%.*s", len, (const char *)b64);
+}
+
+/* The name known_hosts uses for this host: "[addr]:port" unless the port is 22. */
+static void knownhost_name(const rx_host *h, char *out, size_t n)
+{
+    if (h->port == 22)
+        snprintf(out, n, "%s", h->address);
+    else
+        snprintf(out, n, "[%s]:%d", h->address, h->port);
+}
+
+/* Trust on first use: appends the key to known_hosts under an exclusive lock, one write. */
+static int knownhost_append(rx_session *s, LIBSSH2_KNOWNHOSTS *kh, const char *key, size_t klen,
+                            int bits)
+{
+    char name[300], line[4096];
+    size_t outlen = 0;
+    struct libssh2_knownhost *entry = NULL;
+    knownhost_name(s->opts.host, name, sizeof(name));
+    if (libssh2_knownhost_addc(kh, name, NULL, key, klen, "added by rexec (accept-new)", 27,
+                               LIBSSH2_KNOWNHOST_TYPE_PLAIN | LIBSSH2_KNOWNHOST_KEYENC_RAW | bits,
+                               &entry) != 0 ||
+        libssh2_knownhost_writeline(kh, entry, line, sizeof(line), &outlen,
+                                    LIBSSH2_KNOWNHOST_FILE_OPENSSH) != 0)
+        return -1;
+    int fd = open(s->opts.known_hosts, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0)
+        return -1;
+    int r = flock(fd, LOCK_EX) == 0 && write(fd, line, outlen) == (ssize_t)outlen ? 0 : -1;
+    if (r == 0)
+        r = fsync(fd);
+    close(fd);
+    return r;
+}
+
+static int hostkey_check_file(rx_session *s, const char *key, size_t klen, int type)
+{
+    const rx_host *h = s->opts.host;
+    struct libssh2_knownhost *found = NULL;
+    char fp[80];
+    int bits = knownhost_keybits(type), rc;
+    LIBSSH2_KNOWNHOSTS *kh = libssh2_knownhost_init(s->ssh);
+    if (kh == NULL)
+        return session_fail(s, REXEC_ENOMEM, "out of memory"), ST_FAILED;
+    /* A missing file is an empty one: strict then refuses, accept-new creates it. */
+    if (access(s->opts.known_hosts, F_OK) == 0 &&
+        libssh2_knownhost_readfile(kh, s->opts.known_hosts, LIBSSH2_KNOWNHOST_FILE_OPENSSH) < 0) {
+        libssh2_knownhost_free(kh);
+        session_fail(s, REXEC_EHOSTKEY, "cannot read %s", s->opts.known_hosts);
+        return ST_FAILED;
+    }
+    rc = libssh2_knownhost_checkp(kh, h->address, h->port, key, klen,
+                                  LIBSSH2_KNOWNHOST_TYPE_PLAIN | LIBSSH2_KNOWNHOST_KEYENC_RAW | bits,
+                                  &found);
+    fingerprint(s, fp, sizeof(fp));
+    if (rc == LIBSSH2_KNOWNHOST_CHECK_NOTFOUND && h->hostkey == RX_HK_ACCEPT_NEW) {
+        rc = knownhost_append(s, kh, key, klen, bits) == 0 ? LIBSSH2_KNOWNHOST_CHECK_MATCH : -1;
+        if (rc != LIBSSH2_KNOWNHOST_CHECK_MATCH) {
+            libssh2_knownhost_free(kh);
+            session_fail(s, REXEC_EHOSTKEY, "cannot record the new host key %s in %s", fp,
+                         s->opts.known_hosts);
+            return ST_FAILED;
+        }
+    }
+    libssh2_knownhost_free(kh);
+    if (rc == LIBSSH2_KNOWNHOST_CHECK_MATCH)
+        return ST_NEXT;
+    if (rc == LIBSSH2_KNOWNHOST_CHECK_MISMATCH)
+        session_fail(s, REXEC_EHOSTKEY,
+                     "HOST KEY MISMATCH for %s port %d: the server offered %s, which is not the "
+                     "key pinned in %s; refusing to connect (possible man-in-the-middle)",
+                     h->address, h->port, fp, s->opts.known_hosts);
+    else
+        session_fail(s, REXEC_EHOSTKEY,
+                     "host key %s of %s port %d is not in %s (host_key is \"strict\"; add it, or "
+                     "use \"accept-new\" to trust on first use)",
+                     fp, h->address, h->port, s->opts.known_hosts);
+    return ST_FAILED;
+}
+
+/* Fails closed before any authentication: nothing of ours is sent to an unverified server. */
+static int st_hostkey(rx_session *s)
+{
+    size_t klen = 0;
+    int type = 0, r;
+    const char *key = libssh2_session_hostkey(s->ssh, &klen, &type);
+    char fp[80];
+    if (key == NULL) {
+        session_fail(s, REXEC_EHOSTKEY, "the server sent no host key");
+        return ST_FAILED;
+    }
+    if (s->opts.host->hostkey == RX_HK_PINNED) {
+        fingerprint(s, fp, sizeof(fp));
+        if (strcmp(fp, s->opts.host->fingerprint) != 0) {
+            session_fail(s, REXEC_EHOSTKEY,
+                         "HOST KEY MISMATCH for %s port %d: the server offered %s, the pinned "
+                         "fingerprint is %s; refusing to connect",
+                         s->opts.host->address, s->opts.host->port, fp, s->opts.host->fingerprint);
+            return ST_FAILED;
+        }
+        r = ST_NEXT;
+    } else {
+        r = hostkey_check_file(s, key, klen, type);
+    }
+    if (r == ST_NEXT)
+        session_set_state(s, RX_SS_AUTH);
+    return r;
+}
+
+static int st_auth(rx_session *s)
+{
+    const rx_host *h = s->opts.host;
+    char m[256];
+    int rc = libssh2_userauth_publickey_fromfile_ex(s->ssh, h->user, (unsigned)strlen(h->user),
+                                                    NULL, h->key, NULL);
+    if (rc == LIBSSH2_ERROR_EAGAIN)
+        return ST_AGAIN;
+    if (rc != 0) {
+        ssh_errmsg(s, m, sizeof(m));
+        session_fail(s, REXEC_EAUTH, "public key authentication as %s with %s failed: %s",
+                     h->user, h->key, m);
+        return ST_FAILED;
+    }
+    uv_timer_stop(&s->timer);
+    session_set_state(s, RX_SS_READY);
+    if (s->opts.keepalive_s > 0) {
+        uint64_t ms = (uint64_t)(s->opts.keepalive_s * 1000);
+        libssh2_keepalive_config(s->ssh, 1, (unsigned)s->opts.keepalive_s);
+        uv_timer_start(&s->timer, on_keepalive, ms, ms);
+    }
+    if (s->ev.on_ready)
+        s->ev.on_ready(s->ev.ud, s);
+    return s->closing ? ST_FAILED : ST_NEXT;
+}
+
+/* ---- READY: run the channels ---------------------------------------------------------------- */
+
+/* An idle connection's round trip: a channel open of a type no server knows. The refusal proves
+ * the peer alive, and reading it lets libssh2 answer whatever the server sent meanwhile
+ * (keepalive@openssh.com requests), which nothing else would read on an idle connection. */
+static int st_ping(rx_session *s)
+{
+    static const char type[] = "ping@rexec";
+    LIBSSH2_CHANNEL *ch = libssh2_channel_open_ex(s->ssh, type, sizeof(type) - 1, 0, 0, NULL, 0);
+    int e = ch ? 0 : libssh2_session_last_errno(s->ssh);
+    if (e == LIBSSH2_ERROR_EAGAIN)
+        return ST_AGAIN;
+    s->pinging = 0;
+    if (ch)
+        libssh2_channel_free(ch);
+    else if (e != LIBSSH2_ERROR_CHANNEL_FAILURE) {
+        session_fail(s, REXEC_ECONNLOST, "the connection is gone (keepalive failed)");
+        return ST_FAILED;
+    }
+    return ST_NEXT;
+}
+
+/* Steps every exec until none makes progress. Reading one channel can pull another's packets
+ * (or its EOF) into libssh2's queue while the socket goes quiet, so a pass ends only when no
+ * exec has anything pending in that queue either. Finished execs are collected in *done. */
+static int st_ready(rx_session *s, rx_exec **done)
+{
+    int progress;
+    if (s->pinging) {
+        int r = st_ping(s);
+        if (r != ST_NEXT)
+            return r;
+    }
+    do {
+        progress = 0;
+        rx_exec **pp = &s->execs;
+        while (*pp && !s->closing) {
+            rx_exec *e = *pp;
+            int r = rx_exec_step(e);
+            if (r == RX_STEP_DONE) {
+                *pp = *rx_exec_link(e);
+                *rx_exec_link(e) = *done;
+                *done = e;
+                progress = 1;
+                continue;
+            }
+            if (r == RX_STEP_PROGRESS || rx_exec_pending(e))
+                progress = 1;
+            pp = rx_exec_link(e);
+        }
+    } while (progress && !s->closing);
+    return ST_AGAIN;
+}
+
+/* ---- the drive loop and the poll ------------------------------------------------------------ */
+
+static void session_update_poll(rx_session *s)
+{
+    int dir = libssh2_session_block_directions(s->ssh), ev = 0;
+    if (dir & LIBSSH2_SESSION_BLOCK_INBOUND)
+        ev |= UV_READABLE;
+    if (dir & LIBSSH2_SESSION_BLOCK_OUTBOUND)
+        ev |= UV_WRITABLE;
+    /* An idle connection still listens, so that a server closing it is noticed. */
+    if (ev == 0)
+        ev = UV_READABLE;
+    if (ev != s->poll_events) {
+        s->poll_events = ev;
+        uv_poll_start(s->poll, ev, on_poll);
+    }
+}
+
+static void finish_done(rx_exec *done)
+{
+    while (done) {
+        rx_exec *next = *rx_exec_link(done);
+        *rx_exec_link(done) = NULL;
+        rx_exec_finish(done);
+        done = next;
+    }
+}
+
+static void session_drive(rx_session *s)
+{
+    rx_exec *done = NULL;
+    if (s->driving) {
+        s->again = 1;
+        return;
+    }
+    s->driving = 1;
+    do {
+        int r = ST_NEXT;
+        s->again = 0;
+        while (r == ST_NEXT && !s->closing) {
+            switch (s->state) {
+            case RX_SS_HANDSHAKE: r = st_handshake(s); break;
+            case RX_SS_HOSTKEY: r = st_hostkey(s); break;
+            case RX_SS_AUTH: r = st_auth(s); break;
+            case RX_SS_READY: r = st_ready(s, &done); break;
+            default: r = ST_AGAIN; break;
+            }
+        }
+    } while (s->again && !s->closing);
+    if (!s->closing && s->state >= RX_SS_HANDSHAKE)
+        session_update_poll(s);
+    s->driving = 0;
+    /* Callbacks last: they may start calls on this session or close it. */
+    int has_done = done != NULL;
+    finish_done(done);
+    if (has_done && !s->closing && s->ev.on_exec_slot)
+        s->ev.on_exec_slot(s->ev.ud, s);
+}
+
+/* An idle connection that turns readable has either data (read by a ping) or an EOF: the
+ * server went away, and the connection is dropped now rather than failing the next call. */
+static int idle_peer_gone(rx_session *s)
+{
+    char c;
+    ssize_t n = recv(s->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+static void on_poll(uv_poll_t *p, int status, int events)
+{
+    rx_session *s = p->data;
+    (void)events;
+    if (s->closing)
+        return;
+    if (s->state == RX_SS_CONNECT) {
+        st_connected(s);
+        return;
+    }
+    if (status < 0 && status != UV_EBADF) {
+        session_fail(s, REXEC_ECONNLOST, "connection error: %s", uv_strerror(status));
+        return;
+    }
+    if (s->state == RX_SS_READY && s->execs == NULL && !s->pinging) {
+        if (idle_peer_gone(s))
+            session_fail(s, REXEC_ECONNLOST, "the server closed the connection");
+        else
+            s->pinging = 1; /* let libssh2 read (and answer) what arrived */
+    }
+    session_drive(s);
+}
+
+/* ---- public --------------------------------------------------------------------------------- */
+
+static int session_start(rx_session *s)
+{
+    char port[16];
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_NUMERICSERV};
+    snprintf(port, sizeof(port), "%d", s->opts.host->port);
+    s->ssh = libssh2_session_init_ex(NULL, NULL, NULL, s);
+    if (s->ssh == NULL)
+        return REXEC_ENOMEM;
+    libssh2_session_set_blocking(s->ssh, 0);
+    s->gai.data = s;
+    if (uv_getaddrinfo(s->loop, &s->gai, on_resolved, s->opts.host->address, port, &hints) != 0)
+        return REXEC_EHOST;
+    s->gai_pending = 1;
+    uint64_t ms = (uint64_t)(s->opts.connect_timeout_s * 1000);
+    uv_timer_start(&s->timer, on_connect_timeout, ms ? ms : 1, 0);
+    return 0;
+}
+
+static void on_first_tick(uv_timer_t *t)
+{
+    rx_session *s = t->data;
+    session_fail(s, s->err.code, "%s", s->err.msg);
+}
+
+rx_session *rx_session_new(uv_loop_t *loop, const rx_session_opts *opts,
+                           const rx_session_events *ev)
+{
+    static uv_once_t once = UV_ONCE_INIT;
+    uv_once(&once, (void (*)(void))libssh2_init);
+    rx_session *s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return NULL;
+    s->loop = loop;
+    s->opts = *opts;
+    s->ev = *ev;
+    s->fd = -1;
+    s->state = RX_SS_RESOLVE;
+    uv_timer_init(loop, &s->timer);
+    uv_timer_init(loop, &s->kick);
+    s->timer.data = s->kick.data = s;
+    s->open_handles = 2;
+    int r = session_start(s);
+    if (r != 0) {
+        /* Report from the loop, never from here: the owner is not ready for callbacks yet. */
+        rx_fail(&s->err, r, "cannot start connecting: %s", rexec_strerror(r));
+        uv_timer_start(&s->timer, on_first_tick, 0, 0);
+    }
+    return s;
+}
+
+rx_session_state rx_session_get_state(const rx_session *s) { return s->state; }
+rx_session_state rx_session_failed_in(const rx_session *s) { return s->failed_in; }
+const rx_host *rx_session_host(const rx_session *s) { return s->opts.host; }
+LIBSSH2_SESSION *rx_session_ssh(rx_session *s) { return s->ssh; }
+uv_loop_t *rx_session_loop(rx_session *s) { return s->loop; }
+int rx_session_full(const rx_session *s) { return s->full; }
+void rx_session_mark_full(rx_session *s) { s->full = 1; }
+
+int rx_session_channels(const rx_session *s)
+{
+    int n = 0;
+    for (rx_exec *e = s->execs; e; e = *rx_exec_link(e))
+        n += rx_exec_holds_channel(e);
+    return n;
+}
+
+void rx_session_attach(rx_session *s, rx_exec *e)
+{
+    rx_exec **pp = &s->execs;
+    while (*pp)
+        pp = rx_exec_link(*pp);
+    *pp = e;
+    rx_session_kick(s);
+}
+
+void rx_session_detach(rx_session *s, rx_exec *e)
+{
+    for (rx_exec **pp = &s->execs; *pp; pp = rx_exec_link(*pp))
+        if (*pp == e) {
+            *pp = *rx_exec_link(e);
+            *rx_exec_link(e) = NULL;
+            return;
+        }
+}
+
+static void on_kick(uv_timer_t *t)
+{
+    rx_session *s = t->data;
+    if (!s->closing && s->state == RX_SS_READY)
+        session_drive(s);
+}
+
+void rx_session_kick(rx_session *s)
+{
+    if (!s->closing && s->state == RX_SS_READY)
+        uv_timer_start(&s->kick, on_kick, 0, 0);
+}

@@ -1,0 +1,70 @@
+/* One SSH connection to one host, driven by libuv: a named state machine
+ *   RESOLVE -> CONNECT -> HANDSHAKE -> HOSTKEY -> AUTH -> READY -> (FAILED | CLOSED)
+ * with non-blocking libssh2 on a uv_poll_t. In READY it runs any number of exec channels
+ * (src/exec.c) at once, up to its channel budget. */
+#ifndef RX_SESSION_H
+#define RX_SESSION_H
+
+#include <libssh2.h>
+#include <uv.h>
+
+#include "rexec.h"
+#include "workspace.h"
+
+typedef struct rx_session rx_session;
+typedef struct rx_exec rx_exec;
+
+typedef enum rx_session_state {
+    RX_SS_RESOLVE = 0,
+    RX_SS_CONNECT,
+    RX_SS_HANDSHAKE,
+    RX_SS_HOSTKEY,
+    RX_SS_AUTH,
+    RX_SS_READY,
+    RX_SS_FAILED,
+    RX_SS_CLOSED
+} rx_session_state;
+
+/* What the owner (the pool) hears from a session. */
+typedef struct rx_session_events {
+    void (*on_ready)(void *ud, rx_session *s);                          /* READY reached */
+    void (*on_failed)(void *ud, rx_session *s, const rexec_error *err); /* connection is unusable */
+    void (*on_freed)(void *ud);                                          /* memory released */
+    void (*on_exec_slot)(void *ud, rx_session *s); /* a channel closed: a queued call may start */
+    void *ud;
+} rx_session_events;
+
+typedef struct rx_session_opts {
+    const rx_host *host;
+    const char *known_hosts; /* file path */
+    double connect_timeout_s; /* covers resolve, connect, handshake, host key and auth */
+    double keepalive_s;       /* 0: none */
+    int debug;                /* log state transitions to stderr */
+} rx_session_opts;
+
+/* Starts connecting. Returns NULL only on ENOMEM. Events arrive from the loop, never from here. */
+rx_session *rx_session_new(uv_loop_t *loop, const rx_session_opts *opts,
+                           const rx_session_events *ev);
+
+/* Fails every exec on it with err (REXEC_ECANCELLED if NULL), tears the connection down and frees
+ * the session from the loop (on_freed). Safe to call once; further use of s is invalid. */
+void rx_session_close(rx_session *s, const rexec_error *err);
+
+rx_session_state rx_session_get_state(const rx_session *s);
+rx_session_state rx_session_failed_in(const rx_session *s); /* valid in on_failed */
+const char *rx_session_state_name(rx_session_state st);
+const rx_host *rx_session_host(const rx_session *s);
+int rx_session_channels(const rx_session *s); /* channels open or opening */
+/* 1 once a channel open was refused for lack of room (sshd MaxSessions): the pool should not
+ * put more than the current number of channels on this connection. */
+int rx_session_full(const rx_session *s);
+
+/* For exec.c: the libssh2 handle, and a request to run the drive loop soon. */
+LIBSSH2_SESSION *rx_session_ssh(rx_session *s);
+uv_loop_t *rx_session_loop(rx_session *s);
+void rx_session_kick(rx_session *s);
+void rx_session_attach(rx_session *s, rx_exec *e);
+void rx_session_detach(rx_session *s, rx_exec *e);
+void rx_session_mark_full(rx_session *s);
+
+#endif
