@@ -1,0 +1,135 @@
+/* Approvals: pending challenges and single-use grants in <workspace>/approvals/ (dir 0700,
+ * files 0600 whatever the umask, symlinks refused).
+ *
+ * A challenge is written when a call needs approval (the gate does it). An operator confirms it
+ * at a terminal (`rexec approve ID`): it becomes a grant. A caller then names the grant
+ * (`--grant ID`) and the gate consumes it, once, by renaming <id>.json to <id>.used: of N racing
+ * callers exactly one rename succeeds. File format, states and expiry: docs/gate.md.
+ *
+ * Errors: REXEC_EDENIED (77) for an unknown, malformed, expired or used id and a refused
+ * confirmation; REXEC_EAUDIT (74) when approvals/ cannot be read or written or holds a file that
+ * is not a valid challenge; REXEC_ENOMEM. Messages name the id, never a secret. */
+#ifndef RX_APPROVALS_H
+#define RX_APPROVALS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rexec.h"
+#include "workspace.h"
+
+#define RX_APPROVALS_DIR "approvals"
+#define RX_APPROVAL_ID_LEN 19  /* "ch-" + 16 lowercase hex digits */
+#define RX_APPROVAL_CODE_LEN 7 /* "K7Q-2MX": 6 Crockford base32 characters around a dash */
+#define RX_APPROVAL_MAX_FILE (8u << 20) /* a challenge file larger than this is refused */
+
+typedef enum rx_approval_state {
+    RX_AP_PENDING = 0, /* written by the gate, waiting for an operator */
+    RX_AP_APPROVED,    /* a grant: an operator confirmed it, not used yet */
+    RX_AP_USED         /* consumed by a call (<id>.used) */
+} rx_approval_state;
+
+/* What the gate records about a call that needs approval. Everything is borrowed. */
+typedef struct rx_challenge_in {
+    const char *host;
+    const char *action;
+    rx_risk risk;               /* effective */
+    rx_risk declared_risk;
+    const char *risk_why;       /* "state_changing", "raised from L1: shell parameter", ... */
+    const char *request_hash;   /* rx_gate_request_hash: 64 hex digits */
+    const char *rendered;       /* the rendered command, secrets by name only (may be NULL) */
+    const rexec_param *params;  /* resolved parameters (values are not secrets) */
+    size_t n_params;
+    int has_stdin;
+    const char *stdin_sha256;   /* 64 hex digits when has_stdin */
+    uint64_t stdin_len;
+    char *const *secrets;       /* the action's secret NAMES */
+    size_t n_secrets;
+} rx_challenge_in;
+
+/* A challenge or grant as loaded from its file. Strings point into `tree` (rx_challenge_free
+ * releases everything); optional ones are NULL when absent. Times are Unix seconds. */
+typedef struct rx_challenge {
+    char id[RX_APPROVAL_ID_LEN + 1];
+    rx_approval_state state;
+    int64_t created, expires;   /* expires: the current deadline (of the challenge, then grant) */
+    int64_t approved_at, used_at; /* 0 when not (yet) */
+    const char *host, *action;
+    const char *risk, *declared_risk, *risk_why;
+    const char *request_hash;
+    const char *rendered;
+    const char **param_names, **param_values; /* n_params each (arrays owned, strings not) */
+    size_t n_params;
+    int has_stdin;
+    const char *stdin_sha256;
+    uint64_t stdin_len;
+    const char **secrets;       /* names (array owned, strings not) */
+    size_t n_secrets;
+    const char *code;           /* the confirmation code the operator types back */
+    const char *approved_by, *approved_tty;
+    void *tree;                 /* the parsed document (cJSON), owned */
+} rx_challenge;
+
+/* 1 when id has the exact shape of an approval id ("ch-" + 16 lowercase hex), else 0. Ids are
+ * checked before they become file names, so "../x" can never name a file. */
+int rx_approval_id_ok(const char *id);
+
+/* "pending", "approved", "used". */
+const char *rx_approval_state_name(rx_approval_state s);
+
+/* The clock approvals use (Unix seconds). Tests may replace it; NULL restores time(). */
+int64_t rx_approvals_now(void);
+void rx_approvals_set_clock(int64_t (*now)(void));
+
+/* Writes a new pending challenge for `in` with a random id and confirmation code, created now
+ * and expiring after ws->limits.approval_ttl_s (900 s when 0). Creates approvals/ when missing.
+ * Returns 0 with the id in id_out, or REXEC_EAUDIT / REXEC_ENOMEM. */
+int rx_approvals_create(const rx_ws *ws, const rx_challenge_in *in,
+                        char id_out[RX_APPROVAL_ID_LEN + 1], rexec_error *err);
+
+/* Loads a challenge or grant: <id>.json (pending or approved), else <id>.used (state USED).
+ * Returns 0 with *out filled (free with rx_challenge_free), REXEC_EDENIED when the id is
+ * malformed or names nothing, REXEC_EAUDIT when a file cannot be read or is invalid. */
+int rx_approvals_load(const rx_ws *ws, const char *id, rx_challenge *out, rexec_error *err);
+
+/* Releases what rx_approvals_load put in c (c itself is the caller's); c may be NULL. */
+void rx_challenge_free(rx_challenge *c);
+
+/* 1 when c is pending or approved and its deadline has passed. */
+int rx_challenge_expired(const rx_challenge *c, int64_t now);
+
+/* Marks a pending challenge approved: state "approved", approved_at = now, approved_by = user,
+ * and a new deadline (now + TTL: the caller gets the whole TTL to use the grant). This is the
+ * step behind the terminal flow, without the terminal (tests, and rx_approvals_confirm_tty).
+ * Returns 0 (also when it is already approved: nothing changes), REXEC_EDENIED when it is
+ * unknown, used or expired, REXEC_EAUDIT when it cannot be rewritten. */
+int rx_approvals_approve(const rx_ws *ws, const char *id, const char *user, rexec_error *err);
+
+/* Consumes an approved grant atomically: renames <id>.json to <id>.used. Exactly one of any
+ * number of concurrent callers gets 0; the others get REXEC_EDENIED ("already used"). The
+ * caller checks state, expiry and request hash first (the gate does): this is only the step
+ * that makes use single. REXEC_EAUDIT when the rename fails otherwise. */
+int rx_approvals_consume(const rx_ws *ws, const char *id, rexec_error *err);
+
+/* The operator's confirmation, exactly as `rexec approve ID` does it: loads the challenge,
+ * shows on /dev/tty what will run (host, action, effective risk and why, the rendered command,
+ * parameters, secrets by name, stdin size and sha256, expiry) and asks for the challenge's
+ * confirmation code, read back from /dev/tty (never stdin/stdout: a pipe cannot approve; type
+ * ahead is discarded). Returns 0 when approved (or already approved), REXEC_EDENIED when there
+ * is no terminal, the code is wrong, or the challenge is unknown, used or expired; REXEC_EAUDIT
+ * when approvals/ fails. */
+int rx_approvals_confirm_tty(const rx_ws *ws, const char *challenge_id, rexec_error *err);
+
+/* Lists approvals/: pending challenges and unused grants (expired ones included; check with
+ * rx_challenge_expired), and used grants too when include_used. Sorted by creation time.
+ * Returns 0 with a new array in *out (free with rx_challenges_free), REXEC_EAUDIT, or
+ * REXEC_ENOMEM. A missing approvals/ is an empty list. */
+int rx_approvals_list(const rx_ws *ws, int include_used, rx_challenge **out, size_t *n,
+                      rexec_error *err);
+void rx_challenges_free(rx_challenge *list, size_t n);
+
+/* Removes expired challenges and grants, and used grants older than the TTL. Returns 0 with
+ * the number removed in *removed (may be NULL), or REXEC_EAUDIT. */
+int rx_approvals_prune(const rx_ws *ws, size_t *removed, rexec_error *err);
+
+#endif
