@@ -75,8 +75,7 @@ static int64_t ap_ttl(const rx_ws *ws)
     return t >= 1 ? (int64_t)(t + 0.5) : AP_DEFAULT_TTL;
 }
 
-/* "2024-12-02T10:15:00Z" */
-static void ap_time_str(int64_t t, char out[32])
+void rx_approval_time_str(int64_t t, char out[32])
 {
     struct tm tm;
     time_t tt = (time_t)t;
@@ -221,7 +220,7 @@ static int add_str(cJSON *o, const char *key, const char *v)
 static int add_time(cJSON *o, const char *key, int64_t t)
 {
     char s[32];
-    ap_time_str(t, s);
+    rx_approval_time_str(t, s);
     return add_str(o, key, s);
 }
 
@@ -541,7 +540,7 @@ static int set_member(cJSON *o, const char *key, cJSON *v)
 static int set_time(cJSON *o, const char *key, int64_t t)
 {
     char s[32];
-    ap_time_str(t, s);
+    rx_approval_time_str(t, s);
     return set_member(o, key, cJSON_CreateString(s));
 }
 
@@ -552,7 +551,7 @@ static int ap_approvable(const rx_challenge *c, const char *expect_hash, rexec_e
     if (c->state == RX_AP_USED)
         return rx_fail(err, REXEC_EDENIED, "grant %s was already used", c->id);
     if (rx_challenge_expired(c, rx_approvals_now())) {
-        ap_time_str(c->expires, t);
+        rx_approval_time_str(c->expires, t);
         return rx_fail(err, REXEC_EDENIED, "%s %s expired at %s", c->state == RX_AP_APPROVED ?
                        "grant" : "challenge", c->id, t);
     }
@@ -859,7 +858,7 @@ static void ap_when(int64_t t, int64_t now, char *out, size_t cap)
 {
     char ts[32];
     int64_t left = t - now;
-    ap_time_str(t, ts);
+    rx_approval_time_str(t, ts);
     if (left > 0)
         snprintf(out, cap, "%s (in %lldm %02llds)", ts, (long long)(left / 60),
                  (long long)(left % 60));
@@ -1002,6 +1001,16 @@ static void ap_user(char *buf, size_t cap)
         snprintf(buf, cap, "uid %u", (unsigned)getuid());
 }
 
+/* The terminal's own name for the record ("/dev/pts/3"): ttyname of /dev/tty says only
+ * "/dev/tty", so look for a standard descriptor on the same controlling terminal. */
+static void ap_tty_name(char *buf, size_t cap)
+{
+    for (int fd = 0; fd < 3; fd++)
+        if (isatty(fd) && tcgetsid(fd) == getsid(0) && ttyname_r(fd, buf, cap) == 0)
+            return;
+    snprintf(buf, cap, "/dev/tty");
+}
+
 int rx_approvals_confirm_tty(const rx_ws *ws, const char *challenge_id, rexec_error *err)
 {
     char user[128], tty[128], msg[256], t[32];
@@ -1015,11 +1024,10 @@ int rx_approvals_confirm_tty(const rx_ws *ws, const char *challenge_id, rexec_er
     if ((r = tty_open(&fd, err)) != 0 || (r = tty_confirm(fd, &c, err)) != 0)
         goto out;
     ap_user(user, sizeof(user));
-    if (ttyname_r(fd, tty, sizeof(tty)) != 0)
-        snprintf(tty, sizeof(tty), "/dev/tty");
+    ap_tty_name(tty, sizeof(tty));
     if ((r = ap_approve(ws, c.id, user, tty, c.request_hash, err)) != 0)
         goto out;
-    ap_time_str(rx_approvals_now() + ap_ttl(ws), t);
+    rx_approval_time_str(rx_approvals_now() + ap_ttl(ws), t);
     snprintf(msg, sizeof(msg), "approved %s: the caller may now run it once with --grant %s "
              "(until %s)\n", c.id, c.id, t);
     tty_write(fd, msg, strlen(msg), err);

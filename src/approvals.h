@@ -77,6 +77,9 @@ int rx_approval_id_ok(const char *id);
 /* "pending", "approved", "used". */
 const char *rx_approval_state_name(rx_approval_state s);
 
+/* Formats Unix seconds as "2024-12-02T10:15:00Z" (the form the files hold). */
+void rx_approval_time_str(int64_t t, char out[32]);
+
 /* The clock approvals use (Unix seconds). Tests may replace it; NULL restores time(). */
 int64_t rx_approvals_now(void);
 void rx_approvals_set_clock(int64_t (*now)(void));
