@@ -94,8 +94,7 @@ static inline uint64_t filter_probe(const uint64_t *f, unsigned shift, uint32_t 
 /* The first position in [i, lim) whose gram passes the filter, else lim. The fast loop probes
  * 8 positions from two 8-byte loads and ORs the probes together: one branch per 8 positions,
  * and a block that passes is looked at again one position at a time. */
-static inline __attribute__((always_inline)) size_t
-next_hit_body(const rx_redactor *r, const unsigned char *p, size_t i, size_t lim)
+static size_t next_hit(const rx_redactor *r, const unsigned char *p, size_t i, size_t lim)
 {
     const uint64_t *f = r->filter;
     unsigned sh = r->fshift;
@@ -117,31 +116,6 @@ next_hit_body(const rx_redactor *r, const unsigned char *p, size_t i, size_t lim
             return i;
     return lim;
 }
-
-static size_t next_hit_plain(const rx_redactor *r, const unsigned char *p, size_t i, size_t lim)
-{
-    return next_hit_body(r, p, i, lim);
-}
-
-/* On x86-64 the same loop is compiled a second time for CPUs with BMI2, whose shifts take any
- * count register (no moves through %cl): worth a few percent, chosen at run time so the build
- * stays portable. */
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-__attribute__((target("bmi2"))) static size_t next_hit_bmi2(const rx_redactor *r,
-                                                            const unsigned char *p, size_t i,
-                                                            size_t lim)
-{
-    return next_hit_body(r, p, i, lim);
-}
-
-static size_t next_hit(const rx_redactor *r, const unsigned char *p, size_t i, size_t lim)
-{
-    return __builtin_cpu_supports("bmi2") ? next_hit_bmi2(r, p, i, lim)
-                                          : next_hit_plain(r, p, i, lim);
-}
-#else
-#define next_hit next_hit_plain
-#endif
 
 static unsigned char fold(unsigned char c)
 {
@@ -196,23 +170,28 @@ static int lit_match(const rx_redactor *r, const rx_win *w, size_t q, const gram
     return RX_YES;
 }
 
-/* Everything that matches at q. Returns RX_MORE (and nothing) if anything needs more input. */
+/* Everything that matches at q. Returns RX_MORE (and nothing) if anything needs more input.
+ * *next is where the scan goes on: q + 1, or further when every shape of this gram says so
+ * and no handed-out form starts with it. */
 static int match_at(const rx_redactor *r, const rx_win *w, size_t q, int pem_open, rx_hit *hits,
-                    size_t *nhits)
+                    size_t *nhits, size_t *next)
 {
     const gram_slot *g = gram_find(r, rx_load32(w->p + q) | RX_FOLD32);
     int more = 0, v = RX_NO;
-    size_t n = 0;
+    size_t n = 0, skip = SIZE_MAX;
     if (g && g->nlit) {
         v = lit_match(r, w, q, g, &hits[n]);
         n += v == RX_YES;
         more |= v == RX_MORE;
     }
     for (uint16_t i = 0; g && i < g->nshape; i++) {
-        v = rx_shape_match(&r->shapes, r->gram_shapes[g->shape + i], w, q, pem_open, &hits[n]);
+        size_t nx = q + 1;
+        v = rx_shape_match(&r->shapes, r->gram_shapes[g->shape + i], w, q, pem_open, &hits[n], &nx);
         n += v == RX_YES;
         more |= v == RX_MORE;
+        skip = nx < skip ? nx : skip;
     }
+    *next = g && g->nlit == 0 && g->nshape && n == 0 ? skip : q + 1;
     *nhits = more ? 0 : n;
     return more ? RX_MORE : n ? RX_YES : RX_NO;
 }
@@ -328,7 +307,7 @@ static size_t scan(rx_redact_stream *s, const rx_win *w, uint64_t from, uint64_t
 {
     const rx_redactor *r = s->r;
     size_t n = w->n, end = stop - w->base < n ? (size_t)(stop - w->base) : n;
-    size_t lim = n > 3 ? n - 3 : 0, q = (size_t)(from - w->base), nh;
+    size_t lim = n > 3 ? n - 3 : 0, q = (size_t)(from - w->base), nh, next;
     lim = lim < end ? lim : end;
     rx_hit hits[MAX_HITS];
     if (s->active)
@@ -337,11 +316,11 @@ static size_t scan(rx_redact_stream *s, const rx_win *w, uint64_t from, uint64_t
         if (s->active && !s->rng.open && w->base + q > s->rng.b)
             range_close(s, w);
         int pem_open = s->active && (s->rng.open & RX_OPEN_PEM);
-        if (match_at(r, w, q, pem_open, hits, &nh) == RX_MORE)
+        if (match_at(r, w, q, pem_open, hits, &nh, &next) == RX_MORE)
             return q;
         for (size_t i = 0; i < nh; i++)
             add_hit(s, w, &hits[i]);
-        q++;
+        q = next;
     }
     for (q = lim > q ? lim : q; q < end && !w->eof; q++)
         if (maybe_prefix(r, w->p + q, n - q))

@@ -97,9 +97,11 @@ void rx_shapes_init(rx_shapes *sh);
 size_t rx_shape_triggers(rx_trigger *out, size_t max);
 
 /* Tries shape at w->p[q]. pem_open: a private-key block is open (only then does an END line
- * count). Returns RX_NO, RX_MORE, or RX_YES with *hit filled. */
+ * count). Returns RX_NO, RX_MORE, or RX_YES with *hit filled. On RX_NO, *next may be raised
+ * to the first position after q where this shape could start (it is left alone otherwise):
+ * a run of dashes would otherwise cost a lookup per byte. */
 int rx_shape_match(const rx_shapes *sh, unsigned shape, const rx_win *w, size_t q, int pem_open,
-                   rx_hit *hit);
+                   rx_hit *hit, size_t *next);
 
 /* The most bytes any shape needs to see from its start before it decides. */
 size_t rx_shape_lookahead(void);

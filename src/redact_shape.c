@@ -191,12 +191,22 @@ static int pem_line(const rx_win *w, size_t q, const char *kw, size_t *end)
     return RX_YES;
 }
 
-static int pem_match(const rx_win *w, size_t q, int begin, int pem_open, rx_hit *hit)
+/* Inside a run of dashes no "-----BEGIN" or "-----END" starts before the run's last 5 dashes. */
+static size_t past_dashes(const rx_win *w, size_t q)
+{
+    size_t e = q;
+    while (e < w->n && w->p[e] == '-')
+        e++;
+    return e - q > 5 ? e - 5 : q + 1;
+}
+
+static int pem_match(const rx_win *w, size_t q, int begin, int pem_open, rx_hit *hit,
+                     size_t *next)
 {
     size_t end;
-    if (!begin && !pem_open)
-        return RX_NO; /* an END line alone is not a secret */
-    int v = pem_line(w, q, begin ? "BEGIN " : "END ", &end);
+    int v = begin || pem_open ? pem_line(w, q, begin ? "BEGIN " : "END ", &end) : RX_NO;
+    if (v == RX_NO)
+        *next = past_dashes(w, q); /* an END line alone is no secret either */
     if (v != RX_YES)
         return v;
     *hit = (rx_hit){.a = w->base + q, .b = w->base + end, .marker = "[REDACTED:PRIVATE_KEY]"};
@@ -312,12 +322,12 @@ static int token_match(const rx_shapes *sh, const struct token *t, const rx_win 
 }
 
 int rx_shape_match(const rx_shapes *sh, unsigned shape, const rx_win *w, size_t q, int pem_open,
-                   rx_hit *hit)
+                   rx_hit *hit, size_t *next)
 {
     switch (shape) {
     case SH_PEM_BEGIN:
     case SH_PEM_END:
-        return pem_match(w, q, shape == SH_PEM_BEGIN, pem_open, hit);
+        return pem_match(w, q, shape == SH_PEM_BEGIN, pem_open, hit, next);
     case SH_AUTHZ:
         return header_match(w, q, "authorization", "[REDACTED:AUTHORIZATION]", hit);
     case SH_COOKIE:

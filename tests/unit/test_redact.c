@@ -318,6 +318,9 @@ static void test_pem_block(void **state)
     check(r, "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n",
           "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n");
     check(r, "------------------------------- dashes", "------------------------------- dashes");
+    /* the scan skips through dash runs: a BEGIN line glued to more dashes is still found */
+    check(r, "xx--------BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE KEY----------\n",
+          "xx---[REDACTED:PRIVATE_KEY]-----\n");
     rx_redactor_free(r);
 }
 
