@@ -859,11 +859,9 @@ static void ap_when(int64_t t, int64_t now, char *out, size_t cap)
     char ts[32];
     int64_t left = t - now;
     rx_approval_time_str(t, ts);
-    if (left > 0)
-        snprintf(out, cap, "%s (in %lldm %02llds)", ts, (long long)(left / 60),
-                 (long long)(left % 60));
-    else
-        snprintf(out, cap, "%s (passed)", ts);
+    int64_t a = left < 0 ? -left : left;
+    snprintf(out, cap, "%s (%s%lldm %02llds%s)", ts, left > 0 ? "in " : "", (long long)(a / 60),
+             (long long)(a % 60), left > 0 ? "" : " ago");
 }
 
 static int show_lists(rx_buf *b, const rx_challenge *c)

@@ -330,9 +330,7 @@ static int require_approval(const rx_gate_input *in, const char *hash, const cha
     }
     if ((r = rx_approvals_create(in->ws, &c, d->challenge_id, err)) != 0)
         return r;
-    say(d, "%s: approval required: an operator runs `rexec "
-             "approve %s` at a terminal, then the call is repeated with --grant %s", lv,
-             d->challenge_id, d->challenge_id);
+    say(d, "%s: approval required (challenge %s)", lv, d->challenge_id);
     return decided(d, RX_REQUIRES_APPROVAL, "REQUIRES_APPROVAL");
 }
 

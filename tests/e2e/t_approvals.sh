@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# Approvals end to end: a headless run of an L2 action is held (75, a challenge id), an operator
+# approves it at a pseudo-terminal by typing the code the prompt shows, the grant runs the
+# command once, and is refused after that (77): reused, drifted (GRANT_MISMATCH, not burned),
+# raced by two callers (one runs), or approved without a terminal (refused).
+# shellcheck disable=SC2016,SC2317 # code in single quotes; helpers run via assert_exit
+tid="approvals: challenge, approve at a tty, single-use grant"
+# shellcheck source=tests/e2e/lib.sh
+. "${REXEC_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/e2e/lib.sh"
+
+lab_start 1
+RAN=$RX_TMP/ran
+: >"$RAN"
+# svc.restart (L2, state_changing) also records each run, so "ran once" can be counted.
+ws_edit 'c["actions"]["svc.restart"]["command"] = "echo would restart {unit}; echo {unit} >> " + args[0]' \
+    "'$RAN'"
+
+# approve_at_tty ID [ANSWER]: `rexec approve ID` on a new pseudo-terminal (its controlling
+# terminal); waits for the prompt, then types ANSWER, or the code the prompt shows. The
+# terminal's text goes to stdout; the status is rexec's.
+approve_at_tty() {
+    "$RX_PYTHON" - "$REXEC_BIN" "$WS" "$@" <<'PY'
+import os, pty, re, select, sys, time
+rexec, ws, cid = sys.argv[1:4]
+answer = sys.argv[4].encode() if len(sys.argv) > 4 else None
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv(rexec, [rexec, "--workspace", ws, "approve", cid])
+buf, deadline = b"", time.time() + 20
+def more():
+    global buf
+    if select.select([fd], [], [], 0.2)[0]:
+        try:
+            d = os.read(fd, 4096)
+        except OSError:
+            return False
+        if not d:
+            return False
+        buf += d
+    return True
+while b"anything else refuses): " not in buf and time.time() < deadline:
+    if not more():
+        break
+m = re.search(rb"type the code ([0-9A-Z]{3}-[0-9A-Z]{3})", buf)
+if m:
+    os.write(fd, (answer if answer is not None else m.group(1)) + b"\n")
+    while time.time() < deadline and more():
+        pass
+_, st = os.waitpid(pid, 0)
+sys.stdout.write(buf.decode("utf-8", "replace"))
+sys.exit(os.waitstatus_to_exitcode(st) if m else 99)
+PY
+}
+
+# json_field FILE KEY: a top-level value of the one JSON object in FILE
+json_field() {
+    "$RX_PYTHON" -c 'import json,sys; v=json.load(open(sys.argv[1]))[sys.argv[2]]; print("" if v is None else v)' "$1" "$2"
+}
+
+# challenge UNIT: a headless run of svc.restart is held: 75, a challenge id in $CID
+challenge() {
+    assert_exit 75 rx run lab1 svc.restart --param unit="$1" --json
+    CID=$(json_field "$OUT" challenge_id)
+    [[ $CID =~ ^ch-[0-9a-f]{16}$ ]] || fail "no challenge id in: $(cat "$OUT")"
+    assert_eq REQUIRES_APPROVAL "$(json_field "$OUT" decision)" "decision"
+    assert_eq REQUIRES_APPROVAL "$(json_field "$OUT" reason)" "reason"
+}
+
+# --- held: 75, a challenge, nothing ran; the plain output names the id too
+assert_exit 75 rx run lab1 svc.restart --param unit=nginx
+assert_contains "$ERR" "rexec approve ch-"
+challenge nginx
+assert_eq 0 "$(wc -l <"$RAN")" "runs while pending"
+assert_eq 700 "$(stat -c %a "$WS/approvals")" "mode of approvals/"
+assert_eq 600 "$(stat -c %a "$WS/approvals/$CID.json")" "mode of the challenge"
+assert_exit 0 rx approvals --json
+assert_contains "$OUT" "\"id\":\"$CID\""
+assert_contains "$OUT" '"state":"pending"'
+# not approved yet: the grant is refused
+assert_exit 77 rx run lab1 svc.restart --param unit=nginx --grant "$CID" --json
+assert_eq GRANT_NOT_APPROVED "$(json_field "$OUT" reason)" "reason before approval"
+# eval decides without writing a challenge
+n_files=$(find "$WS/approvals" -type f | wc -l)
+RC=0; rx eval lab1 svc.restart --param unit=nginx >"$OUT" 2>"$ERR" || RC=$?
+assert_contains "$OUT" REQUIRES_APPROVAL
+assert_eq "$n_files" "$(find "$WS/approvals" -type f | wc -l)" "files after eval"
+
+# --- a wrong code refuses; no terminal refuses; the challenge stays pending
+assert_exit 77 approve_at_tty "$CID" "NOT-IT"
+assert_contains "$OUT" "not approved"
+assert_exit 77 setsid -w "$REXEC_BIN" --workspace "$WS" approve "$CID" </dev/null
+assert_contains "$ERR" "terminal"
+assert_exit 77 rx run lab1 svc.restart --param unit=nginx --grant "$CID" --json
+assert_eq GRANT_NOT_APPROVED "$(json_field "$OUT" reason)" "reason after refusals"
+
+# --- approved at the terminal: the prompt showed what will run
+assert_exit 0 approve_at_tty "$CID"
+assert_contains "$OUT" "host:      lab1"
+assert_contains "$OUT" "svc.restart"
+assert_contains "$OUT" "L2 (state_changing)"
+assert_contains "$OUT" "unit=nginx"
+assert_contains "$OUT" "approved $CID"
+assert_exit 0 rx approvals
+assert_contains "$OUT" "$CID approved"
+
+# --- the grant runs it once; reuse is refused
+assert_exit 0 rx run lab1 svc.restart --param unit=nginx --grant "$CID"
+assert_eq "would restart nginx" "$(cat "$OUT")" "stdout of the granted run"
+assert_eq 1 "$(wc -l <"$RAN")" "runs after the grant"
+assert_exit 77 rx run lab1 svc.restart --param unit=nginx --grant "$CID" --json
+assert_eq GRANT_USED "$(json_field "$OUT" reason)" "reason on reuse"
+assert_eq 1 "$(wc -l <"$RAN")" "runs after reuse"
+
+# --- a drifted request is refused and does not burn the grant
+challenge nginx
+assert_exit 0 approve_at_tty "$CID"
+assert_exit 77 rx run lab1 svc.restart --param unit=sshd --grant "$CID" --json
+assert_eq GRANT_MISMATCH "$(json_field "$OUT" reason)" "reason for a drifted request"
+assert_eq 1 "$(wc -l <"$RAN")" "runs after the drifted request"
+assert_exit 0 rx run lab1 svc.restart --param unit=nginx --grant "$CID"
+assert_eq 2 "$(wc -l <"$RAN")" "runs after the approved request"
+
+# --- two callers race with one grant: exactly one runs
+challenge nginx
+assert_exit 0 approve_at_tty "$CID"
+rc1=0 rc2=0
+rx run lab1 svc.restart --param unit=nginx --grant "$CID" >"$RX_TMP/r1" 2>&1 & p1=$!
+rx run lab1 svc.restart --param unit=nginx --grant "$CID" >"$RX_TMP/r2" 2>&1 & p2=$!
+wait "$p1" || rc1=$?
+wait "$p2" || rc2=$?
+assert_eq "0 77" "$(printf '%s\n' "$rc1" "$rc2" | sort -n | tr '\n' ' ' | sed 's/ $//')" \
+    "exit statuses of two racing callers"
+assert_eq 3 "$(wc -l <"$RAN")" "runs after the race"
+
+pass
