@@ -155,6 +155,10 @@ int rexec_call_start(rexec_ctx *ctx, const rexec_request *req, const rexec_callb
  * reports what happened. Safe to call more than once, and on a call that is already finishing. */
 void rexec_call_cancel(rexec_call *call);
 
+/* The result as one JSON object (the fields of `rexec run --json`); stdout/stderr that are not
+ * UTF-8 text come as stdout_base64/stderr_base64. malloc'd text, or NULL on ENOMEM. */
+char *rexec_result_to_json(const rexec_result *r);
+
 /* ---- Request documents --------------------------------------------------------------------- */
 
 /* A `--request FILE` document (or a serve run object), parsed strictly: at most 64 KiB, UTF-8, no
@@ -178,6 +182,22 @@ char *rexec_ctx_list_json(const rexec_ctx *ctx, const char *what);
  * REXEC_ECONFIG naming the host or group. */
 int rexec_ctx_targets(const rexec_ctx *ctx, const char *targets, const char ***hosts, size_t *n,
                       rexec_error *err);
+
+/* ---- serve ---------------------------------------------------------------------------------- */
+
+/* A controller on a Unix socket speaking newline-delimited JSON (docs/serve-protocol.md), on
+ * ctx's loop. The socket is created 0600; peers must be the same user (SO_PEERCRED). */
+typedef struct rexec_server rexec_server;
+typedef struct rexec_server_opts {
+    const char *socket_path;
+    double idle_timeout_s; /* close a client idle this long with nothing running; 0 = never */
+} rexec_server_opts;
+
+int rexec_server_start(rexec_ctx *ctx, const rexec_server_opts *opts, rexec_server **out,
+                       rexec_error *err);
+/* Stops accepting (the socket file goes at once), cancels calls in flight, sends their results,
+ * closes the clients; on_stopped runs from the loop when all is released. */
+void rexec_server_stop(rexec_server *s, void (*on_stopped)(void *ud), void *ud);
 
 /* ---- Checks --------------------------------------------------------------------------------- */
 

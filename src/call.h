@@ -87,6 +87,11 @@ void rx_call_write_evidence(rexec_call *c);
 void rx_call_outcome(rexec_call *c);
 void rx_call_result(rexec_call *c, rexec_result *res);
 const char *rx_verdict_name(rx_verdict v);
+
+/* result_json.c */
+cJSON *rx_result_json(const rexec_result *r);
+void rx_json_add_bytes(cJSON *o, const char *key, const unsigned char *p, size_t n);
+void rx_json_add_str(cJSON *o, const char *key, const char *v); /* null for NULL */
 const char *rx_signal_from_status(int rc);
 
 #endif

@@ -24,6 +24,29 @@ int cli_serve(const cli_global *g, int argc, char **argv);
 /* Prints "rexec: <msg>\n" to stderr (the message must already be redacted) and returns code. */
 int cli_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* output.c: what a call prints, the same for direct and serve runs. */
+#include <stddef.h>
+
+#include "rexec.h"
+
+typedef struct cli_prefixer {
+    const char *host;
+    char *partial[2];
+    size_t len[2];
+} cli_prefixer;
+
+void cli_write_all(int fd, const void *p, size_t n);
+void cli_prefix_write(cli_prefixer *p, int stream, const void *data, size_t len);
+void cli_prefix_flush(cli_prefixer *p);
+void cli_show_result(const rexec_result *res, int json, int eval);
+
+void cli_show_check(const rexec_check_result *r, int json);
+
+/* client.c: run, eval ("run"/"eval", req) and check ("check", req NULL) through a running
+ * `rexec serve`; returns the exit status a direct call would have. */
+int cli_client_call(const char *socket_path, const char *op, const rexec_request *req,
+                    const char *targets, int json);
+
 /* Help text of a command (NULL for the overview); shared by `rexec help X` and `X --help`. */
 const char *cli_help_text(const char *command);
 

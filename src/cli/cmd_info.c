@@ -113,33 +113,7 @@ typedef struct check_run {
 static void on_checked(void *ud, const rexec_check_result *r)
 {
     check_run *k = ud;
-    if (k->json) {
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "host", r->host);
-        cJSON_AddBoolToObject(o, "ok", r->ok);
-        cJSON_AddStringToObject(o, "containment", r->containment ? r->containment : "");
-        cJSON_AddStringToObject(o, "facts", r->facts);
-        cJSON_AddNumberToObject(o, "duration_ms", (double)r->duration_ms);
-        if (r->error)
-            cJSON_AddStringToObject(o, "error", r->error);
-        else
-            cJSON_AddNullToObject(o, "error");
-        char *t = cJSON_PrintUnformatted(o);
-        printf("%s\n", t ? t : "{}");
-        free(t);
-        cJSON_Delete(o);
-    } else if (r->ok) {
-        printf("%s: ok (%llu ms), containment %s\n", r->host, (unsigned long long)r->duration_ms,
-               r->containment ? r->containment : "unknown");
-        for (const char *p = r->facts; *p;) {
-            const char *eol = strchr(p, '\n');
-            int n = eol ? (int)(eol - p) : (int)strlen(p);
-            printf("  %.*s\n", n, p);
-            p += n + (eol != NULL);
-        }
-    } else {
-        fprintf(stderr, "rexec: %s\n", r->error ? r->error : "check failed");
-    }
+    cli_show_check(r, k->json);
     fflush(stdout);
     if (r->exit_status > k->worst)
         k->worst = r->exit_status;
@@ -154,9 +128,12 @@ int cli_check(const cli_global *g, int argc, char **argv)
     check_run k = {0};
     const char **names = NULL, *targets = NULL;
     size_t n = 0;
+    const char *socket = g->socket;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--json") == 0)
             k.json = 1;
+        else if (strcmp(argv[i], "--socket") == 0 && i + 1 < argc)
+            socket = argv[++i];
         else if (targets == NULL && argv[i][0] != '-')
             targets = argv[i];
         else
@@ -164,6 +141,8 @@ int cli_check(const cli_global *g, int argc, char **argv)
     }
     if (targets == NULL)
         return cli_error(64, "usage: rexec check TARGETS [--json]");
+    if (socket)
+        return cli_client_call(socket, "check", NULL, targets, k.json);
     uv_loop_init(&loop);
     if (rexec_ctx_new(&k.ctx, &loop, g->workspace, &e) != 0) {
         uv_loop_close(&loop);

@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
-#include <openssl/evp.h>
 
 #include "cli.h"
 #include "rexec.h"
@@ -17,7 +16,7 @@
 #define MAX_STDIN_FILE (1024u * 1024u * 1024u)
 
 typedef struct run_opts {
-    const char *targets, *action, *request_file, *stdin_file, *grant;
+    const char *targets, *action, *request_file, *stdin_file, *grant, *socket;
     rexec_param params[MAX_PARAMS];
     size_t n_params;
     double timeout_s;
@@ -32,8 +31,7 @@ typedef struct host_call {
     const char *host;
     rexec_call *call;
     int done;
-    char *partial[2];
-    size_t partial_len[2];
+    cli_prefixer pf;
 } host_call;
 
 typedef struct run {
@@ -51,126 +49,15 @@ typedef struct run {
 
 /* ---- output --------------------------------------------------------------------------------- */
 
-static void write_all(int fd, const void *p, size_t n)
-{
-    const char *c = p;
-    while (n > 0) {
-        ssize_t w = write(fd, c, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return; /* a closed pipe: nothing sensible left to do with the bytes */
-        c += w;
-        n -= (size_t)w;
-    }
-}
-
-/* Several hosts: each line becomes "[host] line", so interleaved output stays readable. */
-static void prefixed(host_call *h, int idx, const unsigned char *data, size_t len)
-{
-    int fd = idx == 0 ? 1 : 2;
-    for (size_t i = 0; i < len; i++) {
-        char *p = realloc(h->partial[idx], h->partial_len[idx] + 1);
-        if (p == NULL)
-            return;
-        h->partial[idx] = p;
-        p[h->partial_len[idx]++] = (char)data[i];
-        if (data[i] == '\n') {
-            dprintf(fd, "[%s] %.*s", h->host, (int)h->partial_len[idx], p);
-            h->partial_len[idx] = 0;
-        }
-    }
-}
-
-static void flush_prefixed(host_call *h)
-{
-    for (int idx = 0; idx < 2; idx++) {
-        if (h->partial_len[idx])
-            dprintf(idx == 0 ? 1 : 2, "[%s] %.*s\n", h->host, (int)h->partial_len[idx],
-                    h->partial[idx]);
-        free(h->partial[idx]);
-        h->partial[idx] = NULL;
-    }
-}
-
 static void on_output(void *ud, int stream, const void *data, size_t len)
 {
     host_call *h = ud;
     if (h->run->o->json)
         return;
     if (h->run->n_hosts > 1)
-        prefixed(h, stream == REXEC_STDOUT ? 0 : 1, data, len);
+        cli_prefix_write(&h->pf, stream, data, len);
     else
-        write_all(stream == REXEC_STDOUT ? 1 : 2, data, len);
-}
-
-/* A stream as a JSON string when it is UTF-8 text, else as "<name>_base64". */
-static void add_stream(cJSON *o, const char *name, const unsigned char *p, size_t n)
-{
-    char key[32];
-    if (p == NULL) {
-        cJSON_AddNullToObject(o, name);
-        return;
-    }
-    if (rexec_utf8_valid(p, n) && memchr(p, 0, n) == NULL) {
-        char *s = strndup((const char *)p, n);
-        cJSON_AddStringToObject(o, name, s ? s : "");
-        free(s);
-        return;
-    }
-    unsigned char *b = malloc(4 * ((n + 2) / 3) + 1);
-    if (b)
-        EVP_EncodeBlock(b, p, (int)n);
-    cJSON_AddNullToObject(o, name);
-    snprintf(key, sizeof(key), "%s_base64", name);
-    cJSON_AddStringToObject(o, key, b ? (char *)b : "");
-    free(b);
-}
-
-static void add_s(cJSON *o, const char *k, const char *v)
-{
-    if (v)
-        cJSON_AddStringToObject(o, k, v);
-    else
-        cJSON_AddNullToObject(o, k);
-}
-
-static void print_json(const rexec_result *r)
-{
-    cJSON *o = cJSON_CreateObject();
-    add_s(o, "run_id", r->run_id);
-    add_s(o, "host", r->host);
-    add_s(o, "action", r->action);
-    add_s(o, "decision", r->decision);
-    add_s(o, "reason", r->reason);
-    add_s(o, "effective_risk", r->effective_risk);
-    cJSON_AddBoolToObject(o, "executed", r->executed);
-    if (r->exit_code >= 0)
-        cJSON_AddNumberToObject(o, "exit_code", r->exit_code);
-    else
-        cJSON_AddNullToObject(o, "exit_code");
-    add_s(o, "signal", r->signal);
-    cJSON_AddBoolToObject(o, "timed_out", r->timed_out);
-    cJSON_AddBoolToObject(o, "truncated", r->truncated);
-    add_stream(o, "stdout", r->stdout_data, r->stdout_len);
-    add_stream(o, "stderr", r->stderr_data, r->stderr_len);
-    cJSON_AddNumberToObject(o, "stdout_bytes", (double)r->stdout_bytes);
-    cJSON_AddNumberToObject(o, "stderr_bytes", (double)r->stderr_bytes);
-    add_s(o, "stdout_sha256", r->stdout_sha256);
-    cJSON_AddNumberToObject(o, "duration_ms", (double)r->duration_ms);
-    add_s(o, "containment", r->containment);
-    add_s(o, "evidence", r->evidence);
-    add_s(o, "challenge_id", r->challenge_id);
-    add_s(o, "rendered", r->rendered);
-    add_s(o, "error", r->error);
-    cJSON_AddNumberToObject(o, "exit_status", r->exit_status);
-    char *text = cJSON_PrintUnformatted(o);
-    if (text) {
-        write_all(1, text, strlen(text));
-        write_all(1, "\n", 1);
-    }
-    free(text);
-    cJSON_Delete(o);
+        cli_write_all(stream == REXEC_STDOUT ? 1 : 2, data, len);
 }
 
 /* ---- the calls ------------------------------------------------------------------------------ */
@@ -182,26 +69,6 @@ static void progress_line(run *r)
     if (r->progress)
         dprintf(2, "\r\033[Krexec: %zu/%zu hosts done, %zu failed%s", r->finished, r->n_hosts,
                 r->failed, r->finished == r->n_hosts ? "\n" : "");
-}
-
-/* Messages for people: what happened when the call did not simply run to its exit status. */
-static void print_outcome(const run *r, const rexec_result *res)
-{
-    if (res->error)
-        dprintf(2, "rexec: %s\n", res->error);
-    if (res->challenge_id)
-        dprintf(2, "rexec: approval required: challenge %s\n"
-                   "rexec: an operator runs `rexec approve %s` at a terminal, then call again "
-                   "with --grant %s\n",
-                res->challenge_id, res->challenge_id, res->challenge_id);
-    if (res->timed_out)
-        dprintf(2, "rexec: %s: the action hit its timeout and was stopped\n", res->host);
-    if (res->truncated)
-        dprintf(2, "rexec: %s: output truncated at max_output_bytes\n", res->host);
-    if (r->o->eval && res->decision)
-        dprintf(1, "%s%s: %s (%s, %s)%s%s\n", r->n_hosts > 1 ? "" : "", res->host, res->decision,
-                res->reason ? res->reason : "-", res->effective_risk ? res->effective_risk : "-",
-                res->rendered ? "\n  would run: " : "", res->rendered ? res->rendered : "");
 }
 
 static void on_done(void *ud, const rexec_result *res)
@@ -218,11 +85,8 @@ static void on_done(void *ud, const rexec_result *res)
     if (res->exit_status > r->worst)
         r->worst = res->exit_status;
     if (r->n_hosts > 1 && !r->o->json)
-        flush_prefixed(h);
-    if (r->o->json)
-        print_json(res);
-    else
-        print_outcome(r, res);
+        cli_prefix_flush(&h->pf);
+    cli_show_result(res, r->o->json, r->o->eval);
     progress_line(r);
     launch_more(r);
     if (r->finished == r->n_hosts) {
@@ -335,6 +199,8 @@ static int parse_option(run_opts *o, int argc, char **argv, int *i)
         return o->stdin_file = v, 0;
     if ((v = opt_value(argc, argv, i, "--grant", &missing)))
         return o->grant = v, 0;
+    if ((v = opt_value(argc, argv, i, "--socket", &missing)))
+        return o->socket = v, 0;
     if ((v = opt_value(argc, argv, i, "--timeout", &missing)))
         return parse_number("--timeout", v, 0.001, 604800, &o->timeout_s);
     if ((v = opt_value(argc, argv, i, "--parallel", &missing))) {
@@ -484,7 +350,7 @@ static int run_loop(run *r, const char *const *names)
     if (r->hosts == NULL)
         return cli_error(70, "out of memory");
     for (size_t i = 0; i < r->n_hosts; i++)
-        r->hosts[i] = (host_call){.run = r, .host = names[i]};
+        r->hosts[i] = (host_call){.run = r, .host = names[i], .pf = {.host = names[i]}};
     r->progress = r->n_hosts > 1 && isatty(2) && !r->o->json;
     uv_signal_init(&r->loop, &r->sigint);
     uv_signal_init(&r->loop, &r->sigterm);
@@ -505,8 +371,14 @@ int cli_run(const cli_global *g, int argc, char **argv)
     rexec_error e;
     const char **names = NULL;
     int rc = parse_args(&o, argc, argv);
+    const char *socket = o.socket ? o.socket : g->socket;
     signal(SIGPIPE, SIG_IGN);
-    if (rc == 0 && (rc = build_request(&o, &in, &r.req)) == 0) {
+    if (rc == 0 && (rc = build_request(&o, &in, &r.req)) == 0 && socket) {
+        if (o.approve)
+            rc = cli_error(64, "--approve needs a terminal of its own: run without --socket");
+        else
+            rc = cli_client_call(socket, o.eval ? "eval" : "run", &r.req, o.targets, o.json);
+    } else if (rc == 0) {
         uv_loop_init(&r.loop);
         if (rexec_ctx_new(&r.ctx, &r.loop, g->workspace, &e) != 0)
             rc = cli_error(rexec_err_exit_code(e.code), "%s", e.msg);

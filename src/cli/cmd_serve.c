@@ -1,8 +1,75 @@
-/* `rexec serve --socket PATH`: see docs/serve-protocol.md. */
+/* `rexec serve --socket PATH`: the long-lived controller (docs/serve-protocol.md). */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
 #include "cli.h"
+#include "rexec.h"
+
+typedef struct serve_cli {
+    uv_loop_t loop;
+    rexec_ctx *ctx;
+    rexec_server *srv;
+    uv_signal_t sigint, sigterm;
+    int stopping;
+} serve_cli;
+
+static void on_stopped(void *ud)
+{
+    serve_cli *s = ud;
+    rexec_ctx_close(s->ctx, NULL, NULL);
+    uv_close((uv_handle_t *)&s->sigint, NULL);
+    uv_close((uv_handle_t *)&s->sigterm, NULL);
+}
+
+/* SIGTERM/SIGINT: stop accepting, cancel what is in flight (the remote commands stop), send the
+ * results, close; a second signal leaves at once. */
+static void on_signal(uv_signal_t *h, int signum)
+{
+    serve_cli *s = h->data;
+    if (s->stopping++)
+        exit(128 + signum);
+    fprintf(stderr, "rexec serve: %s: shutting down\n", signum == SIGTERM ? "SIGTERM" : "SIGINT");
+    rexec_server_stop(s->srv, on_stopped, s);
+}
 
 int cli_serve(const cli_global *g, int argc, char **argv)
 {
-    (void)g, (void)argc, (void)argv;
-    return cli_error(64, "serve: not available in this build yet");
+    serve_cli s = {0};
+    rexec_error e;
+    rexec_server_opts opts = {.socket_path = g->socket, .idle_timeout_s = 300};
+    for (int i = 1; i < argc; i++) {
+        char *end;
+        if (strcmp(argv[i], "--socket") == 0 && i + 1 < argc)
+            opts.socket_path = argv[++i];
+        else if (strcmp(argv[i], "--idle-timeout") == 0 && i + 1 < argc) {
+            opts.idle_timeout_s = strtod(argv[++i], &end);
+            if (*end || opts.idle_timeout_s < 0)
+                return cli_error(64, "--idle-timeout wants seconds (0 = never), got \"%s\"", argv[i]);
+        } else
+            return cli_error(64, "serve: unexpected argument \"%s\" (see `rexec help serve`)",
+                             argv[i]);
+    }
+    if (opts.socket_path == NULL)
+        return cli_error(64, "serve: --socket PATH is required");
+    signal(SIGPIPE, SIG_IGN);
+    uv_loop_init(&s.loop);
+    if (rexec_ctx_new(&s.ctx, &s.loop, g->workspace, &e) != 0)
+        return cli_error(rexec_err_exit_code(e.code), "%s", e.msg);
+    if (rexec_server_start(s.ctx, &opts, &s.srv, &e) != 0) {
+        rexec_ctx_close(s.ctx, NULL, NULL);
+        uv_run(&s.loop, UV_RUN_DEFAULT);
+        return cli_error(rexec_err_exit_code(e.code), "%s", e.msg);
+    }
+    uv_signal_init(&s.loop, &s.sigint);
+    uv_signal_init(&s.loop, &s.sigterm);
+    s.sigint.data = s.sigterm.data = &s;
+    uv_signal_start(&s.sigint, on_signal, SIGINT);
+    uv_signal_start(&s.sigterm, on_signal, SIGTERM);
+    fprintf(stderr, "rexec serve: listening on %s (pid %d)\n", opts.socket_path, (int)getpid());
+    uv_run(&s.loop, UV_RUN_DEFAULT);
+    uv_loop_close(&s.loop);
+    return 0;
 }

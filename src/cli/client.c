@@ -1,0 +1,310 @@
+/* run, eval and check through a running `rexec serve` (--socket PATH or $REXEC_SOCKET): the
+ * same request, the same output, the same exit codes as a direct call; only the connections
+ * to the hosts are already warm. */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+#include <openssl/evp.h>
+
+#include "cli.h"
+
+static volatile sig_atomic_t interrupted;
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    if (interrupted++)
+        _exit(130);
+}
+
+static int connect_socket(const char *path)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof(sa.sun_path))
+        return -cli_error(64, "socket path too long: %s", path);
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        return -cli_error(255, "cannot reach rexec serve at %s: %s", path, strerror(e));
+    }
+    return fd;
+}
+
+static void add_param(cJSON *params, const rexec_param *p)
+{
+    char *v = strndup(p->value, p->value_len);
+    cJSON_AddStringToObject(params, p->name, v ? v : "");
+    free(v);
+}
+
+/* The request line: the same fields a --request file has, plus op, id, targets, stream. */
+static char *request_line(const rexec_request *req, const char *op, const char *targets, int stream)
+{
+    cJSON *o = cJSON_CreateObject(), *params = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "op", op);
+    cJSON_AddNumberToObject(o, "id", 1);
+    cJSON_AddStringToObject(o, "targets", targets);
+    if (req) {
+        cJSON_AddStringToObject(o, "action", req->action);
+        for (size_t i = 0; i < req->n_params; i++)
+            add_param(params, &req->params[i]);
+        cJSON_AddItemToObject(o, "params", params);
+        params = NULL;
+        if (req->stdin_data) {
+            unsigned char *b = malloc(4 * ((req->stdin_len + 2) / 3) + 1);
+            if (b)
+                EVP_EncodeBlock(b, req->stdin_data, (int)req->stdin_len);
+            cJSON_AddStringToObject(o, "stdin_base64", b ? (char *)b : "");
+            free(b);
+        }
+        if (req->grant_id)
+            cJSON_AddStringToObject(o, "grant_id", req->grant_id);
+        if (req->timeout_s > 0)
+            cJSON_AddNumberToObject(o, "timeout_s", req->timeout_s);
+        if (req->rationale)
+            cJSON_AddStringToObject(o, "rationale", req->rationale);
+        if (req->hypothesis_id)
+            cJSON_AddStringToObject(o, "hypothesis_id", req->hypothesis_id);
+        cJSON_AddBoolToObject(o, "stream", stream);
+    }
+    cJSON_Delete(params);
+    char *text = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return text;
+}
+
+/* ---- replies -------------------------------------------------------------------------------- */
+
+typedef struct client {
+    int fd, json, eval, cancel_sent, status, finished;
+    cli_prefixer *pf; /* one per host when several report */
+    size_t n_hosts;
+} client;
+
+static const char *js(const cJSON *o, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static double jn(const cJSON *o, const char *k, double def)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsNumber(v) ? v->valuedouble : def;
+}
+
+static int jb(const cJSON *o, const char *k)
+{
+    return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, k));
+}
+
+/* "key" as text, or "key_base64" decoded; malloc'd (NULL when neither is there). */
+static unsigned char *jbytes(const cJSON *o, const char *key, size_t *len)
+{
+    char k64[64];
+    const char *t = js(o, key);
+    *len = 0;
+    if (t) {
+        *len = strlen(t);
+        return (unsigned char *)strdup(t);
+    }
+    snprintf(k64, sizeof(k64), "%s_base64", key);
+    if ((t = js(o, k64)) == NULL)
+        return NULL;
+    size_t n = strlen(t);
+    unsigned char *b = malloc(n / 4 * 3 + 1);
+    int got = b ? EVP_DecodeBlock(b, (const unsigned char *)t, (int)n) : -1;
+    if (got < 0) {
+        free(b);
+        return NULL;
+    }
+    *len = (size_t)got - (n >= 1 && t[n - 1] == '=') - (n >= 2 && t[n - 2] == '=');
+    return b;
+}
+
+static cli_prefixer *prefixer(client *c, const char *host)
+{
+    for (size_t i = 0; host && i < c->n_hosts; i++)
+        if (strcmp(c->pf[i].host, host) == 0)
+            return &c->pf[i];
+    return NULL;
+}
+
+static void on_accepted(client *c, const cJSON *o)
+{
+    const cJSON *hosts = cJSON_GetObjectItemCaseSensitive(o, "hosts"), *h;
+    c->n_hosts = (size_t)cJSON_GetArraySize(hosts);
+    c->pf = calloc(c->n_hosts + 1, sizeof(*c->pf));
+    size_t i = 0;
+    cJSON_ArrayForEach(h, hosts) {
+        if (c->pf && cJSON_IsString(h))
+            c->pf[i++].host = strdup(h->valuestring);
+    }
+}
+
+static void on_output(client *c, const cJSON *o)
+{
+    size_t n;
+    unsigned char *data = jbytes(o, "data", &n);
+    const char *stream = js(o, "stream");
+    int id = stream && strcmp(stream, "stderr") == 0 ? REXEC_STDERR : REXEC_STDOUT;
+    cli_prefixer *pf = c->n_hosts > 1 ? prefixer(c, js(o, "host")) : NULL;
+    if (data && pf)
+        cli_prefix_write(pf, id, data, n);
+    else if (data)
+        cli_write_all(id == REXEC_STDOUT ? 1 : 2, data, n);
+    free(data);
+}
+
+/* A "result" line back into a rexec_result, so it prints exactly as a direct call's. */
+static void on_result(client *c, const cJSON *o)
+{
+    rexec_result r = {.run_id = js(o, "run_id"), .host = js(o, "host"), .action = js(o, "action"),
+                      .decision = js(o, "decision"), .reason = js(o, "reason"),
+                      .effective_risk = js(o, "effective_risk"), .executed = jb(o, "executed"),
+                      .exit_code = (int)jn(o, "exit_code", -1), .signal = js(o, "signal"),
+                      .timed_out = jb(o, "timed_out"), .truncated = jb(o, "truncated"),
+                      .stdout_bytes = (uint64_t)jn(o, "stdout_bytes", 0),
+                      .stderr_bytes = (uint64_t)jn(o, "stderr_bytes", 0),
+                      .stdout_sha256 = js(o, "stdout_sha256"),
+                      .duration_ms = (uint64_t)jn(o, "duration_ms", 0),
+                      .containment = js(o, "containment"), .evidence = js(o, "evidence"),
+                      .challenge_id = js(o, "challenge_id"), .rendered = js(o, "rendered"),
+                      .error = js(o, "error"), .exit_status = (int)jn(o, "exit_status", 70)};
+    unsigned char *out = c->json ? jbytes(o, "stdout", &r.stdout_len) : NULL;
+    unsigned char *err = c->json ? jbytes(o, "stderr", &r.stderr_len) : NULL;
+    r.stdout_data = out;
+    r.stderr_data = err;
+    cli_prefixer *pf = prefixer(c, r.host);
+    if (pf && !c->json)
+        cli_prefix_flush(pf);
+    cli_show_result(&r, c->json, c->eval);
+    free(out);
+    free(err);
+}
+
+static void on_check(client *c, const cJSON *o)
+{
+    rexec_check_result r = {.host = js(o, "host"), .ok = jb(o, "ok"), .error = js(o, "error"),
+                            .facts = js(o, "facts") ? js(o, "facts") : "",
+                            .containment = js(o, "containment"),
+                            .duration_ms = (uint64_t)jn(o, "duration_ms", 0),
+                            .exit_status = (int)jn(o, "exit_status", 70)};
+    cli_show_check(&r, c->json);
+}
+
+/* One reply line; returns 1 when the request is over. */
+static int on_line(client *c, const char *line)
+{
+    cJSON *o = cJSON_Parse(line);
+    const char *type = o ? js(o, "type") : NULL;
+    int over = 0;
+    if (type == NULL)
+        c->status = cli_error(70, "unreadable reply from rexec serve");
+    else if (strcmp(type, "accepted") == 0)
+        on_accepted(c, o);
+    else if (strcmp(type, "output") == 0)
+        on_output(c, o);
+    else if (strcmp(type, "result") == 0)
+        on_result(c, o);
+    else if (strcmp(type, "check") == 0)
+        on_check(c, o);
+    else if (strcmp(type, "done") == 0)
+        c->status = (int)jn(o, "exit_status", 70), over = 1;
+    else if (strcmp(type, "error") == 0)
+        c->status = cli_error((int)jn(o, "exit_status", 70), "%s", js(o, "error") ? js(o, "error") : "error"),
+        over = 1;
+    cJSON_Delete(o);
+    return over || type == NULL;
+}
+
+/* ---- the conversation ----------------------------------------------------------------------- */
+
+static void send_cancel(client *c)
+{
+    static const char line[] = "{\"op\":\"cancel\",\"id\":2,\"target\":1}\n";
+    c->cancel_sent = 1;
+    dprintf(2, "\nrexec: interrupted: stopping the remote commands (again to leave at once)\n");
+    cli_write_all(c->fd, line, sizeof(line) - 1);
+}
+
+/* Reads reply lines until "done" (or an error). */
+static int converse(client *c)
+{
+    char buf[65536];
+    size_t cap = 65536, len = 0;
+    char *line = malloc(cap);
+    struct pollfd p = {.fd = c->fd, .events = POLLIN};
+    int over = 0;
+    while (!over && line) {
+        if (interrupted && !c->cancel_sent)
+            send_cancel(c);
+        if (poll(&p, 1, -1) < 0)
+            continue; /* EINTR: a signal; the loop head sends the cancel */
+        ssize_t n = read(c->fd, buf, sizeof(buf));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            c->status = cli_error(255, "rexec serve closed the connection");
+            break;
+        }
+        for (ssize_t i = 0; i < n && !over; i++) {
+            if (len + 1 >= cap) {
+                char *l = realloc(line, cap *= 2);
+                if (l == NULL)
+                    break;
+                line = l;
+            }
+            if (buf[i] != '\n') {
+                line[len++] = buf[i];
+                continue;
+            }
+            line[len] = 0;
+            over = on_line(c, line);
+            len = 0;
+        }
+    }
+    free(line);
+    return interrupted && c->status < 130 ? 130 : c->status;
+}
+
+int cli_client_call(const char *socket_path, const char *op, const rexec_request *req,
+                    const char *targets, int json)
+{
+    client c = {.json = json, .eval = strcmp(op, "eval") == 0};
+    struct sigaction sa = {.sa_handler = on_sigint}; /* no SA_RESTART: poll must wake up */
+    int fd = connect_socket(socket_path);
+    if (fd < 0)
+        return -fd;
+    c.fd = fd;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    char *line = request_line(req, op, targets, !json);
+    if (line == NULL) {
+        close(fd);
+        return cli_error(70, "out of memory");
+    }
+    cli_write_all(fd, line, strlen(line));
+    cli_write_all(fd, "\n", 1);
+    free(line);
+    int rc = converse(&c);
+    for (size_t i = 0; c.pf && i < c.n_hosts; i++) {
+        cli_prefix_flush(&c.pf[i]);
+        free((char *)c.pf[i].host);
+    }
+    free(c.pf);
+    close(fd);
+    return rc;
+}

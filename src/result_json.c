@@ -1,0 +1,81 @@
+/* A call's result as the JSON object of `rexec run --json` and of serve's "result" replies. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/evp.h>
+
+#include "call.h"
+#include "jsonx.h"
+
+void rx_json_add_str(cJSON *o, const char *k, const char *v)
+{
+    if (v)
+        cJSON_AddStringToObject(o, k, v);
+    else
+        cJSON_AddNullToObject(o, k);
+}
+
+void rx_json_add_bytes(cJSON *o, const char *key, const unsigned char *p, size_t n)
+{
+    char k64[64];
+    if (p == NULL) {
+        cJSON_AddNullToObject(o, key);
+        return;
+    }
+    if (rx_utf8_check(p, n, NULL) == 0 && memchr(p, 0, n) == NULL) {
+        char *s = strndup((const char *)p, n);
+        rx_json_add_str(o, key, s ? s : "");
+        free(s);
+        return;
+    }
+    /* Not text: null under the name, and the bytes in base64 beside it. */
+    unsigned char *b = malloc(4 * ((n + 2) / 3) + 1);
+    if (b)
+        EVP_EncodeBlock(b, p, (int)n);
+    cJSON_AddNullToObject(o, key);
+    snprintf(k64, sizeof(k64), "%s_base64", key);
+    rx_json_add_str(o, k64, b ? (char *)b : "");
+    free(b);
+}
+
+cJSON *rx_result_json(const rexec_result *r)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (o == NULL)
+        return NULL;
+    rx_json_add_str(o, "run_id", r->run_id);
+    rx_json_add_str(o, "host", r->host);
+    rx_json_add_str(o, "action", r->action);
+    rx_json_add_str(o, "decision", r->decision);
+    rx_json_add_str(o, "reason", r->reason);
+    rx_json_add_str(o, "effective_risk", r->effective_risk);
+    cJSON_AddBoolToObject(o, "executed", r->executed);
+    if (r->exit_code >= 0)
+        cJSON_AddNumberToObject(o, "exit_code", r->exit_code);
+    else
+        cJSON_AddNullToObject(o, "exit_code");
+    rx_json_add_str(o, "signal", r->signal);
+    cJSON_AddBoolToObject(o, "timed_out", r->timed_out);
+    cJSON_AddBoolToObject(o, "truncated", r->truncated);
+    rx_json_add_bytes(o, "stdout", r->stdout_data, r->stdout_len);
+    rx_json_add_bytes(o, "stderr", r->stderr_data, r->stderr_len);
+    cJSON_AddNumberToObject(o, "stdout_bytes", (double)r->stdout_bytes);
+    cJSON_AddNumberToObject(o, "stderr_bytes", (double)r->stderr_bytes);
+    rx_json_add_str(o, "stdout_sha256", r->stdout_sha256);
+    cJSON_AddNumberToObject(o, "duration_ms", (double)r->duration_ms);
+    rx_json_add_str(o, "containment", r->containment);
+    rx_json_add_str(o, "evidence", r->evidence);
+    rx_json_add_str(o, "challenge_id", r->challenge_id);
+    rx_json_add_str(o, "rendered", r->rendered);
+    rx_json_add_str(o, "error", r->error);
+    cJSON_AddNumberToObject(o, "exit_status", r->exit_status);
+    return o;
+}
+
+char *rexec_result_to_json(const rexec_result *r)
+{
+    cJSON *o = rx_result_json(r);
+    char *text = o ? cJSON_PrintUnformatted(o) : NULL;
+    cJSON_Delete(o);
+    return text;
+}

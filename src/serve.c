@@ -1,0 +1,664 @@
+/* rexec serve: a long-lived controller on a Unix socket (docs/serve-protocol.md). Requests and
+ * replies are newline-delimited JSON; every call goes through the same library path as the CLI,
+ * on the same loop, so connections to hosts stay warm between calls. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+
+#include "call.h"
+#include "err.h"
+#include "jsonx.h"
+#include "request.h"
+
+#define SERVE_LINE_MAX (RX_REQUEST_MAX_LEN + 4096)
+#define SERVE_MAX_BACKLOG (64u * 1024u * 1024u) /* bytes queued to a slow client before dropping it */
+
+typedef struct serve_client serve_client;
+typedef struct serve_req serve_req;
+
+struct rexec_server {
+    rexec_ctx *ctx;
+    uv_pipe_t listener;
+    char *path;
+    double idle_s;
+    serve_client *clients;
+    int stopping, handles;
+    size_t reqs_alive;
+    void (*on_stopped)(void *ud);
+    void *stopped_ud;
+};
+
+struct serve_client {
+    rexec_server *srv;
+    serve_client *next;
+    uv_pipe_t pipe;
+    uv_timer_t idle;
+    rx_buf line;
+    serve_req *reqs;
+    int closing, handles, overlong;
+};
+
+/* One host of a request. */
+typedef struct serve_call {
+    serve_req *req;
+    const char *host;
+    rexec_call *call;
+} serve_call;
+
+/* One request: a run/eval over TARGETS, or a check. Outlives its client when the client leaves
+ * (its calls are cancelled, and it goes once they have reported). */
+struct serve_req {
+    rexec_server *srv;
+    serve_client *cl; /* NULL once the client is gone */
+    serve_req *next;
+    cJSON *id;
+    char *op, *grant;
+    int stream;
+    rx_request parsed;
+    rexec_param *params;
+    rexec_request view;
+    const char **hosts;
+    serve_call *calls;
+    size_t n, started, finished;
+    int worst;
+};
+
+static void client_close(serve_client *cl);
+static void server_maybe_done(rexec_server *s);
+static void stop_idle_clients(rexec_server *s);
+
+/* ---- writing replies ------------------------------------------------------------------------ */
+
+static void on_written(uv_write_t *w, int status)
+{
+    (void)status;
+    free(w->data);
+    free(w);
+}
+
+/* Sends one JSON object as a line. A client that does not read is dropped, not buffered for. */
+static void client_send(serve_client *cl, cJSON *o)
+{
+    char *text = cl && !cl->closing ? cJSON_PrintUnformatted(o) : NULL;
+    if (text == NULL)
+        return;
+    size_t n = strlen(text);
+    if (uv_stream_get_write_queue_size((uv_stream_t *)&cl->pipe) > SERVE_MAX_BACKLOG) {
+        free(text);
+        client_close(cl);
+        return;
+    }
+    char *line = realloc(text, n + 2);
+    uv_write_t *w = malloc(sizeof(*w));
+    if (line == NULL || w == NULL) {
+        free(line ? line : text);
+        free(w);
+        return;
+    }
+    line[n] = '\n';
+    uv_buf_t b = uv_buf_init(line, (unsigned)(n + 1));
+    w->data = line;
+    if (uv_write(w, (uv_stream_t *)&cl->pipe, &b, 1, on_written) != 0)
+        on_written(w, -1);
+}
+
+static cJSON *reply(const serve_req *q, const char *type)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddItemToObject(o, "id", q && q->id ? cJSON_Duplicate(q->id, 1) : cJSON_CreateNull());
+    cJSON_AddStringToObject(o, "type", type);
+    return o;
+}
+
+static void send_error(serve_client *cl, const cJSON *id, int code, const char *msg)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddItemToObject(o, "id", id ? cJSON_Duplicate(id, 1) : cJSON_CreateNull());
+    cJSON_AddStringToObject(o, "type", "error");
+    cJSON_AddStringToObject(o, "error", msg);
+    cJSON_AddNumberToObject(o, "exit_status", rexec_err_exit_code(code));
+    client_send(cl, o);
+    cJSON_Delete(o);
+}
+
+/* ---- requests ------------------------------------------------------------------------------- */
+
+static void req_free(serve_req *q)
+{
+    rexec_server *s = q->srv;
+    cJSON_Delete(q->id);
+    free(q->op);
+    free(q->grant);
+    rx_request_free(&q->parsed);
+    free(q->params);
+    free(q->hosts);
+    free(q->calls);
+    free(q);
+    s->reqs_alive--;
+}
+
+static void req_unlink(serve_req *q)
+{
+    if (q->cl == NULL)
+        return;
+    for (serve_req **pp = &q->cl->reqs; *pp; pp = &(*pp)->next)
+        if (*pp == q) {
+            *pp = q->next;
+            break;
+        }
+    q->cl = NULL;
+}
+
+/* All hosts reported: the "done" line with the aggregate status (largest wins, as the CLI). */
+static void req_done(serve_req *q)
+{
+    cJSON *o = reply(q, "done");
+    cJSON_AddNumberToObject(o, "exit_status", q->worst);
+    client_send(q->cl, o);
+    cJSON_Delete(o);
+    rexec_server *s = q->srv;
+    req_unlink(q);
+    req_free(q);
+    if (s->stopping) /* a stopping server closes each client once its last request is done */
+        stop_idle_clients(s);
+    server_maybe_done(s);
+}
+
+static void req_launch(serve_req *q);
+
+static void on_call_output(void *ud, int stream, const void *data, size_t len)
+{
+    serve_call *sc = ud;
+    if (!sc->req->stream || sc->req->cl == NULL)
+        return;
+    cJSON *o = reply(sc->req, "output");
+    rx_json_add_str(o, "host", sc->host);
+    rx_json_add_str(o, "stream", stream == REXEC_STDOUT ? "stdout" : "stderr");
+    rx_json_add_bytes(o, "data", data, len);
+    client_send(sc->req->cl, o);
+    cJSON_Delete(o);
+}
+
+static void on_call_done(void *ud, const rexec_result *r)
+{
+    serve_call *sc = ud;
+    serve_req *q = sc->req;
+    cJSON *o = rx_result_json(r);
+    sc->call = NULL;
+    if (o) {
+        cJSON_AddItemToObject(o, "id", q->id ? cJSON_Duplicate(q->id, 1) : cJSON_CreateNull());
+        cJSON_AddStringToObject(o, "type", "result");
+        client_send(q->cl, o);
+        cJSON_Delete(o);
+    }
+    if (r->exit_status > q->worst)
+        q->worst = r->exit_status;
+    if (++q->finished == q->n)
+        req_done(q);
+    else
+        req_launch(q);
+}
+
+static void req_launch(serve_req *q)
+{
+    int parallel = q->srv->ctx->ws->limits.parallel;
+    while (q->started < q->n && (int)(q->started - q->finished) < parallel && q->cl) {
+        serve_call *sc = &q->calls[q->started++];
+        rexec_callbacks cb = {on_call_output, on_call_done, sc};
+        rexec_request req = q->view;
+        rexec_error e;
+        req.host = sc->host;
+        if (rexec_call_start(q->srv->ctx, &req, &cb, &sc->call, &e) != 0) {
+            rexec_result r = {.host = sc->host, .action = req.action, .exit_code = -1,
+                              .err = e.code, .error = e.msg,
+                              .exit_status = rexec_err_exit_code(e.code)};
+            on_call_done(sc, &r);
+            return; /* on_call_done launched the rest */
+        }
+    }
+}
+
+static void on_check_done(void *ud, const rexec_check_result *r)
+{
+    serve_call *sc = ud;
+    serve_req *q = sc->req;
+    cJSON *o = reply(q, "check");
+    rx_json_add_str(o, "host", r->host);
+    cJSON_AddBoolToObject(o, "ok", r->ok);
+    rx_json_add_str(o, "containment", r->containment);
+    rx_json_add_str(o, "facts", r->facts);
+    cJSON_AddNumberToObject(o, "duration_ms", (double)r->duration_ms);
+    rx_json_add_str(o, "error", r->error);
+    cJSON_AddNumberToObject(o, "exit_status", r->exit_status);
+    client_send(q->cl, o);
+    cJSON_Delete(o);
+    if (r->exit_status > q->worst)
+        q->worst = r->exit_status;
+    if (++q->finished == q->n)
+        req_done(q);
+}
+
+static serve_req *req_new(serve_client *cl, const cJSON *root, const char *op)
+{
+    serve_req *q = calloc(1, sizeof(*q));
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(root, "id");
+    if (q == NULL)
+        return NULL;
+    q->srv = cl->srv;
+    q->cl = cl;
+    q->id = id ? cJSON_Duplicate(id, 1) : NULL;
+    q->op = strdup(op);
+    q->next = cl->reqs;
+    cl->reqs = q;
+    cl->srv->reqs_alive++;
+    return q;
+}
+
+/* TARGETS from "targets", else the request's "host". */
+static int req_targets(serve_req *q, const cJSON *root, const char *host, rexec_error *err)
+{
+    const char *targets = host;
+    int r = rx_json_get_string(root, "targets", "", 0, &targets, REXEC_EREQUEST, err);
+    if (r)
+        return r;
+    if (targets == NULL)
+        return rx_fail(err, REXEC_EREQUEST, "targets: missing (a host, h1,h2 or @group)");
+    if ((r = rexec_ctx_targets(q->srv->ctx, targets, &q->hosts, &q->n, err)) != 0)
+        return r;
+    q->calls = calloc(q->n, sizeof(*q->calls));
+    if (q->calls == NULL)
+        return rx_fail(err, REXEC_ENOMEM, "out of memory");
+    for (size_t i = 0; i < q->n; i++)
+        q->calls[i] = (serve_call){q, q->hosts[i], NULL};
+    return 0;
+}
+
+/* Tells the client which hosts will report, before any output arrives. */
+static void send_accepted(serve_req *q)
+{
+    cJSON *o = reply(q, "accepted"), *hosts = cJSON_CreateArray();
+    for (size_t i = 0; i < q->n; i++)
+        cJSON_AddItemToArray(hosts, cJSON_CreateString(q->hosts[i]));
+    cJSON_AddItemToObject(o, "hosts", hosts);
+    client_send(q->cl, o);
+    cJSON_Delete(o);
+}
+
+static int start_run(serve_client *cl, const cJSON *root, const char *op, rexec_error *err)
+{
+    static const char *const extra[] = {"op", "id", "targets", "grant_id", "stream", NULL};
+    serve_req *q = req_new(cl, root, op);
+    const char *grant = NULL;
+    int r;
+    if (q == NULL)
+        return rx_fail(err, REXEC_ENOMEM, "out of memory");
+    if ((r = rx_request_from_json(root, "", extra, &q->parsed, err)) != 0 ||
+        (r = rx_json_get_string(root, "grant_id", "", 0, &grant, REXEC_EREQUEST, err)) != 0 ||
+        (r = rx_json_get_bool(root, "stream", "", 0, &q->stream, REXEC_EREQUEST, err)) != 0 ||
+        (r = rx_request_view(&q->parsed, &q->view, &q->params)) != 0 ||
+        (r = req_targets(q, root, q->parsed.host, err)) != 0) {
+        req_unlink(q);
+        req_free(q);
+        return r == REXEC_ENOMEM ? rx_fail(err, r, "out of memory") : r;
+    }
+    /* the grant id lives in the tree, which goes after this line: keep a copy */
+    q->view.grant_id = grant ? (q->grant = strdup(grant)) : NULL;
+    q->view.eval_only = strcmp(op, "eval") == 0;
+    q->view.capture = 1;
+    send_accepted(q);
+    req_launch(q);
+    return 0;
+}
+
+static int start_check(serve_client *cl, const cJSON *root, rexec_error *err)
+{
+    static const char *const keys[] = {"op", "id", "targets", NULL};
+    serve_req *q;
+    int r = rx_json_check_keys(root, "", keys, REXEC_EREQUEST, err);
+    if (r != 0)
+        return r;
+    if ((q = req_new(cl, root, "check")) == NULL)
+        return rx_fail(err, REXEC_ENOMEM, "out of memory");
+    if ((r = req_targets(q, root, NULL, err)) != 0) {
+        req_unlink(q);
+        req_free(q);
+        return r;
+    }
+    for (size_t i = 0; i < q->n; i++)
+        rexec_check_start(q->srv->ctx, q->hosts[i], on_check_done, &q->calls[i], err);
+    return 0;
+}
+
+static void req_cancel(serve_req *q)
+{
+    for (size_t i = 0; i < q->started; i++)
+        if (q->calls[i].call)
+            rexec_call_cancel(q->calls[i].call);
+    q->n = q->started; /* hosts not started yet never will be */
+    if (q->finished == q->n)
+        req_done(q);
+}
+
+static int do_cancel(serve_client *cl, const cJSON *root, rexec_error *err)
+{
+    static const char *const keys[] = {"op", "id", "target", NULL};
+    const cJSON *target = cJSON_GetObjectItemCaseSensitive(root, "target");
+    int r = rx_json_check_keys(root, "", keys, REXEC_EREQUEST, err), found = 0;
+    if (r != 0)
+        return r;
+    if (target == NULL)
+        return rx_fail(err, REXEC_EREQUEST, "target: missing (the id of the request to cancel)");
+    for (serve_req *q = cl->reqs, *next; q; q = next) {
+        next = q->next;
+        if (q->id && cJSON_Compare(q->id, target, 1) && strcmp(q->op, "check") != 0) {
+            found = 1;
+            req_cancel(q);
+        }
+    }
+    cJSON *o = cJSON_CreateObject();
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(root, "id");
+    cJSON_AddItemToObject(o, "id", id ? cJSON_Duplicate(id, 1) : cJSON_CreateNull());
+    cJSON_AddStringToObject(o, "type", "cancelled");
+    cJSON_AddItemToObject(o, "target", cJSON_Duplicate(target, 1));
+    cJSON_AddBoolToObject(o, "found", found);
+    client_send(cl, o);
+    cJSON_Delete(o);
+    return 0;
+}
+
+static int do_simple(serve_client *cl, const cJSON *root, const char *op, rexec_error *err)
+{
+    static const char *const keys[] = {"op", "id", NULL};
+    int r = rx_json_check_keys(root, "", keys, REXEC_EREQUEST, err);
+    if (r != 0)
+        return r;
+    cJSON *o = cJSON_CreateObject();
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(root, "id");
+    cJSON_AddItemToObject(o, "id", id ? cJSON_Duplicate(id, 1) : cJSON_CreateNull());
+    if (strcmp(op, "ping") == 0) {
+        cJSON_AddStringToObject(o, "type", "pong");
+        cJSON_AddStringToObject(o, "version", rexec_version());
+        cJSON_AddNumberToObject(o, "pid", getpid());
+    } else {
+        char *text = rexec_ctx_list_json(cl->srv->ctx, op);
+        cJSON_AddStringToObject(o, "type", "list");
+        cJSON_AddItemToObject(o, op, text ? cJSON_Parse(text) : cJSON_CreateArray());
+        free(text);
+    }
+    client_send(cl, o);
+    cJSON_Delete(o);
+    return 0;
+}
+
+static void handle_line(serve_client *cl, const char *line, size_t len)
+{
+    cJSON *root = NULL;
+    rexec_error e = {0};
+    const char *op = NULL;
+    int r = rx_json_parse_strict(line, len, SERVE_LINE_MAX, REXEC_EREQUEST, &root, &e);
+    if (r == 0)
+        r = rx_json_want(root, "", cJSON_Object, REXEC_EREQUEST, &e);
+    if (r == 0)
+        r = rx_json_get_string(root, "op", "", 1, &op, REXEC_EREQUEST, &e);
+    if (r == 0 && (strcmp(op, "run") == 0 || strcmp(op, "eval") == 0))
+        r = start_run(cl, root, op, &e);
+    else if (r == 0 && strcmp(op, "check") == 0)
+        r = start_check(cl, root, &e);
+    else if (r == 0 && strcmp(op, "cancel") == 0)
+        r = do_cancel(cl, root, &e);
+    else if (r == 0 && (strcmp(op, "ping") == 0 || strcmp(op, "hosts") == 0 ||
+                        strcmp(op, "actions") == 0))
+        r = do_simple(cl, root, op, &e);
+    else if (r == 0)
+        r = rx_fail(&e, REXEC_EREQUEST, "op: unknown \"%s\" (run, eval, check, cancel, ping, "
+                                        "hosts, actions)", op);
+    if (r != 0)
+        send_error(cl, root && cJSON_IsObject(root) ? cJSON_GetObjectItemCaseSensitive(root, "id")
+                                                    : NULL,
+                   r, e.msg);
+    cJSON_Delete(root);
+}
+
+/* ---- clients -------------------------------------------------------------------------------- */
+
+static void on_client_handle_closed(uv_handle_t *h)
+{
+    serve_client *cl = h->data;
+    if (--cl->handles > 0)
+        return;
+    rexec_server *s = cl->srv;
+    rx_buf_free(&cl->line);
+    free(cl);
+    s->handles--;
+    server_maybe_done(s);
+}
+
+/* A client that leaves cancels its calls: the remote side stops them per the remote contract. */
+static void client_close(serve_client *cl)
+{
+    if (cl->closing)
+        return;
+    cl->closing = 1;
+    for (serve_client **pp = &cl->srv->clients; *pp; pp = &(*pp)->next)
+        if (*pp == cl) {
+            *pp = cl->next;
+            break;
+        }
+    for (serve_req *q = cl->reqs, *next; q; q = next) {
+        next = q->next;
+        q->cl = NULL;
+        if (strcmp(q->op, "check") != 0)
+            req_cancel(q);
+    }
+    cl->reqs = NULL;
+    uv_close((uv_handle_t *)&cl->pipe, on_client_handle_closed);
+    uv_close((uv_handle_t *)&cl->idle, on_client_handle_closed);
+}
+
+static void on_idle(uv_timer_t *t)
+{
+    serve_client *cl = t->data;
+    if (cl->reqs == NULL)
+        client_close(cl);
+}
+
+static void touch(serve_client *cl)
+{
+    if (cl->srv->idle_s > 0)
+        uv_timer_start(&cl->idle, on_idle, (uint64_t)(cl->srv->idle_s * 1000), 0);
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
+{
+    (void)h;
+    b->base = malloc(suggested);
+    b->len = b->base ? suggested : 0;
+}
+
+/* Splits what arrived into lines. An over-long line is answered with one error and skipped. */
+static void feed_lines(serve_client *cl, const char *p, size_t n)
+{
+    for (size_t i = 0; i < n && !cl->closing; i++) {
+        if (p[i] != '\n') {
+            if (rx_buf_addc(&cl->line, (unsigned char)p[i]) != 0 && !cl->overlong) {
+                cl->overlong = 1;
+                send_error(cl, NULL, REXEC_EREQUEST, "request line longer than 68 KiB");
+            }
+            continue;
+        }
+        if (!cl->overlong && cl->line.len > 0)
+            handle_line(cl, (const char *)cl->line.data, cl->line.len);
+        rx_buf_reset(&cl->line);
+        cl->overlong = 0;
+    }
+}
+
+static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
+{
+    serve_client *cl = st->data;
+    if (n > 0) {
+        touch(cl);
+        feed_lines(cl, b->base, (size_t)n);
+    } else if (n < 0) {
+        client_close(cl);
+    }
+    free(b->base);
+}
+
+/* Only the user running serve may talk to it (the socket is 0600 too). */
+static int peer_is_us(uv_pipe_t *p)
+{
+    struct ucred cred;
+    socklen_t len = sizeof(cred);
+    uv_os_fd_t fd;
+    if (uv_fileno((uv_handle_t *)p, &fd) != 0 ||
+        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0)
+        return 0;
+    return cred.uid == geteuid();
+}
+
+static void on_connection(uv_stream_t *server, int status)
+{
+    rexec_server *s = server->data;
+    serve_client *cl;
+    if (status < 0 || s->stopping || (cl = calloc(1, sizeof(*cl))) == NULL)
+        return;
+    cl->srv = s;
+    rx_buf_init(&cl->line, SERVE_LINE_MAX);
+    uv_pipe_init(server->loop, &cl->pipe, 0);
+    uv_timer_init(server->loop, &cl->idle);
+    cl->pipe.data = cl->idle.data = cl;
+    cl->handles = 2;
+    s->handles++;
+    cl->next = s->clients;
+    s->clients = cl;
+    if (uv_accept(server, (uv_stream_t *)&cl->pipe) != 0 || !peer_is_us(&cl->pipe)) {
+        client_close(cl);
+        return;
+    }
+    touch(cl);
+    uv_read_start((uv_stream_t *)&cl->pipe, on_alloc, on_read);
+}
+
+/* ---- the server ----------------------------------------------------------------------------- */
+
+/* A socket file left by a serve that died is removed; a live one (it accepts) is not ours to
+ * take, and anything that is not a socket is refused. */
+static int claim_path(const char *path, rexec_error *err)
+{
+    struct stat st;
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof(sa.sun_path))
+        return rx_fail(err, REXEC_EUSAGE, "socket path %s is longer than %zu bytes", path,
+                       sizeof(sa.sun_path) - 1);
+    if (lstat(path, &st) != 0)
+        return errno == ENOENT ? 0 : rx_fail(err, REXEC_EUSAGE, "%s: %s", path, strerror(errno));
+    if (!S_ISSOCK(st.st_mode))
+        return rx_fail(err, REXEC_EUSAGE, "%s exists and is not a socket: refusing to replace it",
+                       path);
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int live = fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+    if (fd >= 0)
+        close(fd);
+    if (live)
+        return rx_fail(err, REXEC_EUSAGE, "%s: another rexec serve is listening there", path);
+    unlink(path);
+    return 0;
+}
+
+int rexec_server_start(rexec_ctx *ctx, const rexec_server_opts *opts, rexec_server **out,
+                       rexec_error *err)
+{
+    rexec_server *s = calloc(1, sizeof(*s));
+    int r;
+    if (s == NULL || (s->path = strdup(opts->socket_path)) == NULL) {
+        free(s);
+        return rx_fail(err, REXEC_ENOMEM, "out of memory");
+    }
+    s->ctx = ctx;
+    s->idle_s = opts->idle_timeout_s;
+    if ((r = claim_path(s->path, err)) != 0) {
+        free(s->path);
+        free(s);
+        return r;
+    }
+    uv_pipe_init(ctx->loop, &s->listener, 0);
+    s->listener.data = s;
+    s->handles = 1;
+    /* Created 0600 from the start (umask), not chmod'ed after: no window for another user. */
+    mode_t old = umask(0177);
+    r = uv_pipe_bind(&s->listener, s->path);
+    umask(old);
+    if (r == 0)
+        r = uv_listen((uv_stream_t *)&s->listener, 128, on_connection);
+    if (r != 0) {
+        rx_fail(err, REXEC_EUSAGE, "cannot listen on %s: %s", s->path, uv_strerror(r));
+        s->stopping = 1;
+        uv_close((uv_handle_t *)&s->listener, NULL);
+        free(s->path);
+        free(s); /* the handle's close callback is NULL: nothing refers to s after this */
+        return REXEC_EUSAGE;
+    }
+    *out = s;
+    return 0;
+}
+
+static void server_maybe_done(rexec_server *s)
+{
+    if (!s->stopping || s->handles > 0 || s->reqs_alive > 0)
+        return;
+    void (*cb)(void *) = s->on_stopped;
+    void *ud = s->stopped_ud;
+    free(s->path);
+    free(s);
+    if (cb)
+        cb(ud);
+}
+
+static void on_listener_closed(uv_handle_t *h)
+{
+    rexec_server *s = h->data;
+    s->handles--;
+    server_maybe_done(s);
+}
+
+/* Stops accepting and removes the socket at once; cancels what is in flight, lets the results
+ * reach their clients, then closes the clients. */
+void rexec_server_stop(rexec_server *s, void (*on_stopped)(void *ud), void *ud)
+{
+    if (s->stopping)
+        return;
+    s->stopping = 1;
+    s->on_stopped = on_stopped;
+    s->stopped_ud = ud;
+    unlink(s->path);
+    uv_close((uv_handle_t *)&s->listener, on_listener_closed);
+    s->handles++; /* hold the server while cancelling: a request may finish on the way */
+    for (serve_client *cl = s->clients; cl; cl = cl->next)
+        for (serve_req *q = cl->reqs, *next; q; q = next) {
+            next = q->next;
+            if (strcmp(q->op, "check") != 0)
+                req_cancel(q);
+        }
+    stop_idle_clients(s);
+    s->handles--;
+    server_maybe_done(s);
+}
+
+/* After stop, a request that finishes closes its client once it has nothing else running. */
+static void stop_idle_clients(rexec_server *s)
+{
+    for (serve_client *cl = s->clients, *next; cl; cl = next) {
+        next = cl->next;
+        if (cl->reqs == NULL)
+            client_close(cl);
+    }
+}
