@@ -346,6 +346,39 @@ static void test_tty_escapes_values(void **state)
     assert_contains(shown, "ok\\x1b[2K\\r\\u202eevil");
 }
 
+/* The code on stdin does not count: only the terminal is asked. */
+static void test_stdin_cannot_approve(void **state)
+{
+    fx *f = *state;
+    char id[RX_APPROVAL_ID_LEN + 1], shown[16384];
+    int master = -1, st = 0, p[2];
+    rx_challenge c;
+
+    pending(f, id);
+    load(f, id, &c);
+    assert_int_equal(pipe(p), 0);
+    dprintf(p[1], "%s\n%s\n", c.code, c.code);
+    close(p[1]);
+    pid_t pid = forkpty(&master, NULL, NULL, NULL);
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        rexec_error e = {0};
+        dup2(p[0], 0); /* stdin: a pipe holding the right code */
+        _exit(rx_approvals_confirm_tty(&f->ws, id, &e) == 0 ? 0 : 1);
+    }
+    close(p[0]);
+    assert_int_equal(read_until(master, shown, sizeof(shown), "anything else refuses): "), 0);
+    assert_int_equal(write(master, "\n", 1), 1); /* the terminal answers nothing */
+    waitpid(pid, &st, 0);
+    close(master);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 1);
+    rx_challenge_free(&c);
+    load(f, id, &c);
+    assert_int_equal(c.state, RX_AP_PENDING);
+    rx_challenge_free(&c);
+}
+
 /* No controlling terminal (a headless caller, a pipe): refused, clearly, nothing changes. */
 static void test_no_tty_refused(void **state)
 {
@@ -408,6 +441,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_tty_approves, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tty_wrong_code, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tty_escapes_values, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stdin_cannot_approve, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_tty_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_confirm_refusals, setup, teardown),
     };

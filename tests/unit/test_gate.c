@@ -717,6 +717,60 @@ static void test_symlink_refused(void **state)
     assert_contains(e.msg, "symbolic link");
 }
 
+static void write_text(const char *path, const char *text)
+{
+    FILE *fp = fopen(path, "w");
+    assert_non_null(fp);
+    fputs(text, fp);
+    fclose(fp);
+    assert_int_equal(chmod(path, 0600), 0);
+}
+
+/* A file that is not what rexec wrote is a storage failure (74), never a grant. */
+static void test_invalid_files(void **state)
+{
+    fx *f = *state;
+    char id[RX_APPROVAL_ID_LEN + 1], p[256], q[256];
+    rexec_param v = {"unit", "nginx", 5};
+    rx_gate_input in = input(f, 0, A_RESTART, &v);
+    rx_decision d;
+    rexec_error e = {0};
+
+    pending(f, "nginx", id);
+    approve(f, id);
+    in.grant_id = id;
+    snprintf(p, sizeof(p), "%s/%s.json", f->apdir, id);
+    assert_int_equal(chmod(p, 0644), 0);
+    assert_int_equal(rx_gate_decide(&in, &d, &e), REXEC_EAUDIT);
+    assert_contains(e.msg, "group- or world-readable");
+    assert_int_equal(chmod(p, 0600), 0);
+
+    /* the same file under another id */
+    char other[] = "ch-00000000000000aa";
+    snprintf(q, sizeof(q), "%s/%s.json", f->apdir, other);
+    char text[8192];
+    FILE *fp = fopen(p, "r");
+    assert_non_null(fp);
+    text[fread(text, 1, sizeof(text) - 1, fp)] = 0;
+    fclose(fp);
+    write_text(q, text);
+    in.grant_id = other;
+    assert_int_equal(rx_gate_decide(&in, &d, &e), REXEC_EAUDIT);
+    assert_contains(e.msg, "does not match the file name");
+
+    write_text(q, "{\"version\": 1, \"id\": \"ch-00000000000000aa\", \"extra\": 1}");
+    assert_int_equal(rx_gate_decide(&in, &d, &e), REXEC_EAUDIT);
+    assert_contains(e.msg, "extra");
+    write_text(q, "{\"id\": 1, \"id\": 2}");
+    assert_int_equal(rx_gate_decide(&in, &d, &e), REXEC_EAUDIT);
+    assert_contains(e.msg, "not a valid challenge");
+
+    /* the real one is still a grant */
+    in.grant_id = id;
+    assert_int_equal(rx_gate_decide(&in, &d, &e), 0);
+    assert_string_equal(d.reason, "ALLOW_GRANT");
+}
+
 static void test_approvals_list(void **state)
 {
     fx *f = *state;
@@ -773,6 +827,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_request_hash, setup, teardown),
         cmocka_unit_test_setup_teardown(test_modes_under_umask, setup, teardown),
         cmocka_unit_test_setup_teardown(test_symlink_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_invalid_files, setup, teardown),
         cmocka_unit_test_setup_teardown(test_approvals_list, setup, teardown),
     };
     return cmocka_run_group_tests_name("gate", tests, NULL, NULL);
