@@ -879,7 +879,7 @@ static int show_lists(rx_buf *b, const rx_challenge *c)
     for (size_t i = 0; r == 0 && i < c->n_secrets; i++)
         r = put_line(b, i ? "" : "secrets:", c->secrets[i]);
     if (r == 0 && c->n_secrets > 0)
-        r = rx_buf_adds(b, "             (handed to the command by name; values are never shown)\n");
+        r = rx_buf_adds(b, "             (handed over by name; values are never shown)\n");
     if (r == 0 && c->n_secrets == 0)
         r = put_line(b, "secrets:", "none");
     if (c->has_stdin)
@@ -896,7 +896,8 @@ static int show_challenge(rx_buf *b, const rx_challenge *c)
     char risk[160], when[80];
     int r = rx_buf_adds(b, "\nrexec: approval requested\n");
     snprintf(risk, sizeof(risk), "%s (%s)", c->risk, c->risk_why ? c->risk_why : "declared");
-    if (r == 0 && (r = put_line(b, "id:", c->id)) == 0 && (r = put_line(b, "host:", c->host)) == 0 &&
+    if (r == 0 && (r = put_line(b, "id:", c->id)) == 0 &&
+        (r = put_line(b, "host:", c->host)) == 0 &&
         (r = put_line(b, "action:", c->action)) == 0 && (r = put_line(b, "risk:", risk)) == 0)
         r = put_line(b, "command:", c->rendered ? c->rendered : "(not recorded)");
     if (r == 0)

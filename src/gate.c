@@ -278,8 +278,7 @@ static int deny_level(const rx_gate_input *in, rx_decision *d)
     char lv[384];
     level_msg(in, lv, sizeof(lv));
     if (in->host->approve > in->host->allow)
-        say(d, "%s and up to %s with approval: denied", lv,
-                 risk_str(in->host->approve));
+        say(d, "%s and up to %s with approval: denied", lv, risk_str(in->host->approve));
     else
         say(d, "%s and approves nothing above: denied", lv);
     return decided(d, RX_DENY, "DENY_LEVEL");
@@ -289,10 +288,9 @@ static int deny_containment(const rx_gate_input *in, rx_decision *d)
 {
     static const char *const names[] = {"none", "process-group", "cgroup", "pid-namespace"};
     rx_containment want = in->action->containment, have = in->host->max_containment;
-    snprintf(d->message, sizeof(d->message),
-             "action %s requires containment %s; host %s offers at most %s: denied",
-             in->action->name, (unsigned)want <= 3 ? names[want] : "?", in->host->name,
-             (unsigned)have <= 3 ? names[have] : "?");
+    say(d, "action %s requires containment %s; host %s offers at most %s: denied",
+        in->action->name, (unsigned)want <= 3 ? names[want] : "?", in->host->name,
+        (unsigned)have <= 3 ? names[have] : "?");
     return decided(d, RX_DENY, "DENY_CONTAINMENT");
 }
 
@@ -301,8 +299,7 @@ static int allow_level(const rx_gate_input *in, rx_decision *d)
     char lv[384];
     level_msg(in, lv, sizeof(lv));
     if (in->grant_id != NULL)
-        say(d, "%s (grant %.*s not needed, not used)", lv,
-                 RX_APPROVAL_ID_LEN, in->grant_id);
+        say(d, "%s (grant %.*s not needed, not used)", lv, RX_APPROVAL_ID_LEN, in->grant_id);
     else
         say(d, "%s", lv);
     return decided(d, RX_ALLOW, "ALLOW_LEVEL");
@@ -324,8 +321,7 @@ static int require_approval(const rx_gate_input *in, const char *hash, const cha
 
     level_msg(in, lv, sizeof(lv));
     if (in->eval_only) {
-        say(d, "%s: approval required (eval: no challenge "
-                 "written)", lv);
+        say(d, "%s: approval required (eval: no challenge written)", lv);
         return decided(d, RX_REQUIRES_APPROVAL, "REQUIRES_APPROVAL");
     }
     if ((r = rx_approvals_create(in->ws, &c, d->challenge_id, err)) != 0)
@@ -385,27 +381,25 @@ static int grant_usable(const rx_gate_input *in, const rx_challenge *c, const ch
     char what[256];
     const char *id = c->id;
     if (c->state == RX_AP_USED) {
-        say(d, "grant %s was already used: a grant runs once",
-                 id);
+        say(d, "grant %s was already used: a grant runs once", id);
         decided(d, RX_DENY, "GRANT_USED");
         return 0;
     }
     if (rx_challenge_expired(c, rx_approvals_now())) {
         say(d, "%s %s expired: ask for a new approval",
-                 c->state == RX_AP_APPROVED ? "grant" : "challenge", id);
+            c->state == RX_AP_APPROVED ? "grant" : "challenge", id);
         decided(d, RX_DENY, "GRANT_EXPIRED");
         return 0;
     }
     if (c->state != RX_AP_APPROVED) {
-        say(d, "challenge %s has not been approved: an "
-                 "operator runs `rexec approve %s` at a terminal", id, id);
+        say(d, "challenge %s has not been approved: an operator runs `rexec approve %s` at a "
+            "terminal", id, id);
         decided(d, RX_DENY, "GRANT_NOT_APPROVED");
         return 0;
     }
     if (hash[0] == 0 || !str_eq(c->request_hash, hash)) {
         mismatch_what(in, c, stdin_hex, what, sizeof(what));
-        say(d, "grant %s does not match this request (%s): "
-                 "the grant was not used", id, what);
+        say(d, "grant %s does not match this request (%s): the grant was not used", id, what);
         decided(d, RX_DENY, "GRANT_MISMATCH");
         return 0;
     }
@@ -425,25 +419,26 @@ static int use_grant(const rx_gate_input *in, const char *hash, const char *stdi
         return decided(d, RX_DENY, "GRANT_UNKNOWN");
     }
     if (r != 0) {
-        *err = e;
+        if (err != NULL)
+            *err = e;
         return r;
     }
     if (!grant_usable(in, &c, hash, stdin_hex, d))
         goto out;
     level_msg(in, lv, sizeof(lv));
     if (!in->eval_only && (r = rx_approvals_consume(in->ws, c.id, &e)) == REXEC_EDENIED) {
-        say(d, "grant %s was already used: a grant runs once",
-                 c.id);
+        say(d, "grant %s was already used: a grant runs once", c.id);
         decided(d, RX_DENY, "GRANT_USED");
         r = 0;
         goto out;
     }
     if (r != 0) {
-        *err = e;
+        if (err != NULL)
+            *err = e;
         goto out;
     }
-    say(d, "%s: allowed by grant %s (approved by %s)%s", lv,
-             c.id, c.approved_by ? c.approved_by : "?", in->eval_only ? " (eval: not used)" : "");
+    say(d, "%s: allowed by grant %s (approved by %s)%s", lv, c.id,
+        c.approved_by ? c.approved_by : "?", in->eval_only ? " (eval: not used)" : "");
     decided(d, RX_ALLOW, "ALLOW_GRANT");
 out:
     rx_challenge_free(&c);
