@@ -183,6 +183,14 @@ char *rexec_ctx_list_json(const rexec_ctx *ctx, const char *what);
 int rexec_ctx_targets(const rexec_ctx *ctx, const char *targets, const char ***hosts, size_t *n,
                       rexec_error *err);
 
+/* ---- Approvals ------------------------------------------------------------------------------ */
+
+/* Shows an operator, at the controlling terminal (/dev/tty, never stdin), what a pending
+ * challenge will run and asks for its confirmation code; on success the challenge becomes a
+ * single-use grant. Blocks. Returns 0, or REXEC_EDENIED / REXEC_EUSAGE (no terminal) ... with
+ * err->msg. */
+int rexec_approve_tty(rexec_ctx *ctx, const char *challenge_id, rexec_error *err);
+
 /* ---- serve ---------------------------------------------------------------------------------- */
 
 /* A controller on a Unix socket speaking newline-delimited JSON (docs/serve-protocol.md), on

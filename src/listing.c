@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "approvals.h"
 #include "call.h"
 #include "err.h"
 #include "jsonx.h"
@@ -137,4 +138,9 @@ int rexec_ctx_targets(const rexec_ctx *ctx, const char *targets, const char ***h
                       rexec_error *err)
 {
     return rx_ws_targets(ctx->ws, targets, hosts, n, err);
+}
+
+int rexec_approve_tty(rexec_ctx *ctx, const char *challenge_id, rexec_error *err)
+{
+    return rx_approvals_confirm_tty(ctx->ws, challenge_id, err);
 }

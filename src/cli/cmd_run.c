@@ -30,7 +30,8 @@ typedef struct host_call {
     struct run *run;
     const char *host;
     rexec_call *call;
-    int done;
+    int done, approved;
+    char grant[64];
     cli_prefixer pf;
 } host_call;
 
@@ -71,12 +72,32 @@ static void progress_line(run *r)
                 r->failed, r->finished == r->n_hosts ? "\n" : "");
 }
 
+static void start_call(run *r, host_call *h);
+
+/* --approve: the operator confirms at this terminal, then the call runs again with its grant. */
+static int approve_inline(run *r, host_call *h, const rexec_result *res)
+{
+    rexec_error e;
+    if (!r->o->approve || h->approved || res->challenge_id == NULL || r->interrupted)
+        return 0;
+    h->approved = 1;
+    if (rexec_approve_tty(r->ctx, res->challenge_id, &e) != 0) {
+        dprintf(2, "rexec: %s\n", e.msg);
+        return 0;
+    }
+    snprintf(h->grant, sizeof(h->grant), "%s", res->challenge_id);
+    start_call(r, h);
+    return 1;
+}
+
 static void on_done(void *ud, const rexec_result *res)
 {
     host_call *h = ud;
     run *r = h->run;
-    h->done = 1;
     h->call = NULL;
+    if (approve_inline(r, h, res))
+        return;
+    h->done = 1;
     r->running--;
     r->finished++;
     if (res->exit_status != 0)
@@ -96,21 +117,27 @@ static void on_done(void *ud, const rexec_result *res)
     }
 }
 
+static void start_call(run *r, host_call *h)
+{
+    rexec_callbacks cb = {on_output, on_done, h};
+    rexec_error e;
+    rexec_request req = r->req;
+    req.host = h->host;
+    if (h->grant[0])
+        req.grant_id = h->grant;
+    if (rexec_call_start(r->ctx, &req, &cb, &h->call, &e) != 0) {
+        rexec_result res = {.host = h->host, .action = req.action, .exit_code = -1,
+                            .err = e.code, .error = e.msg,
+                            .exit_status = rexec_err_exit_code(e.code)};
+        on_done(h, &res);
+    }
+}
+
 static void launch_more(run *r)
 {
     while (r->next < r->n_hosts && r->running < (size_t)r->o->parallel && !r->interrupted) {
-        host_call *h = &r->hosts[r->next++];
-        rexec_callbacks cb = {on_output, on_done, h};
-        rexec_error e;
-        rexec_request req = r->req;
-        req.host = h->host;
         r->running++;
-        if (rexec_call_start(r->ctx, &req, &cb, &h->call, &e) != 0) {
-            rexec_result res = {.host = h->host, .action = req.action, .exit_code = -1,
-                                .err = e.code, .error = e.msg,
-                                .exit_status = rexec_err_exit_code(e.code)};
-            on_done(h, &res);
-        }
+        start_call(r, &r->hosts[r->next++]);
     }
 }
 
