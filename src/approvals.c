@@ -176,7 +176,8 @@ static int ap_read(const ap_dir *d, const char *name, char **text, size_t *len, 
 {
     char path[PATH_MAX + AP_NAME_MAX], chunk[4096];
     rx_buf b;
-    int r = 0, fd = openat(d->fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO planted under a challenge's name must not hang us before the check */
+    int r = 0, fd = openat(d->fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 
     snprintf(path, sizeof(path), "%s/%s", d->path, name);
     if (fd < 0 && errno == ENOENT)
@@ -528,13 +529,15 @@ out:
     return r;
 }
 
+/* Sets o[key] = v, taking v (freed when it cannot be added). */
 static int set_member(cJSON *o, const char *key, cJSON *v)
 {
-    if (v == NULL)
-        return 0;
-    if (cJSON_GetObjectItemCaseSensitive(o, key) != NULL)
-        return cJSON_ReplaceItemInObjectCaseSensitive(o, key, v);
-    return cJSON_AddItemToObject(o, key, v);
+    int ok = v != NULL && (cJSON_GetObjectItemCaseSensitive(o, key) != NULL
+                               ? cJSON_ReplaceItemInObjectCaseSensitive(o, key, v)
+                               : cJSON_AddItemToObject(o, key, v));
+    if (!ok)
+        cJSON_Delete(v);
+    return ok;
 }
 
 static int set_time(cJSON *o, const char *key, int64_t t)
