@@ -936,7 +936,8 @@ static int tty_write(int fd, const void *p, size_t n, rexec_error *err)
 }
 
 /* Reads one line from the terminal until the challenge's deadline. A line longer than cap is
- * kept cut (it cannot be the code anyway). */
+ * kept cut (it cannot be the code anyway). A signal that has a handler (Ctrl-C under `run
+ * --approve`, whose event loop catches SIGINT) ends the prompt: not approved. */
 static int tty_read_line(int fd, int64_t deadline, char *ans, size_t cap, rexec_error *err)
 {
     size_t n = 0;
@@ -947,10 +948,12 @@ static int tty_read_line(int fd, int64_t deadline, char *ans, size_t cap, rexec_
         if (left <= 0)
             return rx_fail(err, REXEC_EDENIED, "no answer before the challenge expired");
         int k = poll(&p, 1, left > 60 ? 60000 : (int)left * 1000);
-        if (k == 0 || (k < 0 && errno == EINTR))
+        if (k == 0)
             continue;
         ssize_t m = k < 0 ? -1 : read(fd, &ch, 1);
-        if (m < 0 && (errno == EINTR || errno == EAGAIN))
+        if (m < 0 && errno == EINTR)
+            return rx_fail(err, REXEC_EDENIED, "interrupted: not approved");
+        if (m < 0 && errno == EAGAIN)
             continue;
         if (m <= 0)
             return rx_fail(err, REXEC_EDENIED, "no answer from the terminal: not approved");

@@ -15,18 +15,18 @@ RAN=$RX_TMP/ran
 ws_edit 'c["actions"]["svc.restart"]["command"] = "echo would restart {unit}; echo {unit} >> " + args[0]' \
     "'$RAN'"
 
-# approve_at_tty ID [ANSWER]: `rexec approve ID` on a new pseudo-terminal (its controlling
-# terminal); waits for the prompt, then types ANSWER, or the code the prompt shows. The
-# terminal's text goes to stdout; the status is rexec's.
-approve_at_tty() {
+# at_tty ARGS...: rexec ARGS on a new pseudo-terminal (its controlling terminal); waits for the
+# approval prompt, then types $ANSWER if set, else the code the prompt shows. The terminal's
+# text goes to stdout; the status is rexec's (99: no prompt came).
+at_tty() {
     "$RX_PYTHON" - "$REXEC_BIN" "$WS" "$@" <<'PY'
 import os, pty, re, select, sys, time
-rexec, ws, cid = sys.argv[1:4]
-answer = sys.argv[4].encode() if len(sys.argv) > 4 else None
+rexec, ws, args = sys.argv[1], sys.argv[2], sys.argv[3:]
+answer = os.environ["ANSWER"].encode() if "ANSWER" in os.environ else None
 pid, fd = pty.fork()
 if pid == 0:
-    os.execv(rexec, [rexec, "--workspace", ws, "approve", cid])
-buf, deadline = b"", time.time() + 20
+    os.execv(rexec, [rexec, "--workspace", ws] + args)
+buf, deadline = b"", time.time() + 30
 def more():
     global buf
     if select.select([fd], [], [], 0.2)[0]:
@@ -50,6 +50,15 @@ _, st = os.waitpid(pid, 0)
 sys.stdout.write(buf.decode("utf-8", "replace"))
 sys.exit(os.waitstatus_to_exitcode(st) if m else 99)
 PY
+}
+
+# approve_at_tty ID [ANSWER]: `rexec approve ID` at a terminal, answering ANSWER or the code
+approve_at_tty() {
+    if [[ $# -gt 1 ]]; then
+        ANSWER=$2 at_tty approve "$1"
+    else
+        at_tty approve "$1"
+    fi
 }
 
 # json_field FILE KEY: a top-level value of the one JSON object in FILE
@@ -131,5 +140,17 @@ wait "$p2" || rc2=$?
 assert_eq "0 77" "$(printf '%s\n' "$rc1" "$rc2" | sort -n | tr '\n' ' ' | sed 's/ $//')" \
     "exit statuses of two racing callers"
 assert_eq 3 "$(wc -l <"$RAN")" "runs after the race"
+
+# --- run --approve: the operator confirms at this terminal, the call runs once
+assert_exit 0 at_tty run lab1 svc.restart --param unit=inline --approve
+assert_contains "$OUT" "unit=inline"
+assert_contains "$OUT" "would restart inline"
+assert_eq 4 "$(wc -l <"$RAN")" "runs after run --approve"
+# a wrong code: nothing runs; the challenge stays pending (75) or the call is denied (77)
+RC=0
+ANSWER=nope at_tty run lab1 svc.restart --param unit=refused --approve >"$OUT" 2>"$ERR" || RC=$?
+[[ $RC == 75 || $RC == 77 ]] || fail "run --approve with a wrong code: exit $RC, expected 75 or 77"
+assert_contains "$OUT" "not approved"
+assert_eq 4 "$(wc -l <"$RAN")" "runs after a refused run --approve"
 
 pass

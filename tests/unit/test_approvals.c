@@ -379,6 +379,42 @@ static void test_stdin_cannot_approve(void **state)
     rx_challenge_free(&c);
 }
 
+static void on_usr1(int sig)
+{
+    (void)sig;
+}
+
+/* A caught signal while the prompt waits (Ctrl-C under an event loop) refuses. */
+static void test_tty_interrupted(void **state)
+{
+    fx *f = *state;
+    char id[RX_APPROVAL_ID_LEN + 1], shown[16384];
+    int master = -1, st = 0;
+    rx_challenge c;
+
+    pending(f, id);
+    pid_t pid = forkpty(&master, NULL, NULL, NULL);
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        struct sigaction sa;
+        rexec_error e = {0};
+        memset(&sa, 0, sizeof(sa));
+        sa.sa_handler = on_usr1; /* no SA_RESTART: the wait is interrupted */
+        sigaction(SIGUSR1, &sa, NULL);
+        _exit(rx_approvals_confirm_tty(&f->ws, id, &e) == REXEC_EDENIED ? 1 : 0);
+    }
+    assert_int_equal(read_until(master, shown, sizeof(shown), "anything else refuses): "), 0);
+    kill(pid, SIGUSR1);
+    read_until(master, shown, sizeof(shown), "interrupted");
+    waitpid(pid, &st, 0);
+    close(master);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 1);
+    load(f, id, &c);
+    assert_int_equal(c.state, RX_AP_PENDING);
+    rx_challenge_free(&c);
+}
+
 /* No controlling terminal (a headless caller, a pipe): refused, clearly, nothing changes. */
 static void test_no_tty_refused(void **state)
 {
@@ -442,6 +478,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_tty_wrong_code, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tty_escapes_values, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stdin_cannot_approve, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tty_interrupted, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_tty_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_confirm_refusals, setup, teardown),
     };
