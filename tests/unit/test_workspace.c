@@ -1,0 +1,195 @@
+/* The workspace loader: strict rexec.json, errors that name the JSON path, and the effective
+ * risk floors derived at load. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "workspace.h"
+
+static char dir[64];
+
+#define HOSTS "\"hosts\": {\"h1\": {\"address\": \"127.0.0.1\", \"user\": \"u\", \"key\": \"k\"}}"
+
+static void write_ws(const char *json)
+{
+    char path[128];
+    snprintf(path, sizeof(path), "%s/rexec.json", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(json, f);
+    fclose(f);
+    chmod(path, 0600);
+}
+
+/* Loads json; expects code, and (if want) that the message contains want. */
+static void expect(const char *json, int code, const char *want)
+{
+    rx_ws *ws = NULL;
+    rexec_error err = {0};
+    write_ws(json);
+    int r = rx_ws_load(&ws, dir, &err);
+    if (r != code || (want && strstr(err.msg, want) == NULL))
+        fail_msg("got %d \"%s\", expected %d containing \"%s\"", r, err.msg, code,
+                 want ? want : "");
+    rx_ws_free(ws);
+}
+
+static rx_ws *load(const char *json)
+{
+    rx_ws *ws = NULL;
+    rexec_error err = {0};
+    write_ws(json);
+    if (rx_ws_load(&ws, dir, &err) != 0)
+        fail_msg("load failed: %s", err.msg);
+    return ws;
+}
+
+static void test_minimal_and_defaults(void **state)
+{
+    (void)state;
+    rx_ws *ws = load("{" HOSTS "}");
+    const rx_host *h = rx_ws_host(ws, "h1");
+    assert_non_null(h);
+    assert_int_equal(h->port, 22);
+    assert_int_equal(h->allow, RX_L1);
+    assert_int_equal(h->approve, RX_L2);
+    assert_int_equal(h->hostkey, RX_HK_STRICT);
+    assert_true(h->key[0] == '/'); /* resolved against the workspace */
+    assert_true(ws->limits.timeout_s == 120 && ws->limits.kill_after_s == 5);
+    assert_int_equal(ws->limits.max_output_bytes, 1 << 20);
+    rx_ws_free(ws);
+}
+
+static void test_errors_name_the_path(void **state)
+{
+    (void)state;
+    expect("{" HOSTS ", \"bogus\": 1}", REXEC_ECONFIG, "bogus");
+    expect("{\"hosts\": {\"h1\": {\"address\": \"a\", \"user\": \"u\", \"key\": \"k\", \"port\": 0}}}",
+           REXEC_ECONFIG, "hosts.h1.port");
+    expect("{\"hosts\": {\"h1\": {\"address\": \"a\", \"user\": \"u\", \"key\": \"k\", \"port\": true}}}",
+           REXEC_ECONFIG, "hosts.h1.port");
+    expect("{\"hosts\": {\"h1\": {\"user\": \"u\", \"key\": \"k\"}}}", REXEC_ECONFIG,
+           "hosts.h1.address");
+    expect("{" HOSTS ", \"actions\": {\"a\": {\"risk\": \"L5\", \"command\": \"x\"}}}",
+           REXEC_ECONFIG, "actions.a.risk");
+    expect("{" HOSTS ", \"actions\": {\"a\": {\"risk\": \"L0\", \"command\": \"x\", \"extra\": 1}}}",
+           REXEC_ECONFIG, "actions.a.extra");
+    expect("{" HOSTS ", \"groups\": {\"g\": [\"h1\", \"h9\"]}}", REXEC_ECONFIG, "groups.g[1]");
+    expect("{" HOSTS ", \"limits\": {\"timeout_s\": -1}}", REXEC_ECONFIG, "limits.timeout_s");
+    expect("{" HOSTS ", " HOSTS "}", REXEC_ECONFIG, "duplicate");
+    expect("{" HOSTS ", \"scope\": {\"cidrs\": [\"10.0.0.1/8\"]}}", REXEC_ECONFIG, "scope.cidrs[0]");
+    expect("not json", REXEC_ECONFIG, "JSON");
+}
+
+static void test_catalog_checks(void **state)
+{
+    (void)state;
+    /* a template naming an undeclared parameter */
+    expect("{" HOSTS ", \"actions\": {\"a\": {\"risk\": \"L0\", \"command\": \"echo {nope}\"}}}",
+           REXEC_ECONFIG, "{nope}");
+    /* an unknown secret */
+    expect("{" HOSTS ", \"actions\": {\"a\": {\"risk\": \"L0\", \"command\": \"x\", "
+           "\"secrets\": [\"S\"]}}}", REXEC_ECONFIG, "actions.a.secrets[0]");
+    /* dangerous secret names */
+    const char *bad[] = {"BASH_ENV", "ENV", "PATH", "IFS", "PS4", "SHELLOPTS", "LD_PRELOAD",
+                         "BASH_FUNC_x", "1X", "A-B"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+        char json[512];
+        snprintf(json, sizeof(json), "{" HOSTS ", \"secrets\": {\"%s\": {\"env\": \"X\"}}}", bad[i]);
+        expect(json, REXEC_ECONFIG, bad[i]);
+    }
+    expect("{" HOSTS ", \"secrets\": {\"S\": {\"env\": \"X\", \"file\": \"f\"}}}", REXEC_ECONFIG,
+           "exactly one");
+    expect("{" HOSTS ", \"actions\": {\"a\": {\"risk\": \"L0\", \"command\": \"x {p}\", "
+           "\"params\": {\"p\": {\"type\": \"string\", \"pattern\": \"([\"}}}}}",
+           REXEC_ECONFIG, "actions.a.params.p.pattern");
+    expect("{" HOSTS ", \"actions\": {\"a\": {\"risk\": \"L0\", \"command\": \"x {p}\", "
+           "\"params\": {\"p\": {\"type\": \"int\", \"pattern\": \"x\"}}}}}",
+           REXEC_ECONFIG, "pattern");
+}
+
+static void test_floors(void **state)
+{
+    (void)state;
+    rx_ws *ws = load("{" HOSTS ", \"actions\": {"
+                     "\"sc\": {\"risk\": \"L0\", \"state_changing\": true, \"command\": \"x\"},"
+                     "\"sh\": {\"risk\": \"L1\", \"command\": \"{c}\", \"params\": {\"c\": {\"type\": \"shell\"}}},"
+                     "\"net\": {\"risk\": \"L0\", \"network\": true, \"command\": \"curl {u}\","
+                     "  \"params\": {\"u\": {\"type\": \"url\"}}},"
+                     "\"lit\": {\"risk\": \"L0\", \"command\": \"echo {{x}} ${HOME} {p}\","
+                     "  \"params\": {\"p\": {\"type\": \"string\", \"default\": \"d\"}}}}}");
+    assert_int_equal(rx_ws_action(ws, "sc")->risk, RX_L2);
+    assert_int_equal(rx_ws_action(ws, "sc")->declared_risk, RX_L0);
+    assert_int_equal(rx_ws_action(ws, "sh")->risk, RX_L3);
+    assert_true(rx_ws_action(ws, "net")->params[0].in_scope); /* network implies in scope */
+    assert_false(rx_ws_action(ws, "lit")->params[0].required);
+    assert_string_equal(rx_ws_action(ws, "lit")->params[0].default_value, "d");
+    rx_ws_free(ws);
+}
+
+static void test_targets(void **state)
+{
+    (void)state;
+    rx_ws *ws = load("{\"hosts\": {\"a\": {\"address\": \"x\", \"user\": \"u\", \"key\": \"k\"},"
+                     "\"b\": {\"address\": \"y\", \"user\": \"u\", \"key\": \"k\"}},"
+                     "\"groups\": {\"g\": [\"b\", \"a\"]}}");
+    const char **names = NULL;
+    size_t n = 0;
+    rexec_error err;
+    assert_int_equal(rx_ws_targets(ws, "a,@g,b", &names, &n, &err), 0);
+    assert_int_equal(n, 2); /* deduplicated, in order */
+    assert_string_equal(names[0], "a");
+    assert_string_equal(names[1], "b");
+    free(names);
+    assert_int_equal(rx_ws_targets(ws, "@nope", &names, &n, &err), REXEC_ECONFIG);
+    assert_non_null(strstr(err.msg, "nope"));
+    assert_int_equal(rx_ws_targets(ws, "a,zz", &names, &n, &err), REXEC_ECONFIG);
+    assert_non_null(strstr(err.msg, "zz"));
+    rx_ws_free(ws);
+}
+
+static void test_unsafe_workspace_refused(void **state)
+{
+    (void)state;
+    char path[128];
+    write_ws("{" HOSTS "}");
+    snprintf(path, sizeof(path), "%s/rexec.json", dir);
+    chmod(path, 0666); /* like ssh with an unprotected key: refused */
+    rx_ws *ws = NULL;
+    rexec_error err = {0};
+    assert_int_equal(rx_ws_load(&ws, dir, &err), REXEC_ECONFIG);
+    assert_non_null(strstr(err.msg, "writable"));
+    chmod(path, 0600);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(dir, sizeof(dir), "/tmp/rx-ws-XXXXXX");
+    return mkdtemp(dir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    char cmd[128];
+    (void)state;
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_minimal_and_defaults), cmocka_unit_test(test_errors_name_the_path),
+        cmocka_unit_test(test_catalog_checks),       cmocka_unit_test(test_floors),
+        cmocka_unit_test(test_targets),              cmocka_unit_test(test_unsafe_workspace_refused),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
