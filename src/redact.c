@@ -23,7 +23,7 @@
 #include "redact.h"
 #include "redact_int.h"
 
-#define MAX_HITS 8            /* matches tried at one position: the forms, plus shapes */
+#define MAX_HITS 8 /* matches tried at one position: the forms, plus shapes */
 #define ERROR_MARKER "[REDACTED:ERROR]"
 
 /* The range being replaced: [a, b) plus the conditions that may still extend b. */
@@ -36,6 +36,15 @@ typedef struct rx_range {
     rx_cset cs;
 } rx_range;
 
+/* Invariants that keep every secret byte out of the output:
+ * - a match found while scanning position q starts at q or later (a header value starts after
+ *   its name), so raw bytes are written only up to the scan position, and never past the start
+ *   of the active range;
+ * - so every byte before `emit` has been written (raw or inside a marker), and `emit` lies in the
+ *   current window unless the range is active and emit == rng.a (its bytes are not needed: they
+ *   become the marker);
+ * - a range is written out only once nothing can merge with it any more: the scan has passed
+ *   its end (a match starting exactly at its end still merges) and no condition is open. */
 struct rx_redact_stream {
     const rx_redactor *r;
     rx_redact_sink sink;
