@@ -1,5 +1,7 @@
-# Turns every remote/*.sh into a C string (name "remote_<file>_sh") in one generated file, so the
+# Turns every remote/*.sh into a C string (name "rx_remote_<file>") in one generated file, so the
 # binary carries exactly the fragments the tests check with `bash -n`.
+# Comment lines and indentation are dropped on the way: bash reads a script from a pipe one byte
+# at a time, so every byte sent costs a read(2) on the VM for every call.
 file(GLOB files ${DIR}/*.sh)
 list(FILTER files EXCLUDE REGEX "provision") # runs by hand on a new VM, not per call
 list(SORT files)
@@ -7,7 +9,14 @@ set(out "/* generated from remote/ by scripts/embed.cmake: do not edit */\n#incl
 foreach(f ${files})
   get_filename_component(base ${f} NAME_WE)
   string(REPLACE "-" "_" base ${base})
-  file(READ ${f} hex HEX)
+  file(READ ${f} text)
+  string(REGEX REPLACE "^[ \t]*#[^\n]*\n" "" text "${text}")
+  string(REGEX REPLACE "\n[ \t]*#[^\n]*" "" text "${text}")
+  string(REGEX REPLACE "\n[ \t]+" "\n" text "${text}")
+  string(REGEX REPLACE "\n\n+" "\n" text "${text}")
+  file(WRITE ${OUT}.tmp "${text}")
+  file(READ ${OUT}.tmp hex HEX)
+  file(REMOVE ${OUT}.tmp)
   string(LENGTH "${hex}" hexlen)
   math(EXPR n "${hexlen} / 2")
   string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," bytes "${hex}")
