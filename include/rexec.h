@@ -187,7 +187,8 @@ int rexec_ctx_targets(const rexec_ctx *ctx, const char *targets, const char ***h
 
 /* Shows an operator, at the controlling terminal (/dev/tty, never stdin), what a pending
  * challenge will run and asks for its confirmation code; on success the challenge becomes a
- * single-use grant. Blocks. Returns 0, or REXEC_EDENIED / REXEC_EUSAGE (no terminal) ... with
+ * single-use grant. Blocks. Returns 0, or REXEC_EDENIED (no terminal, wrong code, unknown,
+ * used or expired challenge) or REXEC_EAUDIT (approvals/ unusable), with
  * err->msg. */
 int rexec_approve_tty(rexec_ctx *ctx, const char *challenge_id, rexec_error *err);
 
