@@ -71,6 +71,7 @@ struct serve_req {
 };
 
 static void client_close(serve_client *cl);
+static void touch(serve_client *cl);
 static void server_maybe_done(rexec_server *s);
 static void stop_idle_clients(rexec_server *s);
 
@@ -164,8 +165,14 @@ static void req_done(serve_req *q)
     client_send(q->cl, o);
     cJSON_Delete(o);
     rexec_server *s = q->srv;
+    serve_client *cl = q->cl;
     req_unlink(q);
     req_free(q);
+    /* The idle time counts from the end of the last request: the idle timer may have fired while
+     * this one ran (on_idle spares a client with requests), and nothing else would re-arm it, so
+     * a client whose request outlived --idle-timeout was never closed for idleness. */
+    if (cl && !cl->closing)
+        touch(cl);
     if (s->stopping) /* a stopping server closes each client once its last request is done */
         stop_idle_clients(s);
     server_maybe_done(s);
