@@ -485,14 +485,9 @@ static int ap_random(unsigned char *p, size_t n, rexec_error *err)
 static void ap_names(const unsigned char rnd[14], char id[RX_APPROVAL_ID_LEN + 1],
                      char code[RX_APPROVAL_CODE_LEN + 1])
 {
-    static const char hex[] = "0123456789abcdef";
     static const char b32[] = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
     memcpy(id, "ch-", 3);
-    for (int i = 0; i < 8; i++) {
-        id[3 + 2 * i] = hex[rnd[i] >> 4];
-        id[4 + 2 * i] = hex[rnd[i] & 15];
-    }
-    id[RX_APPROVAL_ID_LEN] = 0;
+    rx_hex_encode(rnd, 8, id + 3);
     for (int i = 0, o = 0; i < 6; i++, o++) {
         if (i == 3)
             code[o++] = '-';

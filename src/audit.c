@@ -40,7 +40,6 @@ struct rx_audit {
 
 int rx_audit_digest(const rx_buf *key, const void *data, size_t len, char hex[RX_AUDIT_HEX_LEN])
 {
-    static const char digits[] = "0123456789abcdef";
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned int n = 0;
 
@@ -52,11 +51,7 @@ int rx_audit_digest(const rx_buf *key, const void *data, size_t len, char hex[RX
     }
     if (n != 32)
         return -1;
-    for (unsigned int i = 0; i < n; i++) {
-        hex[2 * i] = digits[md[i] >> 4];
-        hex[2 * i + 1] = digits[md[i] & 15];
-    }
-    hex[64] = 0;
+    rx_hex_encode(md, n, hex);
     return 0;
 }
 

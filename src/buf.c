@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include <openssl/crypto.h>
+#include <openssl/evp.h>
 
 #include "buf.h"
 #include "rexec.h"
@@ -115,4 +116,26 @@ unsigned char *rx_buf_steal(rx_buf *b, size_t *len)
     b->len = 0;
     b->cap = 0;
     return p;
+}
+
+void rx_hex_encode(const void *p, size_t n, char *out)
+{
+    static const char digits[] = "0123456789abcdef";
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = digits[b[i] >> 4];
+        out[2 * i + 1] = digits[b[i] & 15];
+    }
+    out[2 * n] = 0;
+}
+
+int rx_sha256_hex(const void *data, size_t len, char out[65])
+{
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int n = 0;
+    out[0] = 0;
+    if (EVP_Digest(data, len, md, &n, EVP_sha256(), NULL) != 1 || n != 32)
+        return -1;
+    rx_hex_encode(md, 32, out);
+    return 0;
 }

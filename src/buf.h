@@ -32,4 +32,11 @@ void rx_buf_free(rx_buf *b);
 /* Gives up ownership: returns the data (NUL-terminated, caller frees) and empties b. */
 unsigned char *rx_buf_steal(rx_buf *b, size_t *len);
 
+/* Writes n bytes as 2n lowercase hex digits and a NUL into out. */
+void rx_hex_encode(const void *p, size_t n, char *out);
+
+/* SHA-256 of data as 64 lowercase hex digits and a NUL. Returns 0, or -1 (out set to "") when
+ * OpenSSL fails: an empty digest never equals a real one. */
+int rx_sha256_hex(const void *data, size_t len, char out[65]);
+
 #endif

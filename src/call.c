@@ -208,7 +208,6 @@ static int streams_init(rexec_call *c, uint64_t cap)
 
 static void streams_finish(rexec_call *c)
 {
-    static const char hex[] = "0123456789abcdef";
     for (int i = 0; i < 2; i++) {
         call_stream *st = &c->out[i];
         unsigned char md[32];
@@ -217,11 +216,7 @@ static void streams_finish(rexec_call *c)
             continue;
         rx_redact_finish(st->rs);
         EVP_DigestFinal_ex(st->sha, md, &n);
-        for (unsigned k = 0; k < 32; k++) {
-            st->sha_hex[2 * k] = hex[md[k] >> 4];
-            st->sha_hex[2 * k + 1] = hex[md[k] & 15];
-        }
-        st->sha_hex[64] = 0;
+        rx_hex_encode(md, 32, st->sha_hex);
     }
 }
 

@@ -22,7 +22,6 @@ static const char *const ev_files[] = {"stdout", "stderr", "meta.json"};
 
 void rx_run_id_new(char out[RX_RUN_ID_LEN])
 {
-    static const char digits[] = "0123456789abcdef";
     static unsigned long counter;
     unsigned char rnd[8];
     struct timespec now;
@@ -38,11 +37,7 @@ void rx_run_id_new(char out[RX_RUN_ID_LEN])
     }
     gmtime_r(&now.tv_sec, &tm);
     size_t n = strftime(out, RX_RUN_ID_LEN, "%Y%m%dT%H%M%SZ-", &tm);
-    for (size_t i = 0; i < sizeof(rnd) && n + 2 < RX_RUN_ID_LEN; i++) {
-        out[n++] = digits[rnd[i] >> 4];
-        out[n++] = digits[rnd[i] & 15];
-    }
-    out[n] = 0;
+    rx_hex_encode(rnd, sizeof(rnd), out + n); /* 17 + 16 + NUL fit RX_RUN_ID_LEN */
 }
 
 /* A run id becomes a directory name: letters, digits, '-', '_' and '.', not starting with '.'
@@ -53,21 +48,6 @@ static int ev_check_id(const char *id, rexec_error *err)
     if (n == 0 || n >= RX_RUN_ID_LEN || id[0] == '.' ||
         strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") != n)
         return rx_fail(err, REXEC_EAUDIT, "evidence: invalid run id \"%.64s\"", id);
-    return 0;
-}
-
-static int ev_sha256(const void *data, size_t len, char hex[65])
-{
-    static const char digits[] = "0123456789abcdef";
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int n = 0;
-    if (EVP_Digest(data, len, md, &n, EVP_sha256(), NULL) != 1 || n != 32)
-        return -1;
-    for (unsigned int i = 0; i < n; i++) {
-        hex[2 * i] = digits[md[i] >> 4];
-        hex[2 * i + 1] = digits[md[i] & 15];
-    }
-    hex[64] = 0;
     return 0;
 }
 
@@ -91,8 +71,8 @@ static int ev_complete_meta(cJSON *meta, const char *run_id, const unsigned char
     char so[65], se[65];
     if (!cJSON_IsObject(meta))
         return rx_fail(err, REXEC_EAUDIT, "evidence: meta is not a JSON object");
-    if (ev_sha256(out ? out : (const unsigned char *)"", out_len, so) != 0 ||
-        ev_sha256(err_data ? err_data : (const unsigned char *)"", err_len, se) != 0)
+    if (rx_sha256_hex(out ? out : (const unsigned char *)"", out_len, so) != 0 ||
+        rx_sha256_hex(err_data ? err_data : (const unsigned char *)"", err_len, se) != 0)
         return rx_fail(err, REXEC_EINTERNAL, "evidence: SHA-256 failed");
     if ((!cJSON_GetObjectItemCaseSensitive(meta, "run_id") &&
          ev_set(meta, "run_id", cJSON_CreateString(run_id)) != 0) ||

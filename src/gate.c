@@ -164,27 +164,6 @@ out:
 
 /* ---- The request hash ------------------------------------------------------------------- */
 
-static void hex_of(const unsigned char *md, size_t n, char *out)
-{
-    static const char digits[] = "0123456789abcdef";
-    for (size_t i = 0; i < n; i++) {
-        out[2 * i] = digits[md[i] >> 4];
-        out[2 * i + 1] = digits[md[i] & 15];
-    }
-    out[2 * n] = 0;
-}
-
-static void sha256_hex(const void *data, size_t len, char out[65])
-{
-    unsigned char md[32];
-    unsigned int mdlen = 0;
-    if (EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL) != 1 || mdlen != 32) {
-        out[0] = 0; /* never equal to a real digest: a grant cannot match */
-        return;
-    }
-    hex_of(md, 32, out);
-}
-
 /* One field: its length as 8 bytes big-endian, then its bytes. No two different field lists
  * encode to the same bytes, whatever the fields hold. */
 static int hash_field(EVP_MD_CTX *ctx, const void *p, size_t len)
@@ -236,7 +215,7 @@ static void request_hash_with(const rx_gate_input *in, const char *stdin_hex, ch
     if (ctx != NULL && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1 &&
         hash_request(ctx, in, stdin_hex) && EVP_DigestFinal_ex(ctx, md, &mdlen) == 1 &&
         mdlen == 32)
-        hex_of(md, 32, out);
+        rx_hex_encode(md, 32, out);
     EVP_MD_CTX_free(ctx);
 }
 
@@ -244,7 +223,7 @@ static void stdin_digest(const rx_gate_input *in, char out[65])
 {
     out[0] = 0;
     if (in->stdin_data != NULL)
-        sha256_hex(in->stdin_data, in->stdin_len, out);
+        rx_sha256_hex(in->stdin_data, in->stdin_len, out);
 }
 
 void rx_gate_request_hash(const rx_gate_input *in, char out[65])

@@ -28,6 +28,11 @@ static const char *const bad_names[] = {
     "LINENO", "OPTIND", "OPTARG", "MAIL", "MAILPATH", "INPUTRC", "HISTFILE", "TIMEFORMAT",
     "EPOCHREALTIME", "EPOCHSECONDS", "SRANDOM", "FUNCNAME", "GROUPS", "HOSTNAME", "TERM",
     "PERL5OPT", "PERL5LIB", "PYTHONPATH", "PYTHONSTARTUP", "NODE_OPTIONS", "RUBYOPT", "_",
+    /* These break the wrapper itself: TMOUT puts a timeout on its watchdog's `read` (the call
+     * is cancelled after TMOUT seconds), FUNCNEST aborts its nested functions, EXECIGNORE hides
+     * timeout/unshare/head from it, POSIXLY_CORRECT switches bash to POSIX mode. GLIBC_TUNABLES
+     * and GCONV_PATH steer libc the way LD_* steer the loader. */
+    "TMOUT", "FUNCNEST", "EXECIGNORE", "POSIXLY_CORRECT", "GLIBC_TUNABLES", "GCONV_PATH",
 };
 static const char *const bad_prefixes[] = {"BASH", "LD_", "DYLD_", "LC_", "__rx", "SSH_"};
 
@@ -266,14 +271,9 @@ int rx_render_check_script(rx_buf *out, const char *nonce)
 
 int rx_nonce_new(char out[RX_NONCE_LEN + 1])
 {
-    static const char hex[] = "0123456789abcdef";
     unsigned char raw[RX_NONCE_LEN / 2];
     if (RAND_bytes(raw, sizeof(raw)) != 1)
         return -1;
-    for (size_t i = 0; i < sizeof(raw); i++) {
-        out[2 * i] = hex[raw[i] >> 4];
-        out[2 * i + 1] = hex[raw[i] & 15];
-    }
-    out[RX_NONCE_LEN] = 0;
+    rx_hex_encode(raw, sizeof(raw), out);
     return 0;
 }

@@ -42,6 +42,10 @@ void cli_show_result(const rexec_result *res, int json, int eval);
 
 void cli_show_check(const rexec_check_result *r, int json);
 
+/* The value of "--name VALUE" or "--name=VALUE" at argv[*i] (moving *i past VALUE); NULL when
+ * argv[*i] is not --name, with *missing set when VALUE is absent. */
+const char *cli_opt_value(int argc, char **argv, int *i, const char *name, int *missing);
+
 /* client.c: run, eval ("run"/"eval", req) and check ("check", req NULL) through a running
  * `rexec serve`; returns the exit status a direct call would have. */
 int cli_client_call(const char *socket_path, const char *op, const rexec_request *req,

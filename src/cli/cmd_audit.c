@@ -46,23 +46,6 @@ typedef struct audit_opts {
     int json;
 } audit_opts;
 
-/* The value of --name VALUE or --name=VALUE at argv[*i]; NULL when argv[*i] is not --name. */
-static const char *opt_value(int argc, char **argv, int *i, const char *name, int *missing)
-{
-    size_t n = strlen(name);
-    if (strncmp(argv[*i], name, n) != 0)
-        return NULL;
-    if (argv[*i][n] == '=')
-        return argv[*i] + n + 1;
-    if (argv[*i][n] != 0)
-        return NULL;
-    if (*i + 1 >= argc) {
-        *missing = 1;
-        return NULL;
-    }
-    return argv[++*i];
-}
-
 /* Parses the options after the subcommand; allowed lists the ones it takes. */
 static int parse_opts(int argc, char **argv, const char *sub, int allow_show, audit_opts *o)
 {
@@ -71,11 +54,11 @@ static int parse_opts(int argc, char **argv, const char *sub, int allow_show, au
         int missing = 0;
         if (strcmp(argv[i], "--json") == 0)
             o->json = 1;
-        else if (!allow_show && (v = opt_value(argc, argv, &i, "--key", &missing)) != NULL)
+        else if (!allow_show && (v = cli_opt_value(argc, argv, &i, "--key", &missing)) != NULL)
             o->key = v;
-        else if (allow_show && (v = opt_value(argc, argv, &i, "--run", &missing)) != NULL)
+        else if (allow_show && (v = cli_opt_value(argc, argv, &i, "--run", &missing)) != NULL)
             o->run = v;
-        else if (allow_show && (v = opt_value(argc, argv, &i, "--since", &missing)) != NULL)
+        else if (allow_show && (v = cli_opt_value(argc, argv, &i, "--since", &missing)) != NULL)
             o->since = v;
         else if (missing)
             return cli_error(EXIT_USAGE, "audit %s: %s needs a value", sub, argv[i]);

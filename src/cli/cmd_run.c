@@ -208,43 +208,25 @@ static int parse_number(const char *opt, const char *s, double min, double max, 
     return 0;
 }
 
-/* An option's value: "--opt VALUE" or "--opt=VALUE". Returns NULL (and moves nothing) if argv[*i]
- * is not this option. */
-static const char *opt_value(int argc, char **argv, int *i, const char *name, int *missing)
-{
-    size_t n = strlen(name);
-    if (strncmp(argv[*i], name, n) != 0)
-        return NULL;
-    if (argv[*i][n] == '=')
-        return argv[*i] + n + 1;
-    if (argv[*i][n] != 0)
-        return NULL;
-    if (*i + 1 >= argc) {
-        *missing = 1;
-        return NULL;
-    }
-    return argv[++*i];
-}
-
 static int parse_option(run_opts *o, int argc, char **argv, int *i)
 {
     const char *v;
     int missing = 0;
     double d = 0;
-    if ((v = opt_value(argc, argv, i, "--param", &missing)) ||
-        (v = opt_value(argc, argv, i, "-p", &missing)))
+    if ((v = cli_opt_value(argc, argv, i, "--param", &missing)) ||
+        (v = cli_opt_value(argc, argv, i, "-p", &missing)))
         return parse_param(o, v);
-    if ((v = opt_value(argc, argv, i, "--request", &missing)))
+    if ((v = cli_opt_value(argc, argv, i, "--request", &missing)))
         return o->request_file = v, 0;
-    if ((v = opt_value(argc, argv, i, "--stdin", &missing)))
+    if ((v = cli_opt_value(argc, argv, i, "--stdin", &missing)))
         return o->stdin_file = v, 0;
-    if ((v = opt_value(argc, argv, i, "--grant", &missing)))
+    if ((v = cli_opt_value(argc, argv, i, "--grant", &missing)))
         return o->grant = v, 0;
-    if ((v = opt_value(argc, argv, i, "--socket", &missing)))
+    if ((v = cli_opt_value(argc, argv, i, "--socket", &missing)))
         return o->socket = v, 0;
-    if ((v = opt_value(argc, argv, i, "--timeout", &missing)))
+    if ((v = cli_opt_value(argc, argv, i, "--timeout", &missing)))
         return parse_number("--timeout", v, 0.001, 604800, &o->timeout_s);
-    if ((v = opt_value(argc, argv, i, "--parallel", &missing))) {
+    if ((v = cli_opt_value(argc, argv, i, "--parallel", &missing))) {
         int r = parse_number("--parallel", v, 1, 1024, &d);
         o->parallel = (int)d;
         return r;
