@@ -54,14 +54,17 @@ __rx_pick() {
 # The process that runs the command. In a PID namespace it is the namespace's init: signals from
 # outside reach init only if it has a handler, so it traps TERM and passes it to everything
 # else in the namespace (kill -1 there reaches only the namespace), then waits.
+# There the command runs in a shell of its own (the command text is init's $1), not in a
+# subshell of init: a subshell's $$ would be init, which ignores a KILL sent from inside the
+# namespace, so `kill -9 $$` would do nothing there while it kills the command elsewhere.
 __rx_inner_script() {
     local start="printf '\\036rexec:%s:start\\n' $__rx_nonce >&2"
+    __rx_arg=()
     if [ "$__rx_cont" = pid-namespace ]; then
+        __rx_arg=("$__rx_cmd")
         __rx_inner="trap 'kill -TERM -1 2>/dev/null' TERM INT HUP
 $start
-{
-$__rx_cmd
-} <&0 &
+bash -c \"\$1\" rexec <&0 &
 wait \$! 2>/dev/null; __rx_rc=\$?
 while kill -0 \$! 2>/dev/null; do wait \$! 2>/dev/null; __rx_rc=\$?; done
 exit \$__rx_rc"
@@ -101,7 +104,7 @@ __rx_main() {
     trap __rx_cancel USR1
     t0=${EPOCHREALTIME//[!0-9]/}
     timeout --kill-after="$__rx_kill_after" "$__rx_timeout" "${__rx_pre[@]}" \
-        bash -c "$__rx_inner" rexec <"$in" 6<&- 7<&- &
+        bash -c "$__rx_inner" rexec "${__rx_arg[@]}" <"$in" 6<&- 7<&- &
     __rx_pid=$!
     { read -r -n 1 _ ; kill -USR1 $$; } <&7 >/dev/null 2>&1 6<&- &
     __rx_wd=$!
