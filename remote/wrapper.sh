@@ -13,7 +13,8 @@
 #   \036rexec:<nonce>:start                    the command really started (containment worked)
 #   \036rexec:<nonce>:end <phase> <rc> <timed_out> <containment> <cancelled>
 # phase is cmd (the command ran), cd (the working directory failed), contain (the required
-# containment is not available here) or stdin (staging the stdin bytes failed).
+# containment is not available here), stdin (staging the stdin bytes failed) or cancel (EOF
+# came before the command started: it never ran).
 #
 # Variables set by the controller before this file:
 #   __rx_nonce __rx_cmd __rx_cwd __rx_timeout __rx_timeout_us __rx_kill_after __rx_stdin_len
@@ -100,6 +101,10 @@ __rx_main() {
         __rx_stage_stdin || { __rx_end stdin 1 0; return; }
         in=/dev/fd/6
     fi
+    # Nothing follows the stdin bytes on the channel, so if it is readable now it is at EOF:
+    # the call was cancelled (or the connection dropped) before the command started, maybe
+    # while its stdin was still arriving (head then stopped short). Never start it.
+    if read -r -t 0 -u 7 2>/dev/null; then __rx_cancelled=1; __rx_end cancel 1 0; return; fi
     __rx_inner_script
     trap __rx_cancel USR1
     t0=${EPOCHREALTIME//[!0-9]/}

@@ -43,6 +43,9 @@ static int wrapper_failure(rexec_call *c)
                        c->action->name, rx_containment_name(c->action->containment), h,
                        x->containment);
     }
+    if (strcmp(x->phase, "cancel") == 0) /* EOF reached the wrapper before the command started */
+        return rx_fail(&c->err, REXEC_ECANCELLED,
+                       "%s: cancelled before the command started; the command did not run", h);
     if (strcmp(x->phase, "stdin") == 0)
         return rx_fail(&c->err, REXEC_EHOST,
                        "%s: could not stage the call's stdin (is TMPDIR writable?); the command "
