@@ -37,7 +37,7 @@ struct rx_exec {
     rx_exec_cb cb;
     double backstop_s, drain_s;
     uv_timer_t timer;    /* backstop while running, drain after the end line */
-    int timer_armed, backstop_fired, drain_expired;
+    int timer_armed, backstop_fired, drain_expired, drain_armed;
     int cancel_req, eof_sent;
     int opening, exec_sent; /* a libssh2 request is in flight and must be completed */
     marker_filter mf;
@@ -308,8 +308,13 @@ static int st_run(rx_exec *e)
     int r = read_streams(e);
     if (r < 0)
         return lost(e);
-    if (e->res.ended && !e->timer_armed && !e->drain_expired)
+    /* The end line came: from now on only escapees can hold the streams open. The drain
+     * period replaces the backstop (still armed here), which would otherwise keep the call
+     * open for the whole timeout + kill-after + slack. */
+    if (e->res.ended && !e->drain_armed && !e->drain_expired) {
+        e->drain_armed = 1;
         arm(e, e->drain_s);
+    }
     int pending = libssh2_poll_channel_read(e->ch, 0) > 0 || libssh2_poll_channel_read(e->ch, 1) > 0;
     if ((libssh2_channel_eof(e->ch) && !pending) || e->drain_expired) {
         exec_set_state(e, EX_CLOSE);
