@@ -38,6 +38,7 @@ struct rx_exec {
     double backstop_s, drain_s;
     uv_timer_t timer;    /* backstop while running, drain after the end line */
     int timer_armed, backstop_fired, drain_expired, drain_armed;
+    int gave_up;         /* the backstop ran out: the connection is stuck */
     int cancel_req, eof_sent;
     int opening, exec_sent; /* a libssh2 request is in flight and must be completed */
     marker_filter mf;
@@ -160,6 +161,7 @@ static void on_exec_timer(uv_timer_t *t)
                    "no end of call from the host within %.0f s: connection stuck, result unknown",
                    e->backstop_s);
         e->drain_expired = 1;
+        e->gave_up = 1;
     }
     rx_session_kick(e->s);
 }
@@ -336,6 +338,11 @@ static void read_exit(rx_exec *e)
 
 static int st_close(rx_exec *e)
 {
+    /* A stuck peer never answers a CHANNEL_CLOSE, and libssh2_channel_close waits for that
+     * answer (EAGAIN forever): after the backstop gave up, leave the channel to libssh2, which
+     * frees it with the session. */
+    if (e->ch && e->gave_up)
+        e->ch = NULL;
     if (e->ch) {
         int rc = libssh2_channel_close(e->ch);
         if (rc == LIBSSH2_ERROR_EAGAIN)
