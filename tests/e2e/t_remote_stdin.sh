@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# The remote contract: the call's stdin arrives byte for byte (docs/remote-contract.md).
+# The bytes follow the script on the channel; the wrapper stages exactly N of them (head -c N)
+# into a private file the command reads. Checked with `--stdin FILE` and a request's
+# stdin/stdin_base64: lines equal to any delimiter or to the wrapper's own last line, NUL bytes,
+# no trailing newline, more than 1 MiB, an empty file; without stdin the command reads
+# /dev/null. A call cancelled while its stdin is still arriving never starts the command.
+tid="remote: stdin byte for byte"
+. "${REXEC_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/e2e/lib.sh"
+
+lab_start 1
+ws_edit 'c["hosts"]["lab1"]["allow"] = "L0"; c["limits"]["max_stdin_bytes"] = 128 * 1024 * 1024'
+ws_add_action t.cat '{"risk": "L0", "command": "cat"}'
+ws_add_action t.sha '{"risk": "L0",
+  "command": "f=$(mktemp) && cat >\"$f\" && sha256sum <\"$f\" | cut -d\" \" -f1 && wc -c <\"$f\"; rm -f \"$f\""}'
+
+json() {  # json FIELD: a field of the --json object in $OUT
+    "$RX_PYTHON" - "$OUT" "$1" <<'PY'
+import json, sys
+v = json.loads(open(sys.argv[1]).readline())[sys.argv[2]]
+print(v if isinstance(v, str) else json.dumps(v))
+PY
+}
+expect_sha() {  # expect_sha FILE: $OUT holds the sha256 and size of FILE, as t.sha prints them
+    assert_eq "$(sha256sum <"$1" | cut -d' ' -f1)
+$(wc -c <"$1")" "$(cat "$OUT")" "sha256 and size of $(basename "$1") as the command saw it"
+}
+
+d=$RX_TMP/stdin
+mkdir -p "$d"
+# Delimiters a here-document or a naive framing would stop at, the wrapper's own last line,
+# the marker byte, NUL bytes, CRs, bytes that are not UTF-8, and no newline at the end.
+printf 'EOF\n__REXEC_EOF__\nEND\n__rx_main; exit\nexit\n\036rexec:x:end cmd 0 0 none 0\n\0\0NUL\0\r\n\xff\xfe\x80 bad utf-8\n\nno newline at the end' >"$d/tricky"
+: >"$d/empty"
+printf '\n' >"$d/newline"
+head -c 1500000 /dev/urandom >"$d/big"          # > 1 MiB, every byte value
+printf '%s' "$(head -c 3000 /dev/urandom | base64 -w0)" >"$d/long-line"
+
+for f in tricky empty newline big long-line; do
+    assert_exit 0 timeout 60 "$REXEC_BIN" --workspace "$WS" run lab1 t.sha --stdin "$d/$f"
+    expect_sha "$d/$f"
+done
+# The bytes themselves, back on stdout.
+assert_exit 0 rx run lab1 t.cat --stdin "$d/tricky"
+cmp "$d/tricky" "$OUT" || fail "cat of the tricky file differs"
+
+# A request's stdin_base64 (binary) and stdin (text).
+"$RX_PYTHON" - "$d/tricky" "$RX_TMP/req-b64.json" "$RX_TMP/req-text.json" <<'PY'
+import base64, json, sys
+data = open(sys.argv[1], "rb").read()
+json.dump({"action": "t.sha", "stdin_base64": base64.b64encode(data).decode()}, open(sys.argv[2], "w"))
+json.dump({"action": "t.sha", "stdin": "EOF\nh\u00e9llo\n__REXEC_EOF__\nno newline"}, open(sys.argv[3], "w"))
+PY
+assert_exit 0 rx run lab1 --request "$RX_TMP/req-b64.json"
+expect_sha "$d/tricky"
+printf 'EOF\nh\xc3\xa9llo\n__REXEC_EOF__\nno newline' >"$d/text"
+assert_exit 0 rx run lab1 --request "$RX_TMP/req-text.json"
+expect_sha "$d/text"
+# Both at once is refused.
+assert_exit 64 rx run lab1 --request "$RX_TMP/req-text.json" --stdin "$d/text"
+
+# No stdin: the command reads /dev/null and returns at once (the channel stays open during the
+# call, so a command reading it would hang until its timeout).
+assert_exit 0 timeout 20 "$REXEC_BIN" --workspace "$WS" run lab1 t.cat --json
+assert_eq 0 "$(json stdout_bytes)" "stdout of cat without stdin"
+assert_eq false "$(json timed_out)" "cat without stdin timed out"
+
+# The staging file is private and gone after the call.
+ws_add_action t.stage '{"risk": "L0", "command": "stat -L -c %a /dev/stdin; ls -l /proc/self/fd/0"}'
+printf 'x' >"$d/x"
+assert_exit 0 rx run lab1 t.stage --stdin "$d/x"
+assert_eq 600 "$(head -n1 "$OUT")" "mode of the staged stdin"
+assert_contains "$OUT" "(deleted)"
+
+# ---- cancelled while the stdin is still arriving --------------------------------------------
+# 64 MiB of stdin; the remote `head -c N` that stages it is stopped as soon as it appears, so
+# rexec blocks on the channel's window with most bytes unsent. Then Ctrl-C (SIGINT): rexec stops
+# sending and closes the channel's stdin. Resumed, head sees EOF after fewer than N bytes: the
+# wrapper must report a cancel and never start the command.
+n=$((64 * 1024 * 1024))
+truncate -s "$n" "$d/huge"
+ws_add_action t.ran "{\"risk\": \"L0\", \"command\": \"touch '$RX_TMP/ran'; wc -c\"}"
+"$REXEC_BIN" --workspace "$WS" run lab1 t.ran --stdin "$d/huge" --json >"$OUT" 2>"$ERR" &
+pid=$!
+# A tight poll (python, no process per probe) for this test's head, which it stops at once.
+head_pid=$("$RX_PYTHON" - "$n" <<'PY'
+import os, signal, sys, time
+want = ["head", "-c", sys.argv[1]]
+deadline = time.time() + 30
+while time.time() < deadline:
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % p, "rb") as f:
+                argv = f.read().split(b"\0")[:-1]
+        except OSError:
+            continue
+        if [a.decode("utf-8", "replace") for a in argv] == want:
+            os.kill(int(p), signal.SIGSTOP)
+            print(p)
+            sys.exit(0)
+sys.exit(1)
+PY
+) || { kill -KILL "$pid"; fail "the remote head -c $n never appeared"; }
+# (stopped, not finished: it has staged fewer than N bytes)
+[[ $(awk '{ print $3 }' "/proc/$head_pid/stat" 2>/dev/null) == T ]] ||
+    { kill -KILL "$pid"; fail "the remote head finished before it could be stopped"; }
+kill -INT "$pid"
+# rexec waits for the wrapper's report; let head go on: it reaches EOF early.
+kill -CONT "$head_pid"
+rc=0
+timeout 30 tail --pid="$pid" -f /dev/null || rc=$?
+[[ $rc -eq 0 ]] || { kill -KILL "$pid"; fail "rexec did not finish after SIGINT"; }
+rc=0; wait "$pid" || rc=$?
+assert_eq 130 "$rc" "exit status after SIGINT during stdin"
+assert_eq false "$(json executed)" "executed, cancelled during stdin"
+[[ $(json error) == *"did not run"* ]] || fail "cancel during stdin: error is: $(json error)"
+[[ ! -e $RX_TMP/ran ]] || fail "the command ran on a truncated stdin"
+pass
