@@ -32,6 +32,7 @@ struct rx_session {
     uv_timer_t timer;      /* connect timeout, then keepalive */
     uv_timer_t kick;       /* runs the drive loop from the loop, never from a caller's stack */
     int pinging;           /* a keepalive round trip (see st_ping) is in flight */
+    uint64_t last_rx;      /* loop time (ms) of the last bytes read from the server */
     int open_handles;      /* handles whose close callback is still due */
     int gai_pending;
     rx_exec *execs;        /* attached execs, running or queued */
@@ -175,13 +176,25 @@ static void on_connect_timeout(uv_timer_t *t)
 }
 
 /* A round trip every keepalive_s: it answers the server's own keepalives and finds a dead peer
- * (the socket has TCP_USER_TIMEOUT, so unacknowledged bytes end the connection). */
+ * (the socket has TCP_USER_TIMEOUT, so unacknowledged bytes end the connection). A peer whose
+ * kernel still acknowledges but whose sshd no longer answers (hung, frozen, a middlebox that
+ * lost the flow's state) is found by silence: every keepalive asks for a reply, so nothing at
+ * all read for three intervals means the connection is dead. Without this, an idle connection
+ * to such a peer stayed READY for ever and the next call on it hung in channel open, beyond
+ * its own timeout (the exec's backstop starts only once the script is sent). */
 static void on_keepalive(uv_timer_t *t)
 {
     rx_session *s = t->data;
     int next = 0;
     if (s->state != RX_SS_READY)
         return;
+    uint64_t quiet = uv_now(s->loop) - s->last_rx, every = (uint64_t)(s->opts.keepalive_s * 1000);
+    if (quiet >= 3 * (every > 1000 ? every : 1000)) { /* libssh2 sends at most one a second */
+        session_fail(s, REXEC_ECONNLOST,
+                     "no answer from the server for %.0f s (keepalive): the connection is dead",
+                     (double)quiet / 1000);
+        return;
+    }
     if (s->execs != NULL) {
         libssh2_keepalive_send(s->ssh, &next);
         return;
@@ -464,9 +477,12 @@ static int st_auth(rx_session *s)
     }
     uv_timer_stop(&s->timer);
     session_set_state(s, RX_SS_READY);
+    s->last_rx = uv_now(s->loop);
     if (s->opts.keepalive_s > 0) {
         uint64_t ms = (uint64_t)(s->opts.keepalive_s * 1000);
-        libssh2_keepalive_config(s->ssh, 1, (unsigned)s->opts.keepalive_s);
+        /* interval 1: libssh2 then sends one on every tick of our timer (it rate-limits by
+         * whole seconds, and a sub-second keepalive_s would otherwise disable it) */
+        libssh2_keepalive_config(s->ssh, 1, 1);
         uv_timer_start(&s->timer, on_keepalive, ms, ms);
     }
     if (s->ev.on_ready)
@@ -621,6 +637,18 @@ static void on_poll(uv_poll_t *p, int status, int events)
 
 /* ---- public --------------------------------------------------------------------------------- */
 
+/* libssh2's own recv, plus the time of the last bytes read (keepalive's liveness, above). */
+static ssize_t session_recv(libssh2_socket_t fd, void *buf, size_t len, int flags, void **abstract)
+{
+    rx_session *s = *abstract;
+    ssize_t n = recv(fd, buf, len, flags);
+    if (n > 0)
+        s->last_rx = uv_now(s->loop);
+    if (n < 0)
+        return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+    return n;
+}
+
 static int session_start(rx_session *s)
 {
     char port[16];
@@ -631,6 +659,11 @@ static int session_start(rx_session *s)
     if (s->ssh == NULL)
         return REXEC_ENOMEM;
     libssh2_session_set_blocking(s->ssh, 0);
+    union {
+        LIBSSH2_RECV_FUNC((*f));
+        void *p;
+    } recv_cb = {.f = session_recv};
+    libssh2_session_callback_set(s->ssh, LIBSSH2_CALLBACK_RECV, recv_cb.p);
     s->gai.data = s;
     if (uv_getaddrinfo(s->loop, &s->gai, on_resolved, s->opts.host->address, port, &hints) != 0)
         return REXEC_EHOST;
