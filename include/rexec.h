@@ -208,6 +208,9 @@ int rexec_server_start(rexec_ctx *ctx, const rexec_server_opts *opts, rexec_serv
  * closes the clients; on_stopped runs from the loop when all is released. */
 void rexec_server_stop(rexec_server *s, void (*on_stopped)(void *ud), void *ud);
 
+/* The workspace's fan-out default (limits.parallel). */
+int rexec_ctx_parallel(const rexec_ctx *ctx);
+
 /* ---- Checks --------------------------------------------------------------------------------- */
 
 /* What `rexec check HOST` learns: the connection (host key, auth) works and the VM has what the

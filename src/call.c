@@ -303,7 +303,7 @@ static int call_timeout(rexec_call *c, rexec_error *err)
     double limit = c->action->timeout_s > 0 ? c->action->timeout_s : c->ctx->ws->limits.timeout_s;
     if (c->timeout_s < 0 || c->timeout_s > limit)
         return rx_fail(err, REXEC_EREQUEST,
-                       "timeout %.3g s is above the %.3g s that action \"%s\" allows", c->timeout_s,
+                       "timeout %.10g s is above the %.10g s that action \"%s\" allows", c->timeout_s,
                        limit, c->action->name);
     if (c->timeout_s == 0)
         c->timeout_s = limit;

@@ -131,16 +131,23 @@ const char *rx_verdict_name(rx_verdict v)
     return v == RX_ALLOW ? "ALLOW" : v == RX_DENY ? "DENY" : "REQUIRES_APPROVAL";
 }
 
+/* The reason code, also for calls refused before the gate could decide: the audit record and
+ * the caller's result say the same. */
+static const char *call_reason(const rexec_call *c)
+{
+    if (c->decided)
+        return c->dec.reason;
+    return c->err.code == REXEC_ECONFIG    ? "INVALID_CONFIG"
+           : c->err.code == REXEC_EREQUEST ? "INVALID_REQUEST"
+           : c->err.code                   ? rexec_err_name(c->err.code)
+                                           : NULL;
+}
+
 /* The decision fields, including for calls refused before the gate could decide. */
 static void add_decision(rexec_call *c, cJSON *o)
 {
-    const char *reason = c->dec.reason;
-    if (!c->decided)
-        reason = c->err.code == REXEC_ECONFIG    ? "INVALID_CONFIG"
-                 : c->err.code == REXEC_EREQUEST ? "INVALID_REQUEST"
-                 : c->err.code ? rexec_err_name(c->err.code) : NULL;
     add_str_or_null(o, "decision", c->decided ? rx_verdict_name(c->dec.verdict) : NULL);
-    add_str_or_null(o, "reason", reason);
+    add_str_or_null(o, "reason", call_reason(c));
     add_str_or_null(o, "effective_risk", c->action ? rx_risk_name(c->action->risk) : NULL);
     add_str_or_null(o, "challenge_id", c->dec.challenge_id);
 }
@@ -254,7 +261,7 @@ void rx_call_result(rexec_call *c, rexec_result *res)
     res->host = c->host_name;
     res->action = c->action_name;
     res->decision = c->decided ? rx_verdict_name(c->dec.verdict) : NULL;
-    res->reason = c->decided ? c->dec.reason : NULL;
+    res->reason = call_reason(c);
     res->effective_risk = c->action ? rx_risk_name(c->action->risk) : NULL;
     res->executed = c->ran || (c->x.sent && !c->x.ended);
     res->exit_code = c->ran ? c->exit_code : -1;

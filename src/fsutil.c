@@ -92,11 +92,17 @@ int rx_fs_read_file(const char *path, size_t max, char **data, size_t *len, int 
     unsigned char chunk[4096];
     int r = 0;
 
+    struct stat st;
     rx_buf_init(&b, max);
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    /* O_NONBLOCK: a FIFO put in place of a file must not hang us in open() */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0)
         return rx_fail(err, code, "%s: %s", path,
                        errno == ELOOP ? "is a symbolic link" : strerror(errno));
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return rx_fail(err, code, "%s: not a regular file", path);
+    }
     for (;;) {
         ssize_t n = read(fd, chunk, sizeof(chunk));
         if (n < 0 && errno == EINTR)

@@ -144,3 +144,8 @@ int rexec_approve_tty(rexec_ctx *ctx, const char *challenge_id, rexec_error *err
 {
     return rx_approvals_confirm_tty(ctx->ws, challenge_id, err);
 }
+
+int rexec_ctx_parallel(const rexec_ctx *ctx)
+{
+    return ctx->ws->limits.parallel;
+}

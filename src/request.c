@@ -209,7 +209,11 @@ static int parse_stdin(const cJSON *obj, const char *path, rx_request *r, rexec_
     if (b64 != NULL)
         return b64_decode(b64, &r->stdin_data, rx_json_path_key(kp, sizeof(kp), path,
                                                                   "stdin_base64"), err);
-    if (rx_buf_adds(&r->stdin_data, text) != 0)
+    int rc2 = rx_buf_adds(&r->stdin_data, text);
+    if (rc2 == REXEC_EREQUEST) /* the buffer's cap, not memory */
+        return rx_json_fail(err, CODE, rx_json_path_key(kp, sizeof(kp), path, "stdin"),
+                            "longer than %zu bytes", r->stdin_data.max);
+    if (rc2 != 0)
         return rx_fail(err, REXEC_ENOMEM, "out of memory");
     return 0;
 }

@@ -193,12 +193,10 @@ static void on_call_output(void *ud, int stream, const void *data, size_t len)
     cJSON_Delete(o);
 }
 
-static void on_call_done(void *ud, const rexec_result *r)
+/* One host's "result" line; the request's status is the largest of its hosts'. */
+static void send_result(serve_req *q, const rexec_result *r)
 {
-    serve_call *sc = ud;
-    serve_req *q = sc->req;
     cJSON *o = rx_result_json(r);
-    sc->call = NULL;
     if (o) {
         cJSON_AddItemToObject(o, "id", q->id ? cJSON_Duplicate(q->id, 1) : cJSON_CreateNull());
         cJSON_AddStringToObject(o, "type", "result");
@@ -207,6 +205,14 @@ static void on_call_done(void *ud, const rexec_result *r)
     }
     if (r->exit_status > q->worst)
         q->worst = r->exit_status;
+}
+
+static void on_call_done(void *ud, const rexec_result *r)
+{
+    serve_call *sc = ud;
+    serve_req *q = sc->req;
+    sc->call = NULL;
+    send_result(q, r);
     if (++q->finished == q->n)
         req_done(q);
     else
@@ -343,12 +349,22 @@ static int start_check(serve_client *cl, const cJSON *root, rexec_error *err)
     return 0;
 }
 
+/* Cancels what runs; hosts not started yet report "cancelled before it started" at once, so
+ * every host listed in "accepted" gets its result line. */
 static void req_cancel(serve_req *q)
 {
+    size_t never = q->n - q->started;
     for (size_t i = 0; i < q->started; i++)
         if (q->calls[i].call)
             rexec_call_cancel(q->calls[i].call);
-    q->n = q->started; /* hosts not started yet never will be */
+    q->n = q->started;
+    for (size_t i = 0; i < never; i++) {
+        serve_call *sc = &q->calls[q->started + i];
+        rexec_result r = {.host = sc->host, .action = q->view.action, .exit_code = -1,
+                          .err = REXEC_ECANCELLED, .error = "cancelled before it started",
+                          .exit_status = rexec_err_exit_code(REXEC_ECANCELLED)};
+        send_result(q, &r);
+    }
     if (q->finished == q->n)
         req_done(q);
 }

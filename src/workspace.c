@@ -97,6 +97,10 @@ static int get_enum(const cJSON *o, const char *key, const char *path, const cha
     if (r || s == NULL)
         return r;
     int i = name_index(s, names, n);
+    if (names == cont_names && i == RX_CONT_CGROUP)
+        return rx_json_fail(err, C, rx_json_path_key(p, sizeof(p), path, key),
+                            "cgroup containment is not available yet: use \"pid-namespace\" or "
+                            "\"process-group\"");
     if (i < 0) {
         char list[200] = "";
         for (int k = 0; k < n; k++)
@@ -222,6 +226,8 @@ static int load_host(rx_ws *ws, const cJSON *o, const char *path, rx_host *h, re
         (r = get_enum(o, "containment", path, cont_names, 4, &cont, err)) != 0)
         goto out;
     h->max_containment = (rx_containment)cont;
+    if (cJSON_GetObjectItemCaseSensitive(o, "approve") == NULL && h->approve < h->allow)
+        h->approve = h->allow; /* "allow": "L3" alone means everything runs */
     if (h->approve < h->allow) {
         r = rx_json_fail(err, C, rx_json_path_key(p, sizeof(p), path, "approve"),
                          "%s is below allow (%s)", rx_risk_name(h->approve),
@@ -645,6 +651,7 @@ int rx_ws_load(rx_ws **out, const char *dir, rexec_error *err)
         goto out;
     }
     if ((r = rx_fs_check(real, 0, C, err)) != 0 || (r = rx_fs_check(path, 0, C, err)) != 0 ||
+        (access(ws->known_hosts, F_OK) == 0 && (r = rx_fs_check(ws->known_hosts, 0, C, err)) != 0) ||
         (r = rx_fs_read_file(path, WS_MAX_BYTES, &text, &len, C, err)) != 0)
         goto out;
     if ((r = rx_json_parse_strict(text, len, WS_MAX_BYTES, C, &root, err)) != 0 ||

@@ -16,6 +16,8 @@
 
 #include "cli.h"
 
+#define CLIENT_MAX_STDIN (46 * 1024) /* its base64 and the rest of the request fit 64 KiB */
+
 static volatile sig_atomic_t interrupted;
 
 static void on_sigint(int sig)
@@ -288,6 +290,13 @@ int cli_client_call(const char *socket_path, const char *op, const rexec_request
     if (fd < 0)
         return -fd;
     c.fd = fd;
+    /* stdin rides in the request as base64, and a request is at most 64 KiB (SPEC) */
+    if (req && req->stdin_data && req->stdin_len > CLIENT_MAX_STDIN) {
+        close(fd);
+        return cli_error(65, "stdin is %zu bytes; through rexec serve a request carries at most "
+                             "%d (64 KiB as base64): run without --socket for larger stdin",
+                         req->stdin_len, CLIENT_MAX_STDIN);
+    }
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);

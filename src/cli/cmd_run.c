@@ -411,7 +411,7 @@ int cli_run(const cli_global *g, int argc, char **argv)
             rexec_ctx_close(r.ctx, NULL, NULL);
         } else {
             if (o.parallel == 0)
-                o.parallel = 16;
+                o.parallel = rexec_ctx_parallel(r.ctx);
             rc = run_loop(&r, names);
         }
         uv_run(&r.loop, UV_RUN_DEFAULT); /* let the context finish closing */

@@ -57,7 +57,7 @@ int cli_serve(const cli_global *g, int argc, char **argv)
             opts.socket_path = argv[++i];
         else if (strcmp(argv[i], "--idle-timeout") == 0 && i + 1 < argc) {
             opts.idle_timeout_s = strtod(argv[++i], &end);
-            if (*end || opts.idle_timeout_s < 0)
+            if (*end || !(opts.idle_timeout_s >= 0 && opts.idle_timeout_s <= 1e7))
                 return cli_error(64, "--idle-timeout wants seconds (0 = never), got \"%s\"", argv[i]);
         } else
             return cli_error(64, "serve: unexpected argument \"%s\" (see `rexec help serve`)",

@@ -91,6 +91,7 @@ void cli_show_check(const rexec_check_result *r, int json)
         cJSON_AddStringToObject(o, "containment", r->containment ? r->containment : "");
         cJSON_AddStringToObject(o, "facts", r->facts);
         cJSON_AddNumberToObject(o, "duration_ms", (double)r->duration_ms);
+        cJSON_AddNumberToObject(o, "exit_status", r->exit_status);
         if (r->error)
             cJSON_AddStringToObject(o, "error", r->error);
         else
