@@ -44,7 +44,8 @@ done
 sleep_pid=$(remote_pgrep '^sleep 322$')
 # The command is running: one more scan of every process, then the positive controls.
 [[ -z $(procs_with_token cmdline) ]] || fail "the token is in a command line while the command runs"
-grep -lsaF 'DEMO_TOKEN' /proc/[0-9]*/cmdline >/dev/null 2>&1 ||
+# (-q: a match wins over errors from processes that vanish during the scan)
+grep -qsaF 'DEMO_TOKEN' /proc/[0-9]*/cmdline 2>/dev/null ||
     fail "control: the command text (naming \$DEMO_TOKEN) is in no command line: is the scan blind?"
 in_env=$(procs_with_token environ)
 grep -qx "$sleep_pid" <<<"$in_env" ||
