@@ -119,6 +119,9 @@ __rx_main() {
     while kill -0 "$__rx_pid" 2>/dev/null; do wait "$__rx_pid" 2>/dev/null; rc=$?; done
     t1=${EPOCHREALTIME//[!0-9]/}
     kill "$__rx_wd" 2>/dev/null
+    # A wait cut short by the USR1 trap returns 128+10, and if bash reaped the command in the
+    # meantime the loop above never waits again: ask once more for the status bash kept.
+    if [ "${__rx_cancelled:-0}" = 1 ] && [ "$rc" = 138 ]; then wait "$__rx_pid" 2>/dev/null; rc=$?; fi
     # What the command left in its process group (background children) goes with it.
     kill -KILL -- "-$__rx_pid" 2>/dev/null
     # timeout exits 124 (or 137 after --kill-after); a command can exit 124 by itself, but only
