@@ -98,12 +98,14 @@ assert_contains "$ERR" "above"
 # Stop (SIGSTOP) every sshd process of the connection: bytes no longer flow either way, the TCP
 # connection stays up. The remote command still times out by itself after 1 s, but its end line
 # cannot reach rexec, which must give up on its own after 1 + 1 + 10 s (+ the drain period).
-descendants() {  # every descendant of pid $1, one a line
-    ps -e -o pid=,ppid= | awk -v root="$1" '
-        { kids[$2] = kids[$2] " " $1 }
-        END { n = split(kids[root], q, " ")
-              for (i = 1; i <= n; i++) { m = split(kids[q[i]], r, " "); for (j = 1; j <= m; j++) q[++n] = r[j] }
-              for (i = 1; i <= n; i++) print q[i] }'
+# the sshd processes of the connection: the ancestors of the remote command, up to the listener
+conn_sshds() {
+    local p=$1 ppid comm
+    while [[ $p -gt 1 && $p != "$listener" ]]; do
+        read -r ppid comm < <(ps -o ppid=,comm= -p "$p") || return 0
+        [[ $comm == sshd ]] && echo "$p"
+        p=$ppid
+    done
 }
 listener=$(cat "$LAB_DIR/hosts/lab1/sshd.pid")
 stopped=()
@@ -112,10 +114,8 @@ resume() { [[ ${#stopped[@]} -eq 0 ]] || kill -CONT "${stopped[@]}" 2>/dev/null 
 "$REXEC_BIN" --workspace "$WS" run lab1 t.to --json >"$OUT" 2>"$ERR" &
 pid=$!
 wait_until 15 has_remote '^sleep 309$'
-for p in $(descendants "$listener"); do
-    [[ $(ps -o comm= -p "$p" 2>/dev/null) == sshd ]] && stopped+=("$p")
-done
-[[ ${#stopped[@]} -gt 0 ]] || fail "no sshd process of the connection found below $listener"
+mapfile -t stopped < <(conn_sshds "$(remote_pgrep '^sleep 309$' | head -n1)")
+[[ ${#stopped[@]} -gt 0 ]] || fail "no sshd process of the connection found above the remote sleep"
 kill -STOP "${stopped[@]}"
 rc=0
 timeout 40 tail --pid="$pid" -f /dev/null || rc=$?
