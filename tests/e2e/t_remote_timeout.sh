@@ -85,6 +85,7 @@ cap ""
 # Without --json: the partial output on stdout, exit 124.
 assert_exit 124 timeout 30 "$REXEC_BIN" --workspace "$WS" run lab1 t.to
 assert_eq partial "$(cat "$OUT")" "t.to stdout without --json"
+wait_until 10 no_remote '^sleep 309$'
 
 # --timeout shortens (the action allows the workspace's 60 s), never lengthens.
 assert_exit 124 timeout 30 "$REXEC_BIN" --workspace "$WS" run lab1 t.slow --timeout 1 --json
@@ -111,11 +112,15 @@ listener=$(cat "$LAB_DIR/hosts/lab1/sshd.pid")
 stopped=()
 resume() { [[ ${#stopped[@]} -eq 0 ]] || kill -CONT "${stopped[@]}" 2>/dev/null || true; }
 
-"$REXEC_BIN" --workspace "$WS" run lab1 t.to --json >"$OUT" 2>"$ERR" &
+ws_add_action t.stuck '{"risk": "L0", "timeout_s": 1, "command": "echo partial; sleep 312"}'
+"$REXEC_BIN" --workspace "$WS" run lab1 t.stuck --json >"$OUT" 2>"$ERR" &
 pid=$!
-wait_until 15 has_remote '^sleep 309$'
-mapfile -t stopped < <(conn_sshds "$(remote_pgrep '^sleep 309$' | head -n1)")
-[[ ${#stopped[@]} -gt 0 ]] || fail "no sshd process of the connection found above the remote sleep"
+wait_until 15 has_remote '^sleep 312$'
+find_conn() {
+    mapfile -t stopped < <(conn_sshds "$(remote_pgrep '^sleep 312$' | head -n1)")
+    [[ ${#stopped[@]} -gt 0 ]]
+}
+wait_until 10 find_conn
 kill -STOP "${stopped[@]}"
 rc=0
 timeout 40 tail --pid="$pid" -f /dev/null || rc=$?
@@ -133,5 +138,5 @@ assert_eq true "$(json executed)" "stuck: executed (the script was sent: it may 
 # (backstop 12 s + drain 3 s; generous upper bound, the lower one proves it waited)
 ms=$(json duration_ms)
 (( ms >= 11000 && ms < 35000 )) || fail "stuck: gave up after $ms ms"
-wait_until 10 no_remote '^sleep 309$'
+wait_until 10 no_remote '^sleep 312$'
 pass
