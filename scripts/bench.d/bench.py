@@ -176,6 +176,21 @@ class Async:
     async def _warm(self, hosts, cmd):
         await asyncio.gather(*(self._run(self.conns[h], cmd) for h in hosts))
 
+    async def _script(self, conn, script):
+        """bash -s fed rexec's wrapper script, its stdin left open (as rexec's channel)."""
+        proc = await conn.create_process("bash -s", encoding=None)
+        proc.stdin.write(script)
+        r = await proc.wait()
+        proc.stdin.write_eof()
+        if r.exit_status != 0 or b"Linux" not in r.stdout or b":end cmd 0 " not in r.stderr:
+            raise RuntimeError("asyncssh wrapper: %r %r" % (r.stdout[:200], r.stderr[-200:]))
+
+    async def _warm_script(self, hosts, script_fn):
+        await asyncio.gather(*(self._script(self.conns[h], script_fn()) for h in hosts))
+
+    def warm_script(self, hosts, script_fn):
+        self.loop.run_until_complete(self._warm_script(hosts, script_fn))
+
     async def _close(self):
         for c in self.conns.values():
             c.close()
@@ -328,6 +343,8 @@ def main():
              lambda: asy.warm(["lab1"], cmd)),
             ("asyncssh_cold", "asyncssh, a connection per call (in-process)",
              lambda: asy.cold(["lab1"], cmd)),
+            ("asyncssh_wrapper", "asyncssh, one open connection, rexec's wrapper script",
+             lambda: asy.warm_script(["lab1"], lambda: wrapper_script(a.src, cmd))),
         ]
         s1 = {k: [] for k, _, _ in single}
         for _ in range(3):                      # warm-up, not counted
@@ -369,6 +386,8 @@ def main():
              lambda: asy.cold(hosts, cmd)),
             ("f_asyncssh_warm", "asyncssh, %d open connections" % n,
              lambda: asy.warm(hosts, cmd)),
+            ("f_asyncssh_wrapper", "asyncssh, %d open connections, rexec's wrapper script" % n,
+             lambda: asy.warm_script(hosts, lambda: wrapper_script(a.src, cmd))),
         ]
         s2 = {k: [] for k, _, _ in fan}
         for _, _, fn in fan:                    # warm-up (and the ControlMasters start)
