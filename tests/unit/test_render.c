@@ -733,7 +733,7 @@ static void test_property_roundtrip(void **state)
 {
     (void)state;
     const char *seed = getenv("RX_TEST_SEED"), *iters = getenv("RX_TEST_ITER");
-    unsigned long n_iter = iters ? strtoul(iters, NULL, 10) : 150;
+    unsigned long n_iter = iters ? strtoul(iters, NULL, 10) : 100;
     rng_state = seed ? strtoull(seed, NULL, 10) : 20240611;
     make_tmpdir();
     char *work = strdup(path_in("prop"));
