@@ -53,7 +53,8 @@ static void on_pool_closed(void *ud)
 
 static void ctx_maybe_free(rexec_ctx *ctx)
 {
-    if (!ctx->closing || ctx->calls != NULL)
+    /* Not while a call's handle is still closing: its close callback reads ctx. */
+    if (!ctx->closing || ctx->calls_alive > 0)
         return;
     if (ctx->pool) {
         rx_pool_close(ctx->pool, on_pool_closed, ctx);
@@ -121,6 +122,7 @@ static void on_call_closed(uv_handle_t *h)
     rexec_call *c = h->data;
     rexec_ctx *ctx = c->ctx;
     call_free(c);
+    ctx->calls_alive--;
     ctx_maybe_free(ctx);
 }
 
@@ -405,6 +407,7 @@ int rexec_call_start(rexec_ctx *ctx, const rexec_request *req, const rexec_callb
     c->defer.data = c;
     c->next = ctx->calls;
     ctx->calls = c;
+    ctx->calls_alive++;
     if (out)
         *out = c;
     int r = call_resolve(c, &c->err);

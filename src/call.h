@@ -23,7 +23,8 @@ struct rexec_ctx {
     rx_ws *ws;
     rx_pool *pool;
     rx_audit *audit; /* opened at the first call that needs it */
-    rexec_call *calls;
+    rexec_call *calls; /* calls that have not reported yet */
+    size_t calls_alive; /* calls whose memory is not released yet (their handle may be closing) */
     int closing;
     void (*on_closed)(void *ud);
     void *closed_ud;

@@ -7,8 +7,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <cjson/cJSON.h>
-
 #include "cli.h"
 #include "rexec.h"
 
@@ -46,7 +44,6 @@ typedef struct run {
     int interrupted;
     int progress; /* stderr is a terminal and there are several hosts */
     uv_signal_t sigint, sigterm;
-    uv_timer_t closer; /* never started: closed to close the context (see on_done) */
 } run;
 
 /* ---- output --------------------------------------------------------------------------------- */
@@ -91,19 +88,6 @@ static int approve_inline(run *r, host_call *h, const rexec_result *res)
     return 1;
 }
 
-/* The context is closed from a close callback, not from on_done itself. Every call's handle is
- * closed right after its on_done, and that close callback still reads the context (call.c:
- * on_call_closed -> ctx_maybe_free). libuv runs one iteration's close callbacks last-in first-out,
- * so when two calls finished in the same iteration, closing the context from the last on_done let
- * the pool's handles (closed after the first call's) close first, the context be freed, and then
- * the first call's callback read freed memory (ASan, `rexec run @lab` on 8 hosts, ~1 run in 6).
- * From a close callback, the pool's handles go to the next iteration's list, after every call's. */
-static void on_closer_closed(uv_handle_t *t)
-{
-    run *r = t->data;
-    rexec_ctx_close(r->ctx, NULL, NULL);
-}
-
 static void on_done(void *ud, const rexec_result *res)
 {
     host_call *h = ud;
@@ -127,7 +111,7 @@ static void on_done(void *ud, const rexec_result *res)
     if (r->finished == r->n_hosts) {
         uv_close((uv_handle_t *)&r->sigint, NULL);
         uv_close((uv_handle_t *)&r->sigterm, NULL);
-        uv_close((uv_handle_t *)&r->closer, on_closer_closed);
+        rexec_ctx_close(r->ctx, NULL, NULL); /* it goes once every call's memory is released */
     }
 }
 
@@ -377,8 +361,7 @@ static int run_loop(run *r, const char *const *names)
     r->progress = r->n_hosts > 1 && isatty(2) && !r->o->json;
     uv_signal_init(&r->loop, &r->sigint);
     uv_signal_init(&r->loop, &r->sigterm);
-    uv_timer_init(&r->loop, &r->closer);
-    r->sigint.data = r->sigterm.data = r->closer.data = r;
+    r->sigint.data = r->sigterm.data = r;
     uv_signal_start(&r->sigint, on_signal, SIGINT);
     uv_signal_start(&r->sigterm, on_signal, SIGTERM);
     launch_more(r);
