@@ -358,6 +358,7 @@ def main():
                 if k.startswith("rexec_serve"):
                     serve_cpu += cpu_seconds(serve.pid) - c0
 
+        load_a = machine()["load"]
         # (b) fan-out to every host
         hostfile = os.path.join(tmp, "pssh-hosts")
         with open(hostfile, "w") as f:
@@ -425,12 +426,14 @@ def main():
     print(cpu_line)
     print("import asyncssh took %.0f ms (not in the asyncssh figures: they run in-process)"
           % (T_IMPORT_ASYNCSSH * 1000))
-    print("load average after: %s" % info_after)
+    print("load average after (a): %s; after (b): %s (a fan-out to %d hosts loads the machine "
+          "itself: every host's sshd and commands run here)" % (load_a, info_after, n))
     if a.markdown:
         with open(a.markdown, "w") as f:
-            f.write("Machine: %d CPUs, %s, kernel %s; load average %s before, %s after.\n"
-                    "Versions: %s.\n\n" % (info["nproc"], info["cpu"], info["kernel"],
-                                           info["load"], info_after, info["packages"]))
+            f.write("Machine: %d CPUs, %s, kernel %s; load average %s before, %s after (a), "
+                    "%s after (b).\nVersions: %s.\n\n" % (
+                        info["nproc"], info["cpu"], info["kernel"], info["load"], load_a,
+                        info_after, info["packages"]))
             f.write("**%s**\n\n%s\n\n" % (t1, md_table(rows1, s1)))
             f.write("**%s**\n\n%s\n\n" % (t2, md_table(rows2, s2)))
             f.write("%s; import asyncssh %.0f ms (not in its figures).\n\n"

@@ -83,6 +83,7 @@ reap() {  # every launched client exited 0
 }
 
 # ---- 20 concurrent calls share one connection per host ---------------------------------------
+ws_edit 'c.setdefault("limits", {})["max_channels"] = 8'   # the default, said out loud
 start_serve
 l1=$(logins lab1)
 l2=$(logins lab2)
@@ -90,7 +91,7 @@ g1=$(gate_dir share1)
 g2=$(gate_dir share2)
 launch 10 lab1 "$g1"
 launch 10 lab2 "$g2"
-# the default budget is 8 channels a connection: 8 run on each host, 2 wait
+# a budget of 8 channels a connection: 8 run on each host, 2 wait
 wait_until 60 bash -c "[[ \$(ls '$g1/run' | wc -l) == 8 && \$(ls '$g2/run' | wc -l) == 8 ]]"
 assert_eq 1 "$(established_conns "$P1")" "connections to lab1 with 8 calls running"
 assert_eq 1 "$(established_conns "$P2")" "connections to lab2 with 8 calls running"
