@@ -52,27 +52,13 @@ __rx_pick() {
     __rx_cont=pid-namespace __rx_rank=3
 }
 
-# The process that runs the command. In a PID namespace it is the namespace's init: signals from
-# outside reach init only if it has a handler, so it traps TERM and passes it to everything
-# else in the namespace (kill -1 there reaches only the namespace), then waits.
-# There the command runs in a shell of its own (the command text is init's $1), not in a
-# subshell of init: a subshell's $$ would be init, which ignores a KILL sent from inside the
-# namespace, so `kill -9 $$` would do nothing there while it kills the command elsewhere.
+# What timeout runs: the start line, then the command, in one `bash -c` (whose $$ is the
+# command's own shell, as with ssh). In a PID namespace timeout itself is the namespace's init
+# (unshare ... timeout ... bash -c): when it exits every process left in the namespace dies,
+# setsid escapees included, and it already handles the signals an init must handle.
 __rx_inner_script() {
-    local start="printf '\\036rexec:%s:start\\n' $__rx_nonce >&2"
-    __rx_arg=()
-    if [ "$__rx_cont" = pid-namespace ]; then
-        __rx_arg=("$__rx_cmd")
-        __rx_inner="trap 'kill -TERM -1 2>/dev/null' TERM INT HUP
-$start
-bash -c \"\$1\" rexec <&0 &
-wait \$! 2>/dev/null; __rx_rc=\$?
-while kill -0 \$! 2>/dev/null; do wait \$! 2>/dev/null; __rx_rc=\$?; done
-exit \$__rx_rc"
-    else
-        __rx_inner="$start
+    __rx_inner="printf '\\036rexec:%s:start\\n' $__rx_nonce >&2
 $__rx_cmd"
-    fi
 }
 
 # Copies exactly __rx_stdin_len bytes from the channel into a private file the command reads.
@@ -85,10 +71,18 @@ __rx_stage_stdin() {
 }
 
 # Stops the command: timeout passes TERM on to its process group and sends KILL after
-# --kill-after if the command is still there.
+# --kill-after if the command is still there. In a PID namespace $__rx_pid is unshare, which
+# does not pass signals on: signal timeout, its only child, found without starting a process.
 __rx_cancel() {
+    local t=$__rx_pid
     __rx_cancelled=1
-    kill -TERM "$__rx_pid" 2>/dev/null
+    if [ "$__rx_cont" = pid-namespace ]; then
+        t=
+        read -r t _ 2>/dev/null <"/proc/$__rx_pid/task/$__rx_pid/children" # no final newline
+        # not forked yet, or no children file: killing unshare kills its child (--kill-child)
+        [ -n "$t" ] || { kill -KILL "$__rx_pid" 2>/dev/null; return; }
+    fi
+    kill -TERM "$t" 2>/dev/null
 }
 
 __rx_main() {
@@ -108,8 +102,8 @@ __rx_main() {
     __rx_inner_script
     trap __rx_cancel USR1
     t0=${EPOCHREALTIME//[!0-9]/}
-    timeout --kill-after="$__rx_kill_after" "$__rx_timeout" "${__rx_pre[@]}" \
-        bash -c "$__rx_inner" rexec "${__rx_arg[@]}" <"$in" 6<&- 7<&- &
+    "${__rx_pre[@]}" timeout --kill-after="$__rx_kill_after" "$__rx_timeout" \
+        bash -c "$__rx_inner" rexec <"$in" 6<&- 7<&- &
     __rx_pid=$!
     { read -r -n 1 _ ; kill -USR1 $$; } <&7 >/dev/null 2>&1 6<&- &
     __rx_wd=$!
@@ -122,7 +116,8 @@ __rx_main() {
     # A wait cut short by the USR1 trap returns 128+10, and if bash reaped the command in the
     # meantime the loop above never waits again: ask once more for the status bash kept.
     if [ "${__rx_cancelled:-0}" = 1 ] && [ "$rc" = 138 ]; then wait "$__rx_pid" 2>/dev/null; rc=$?; fi
-    # What the command left in its process group (background children) goes with it.
+    # What the command left in timeout's process group (background children) goes with it; in
+    # a PID namespace they went with timeout, the namespace's init.
     kill -KILL -- "-$__rx_pid" 2>/dev/null
     # timeout exits 124 (or 137 after --kill-after); a command can exit 124 by itself, but only
     # a real timeout takes the full time.
