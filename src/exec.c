@@ -182,6 +182,13 @@ static int ssh_err(rx_exec *e, char *buf, size_t n)
     return code;
 }
 
+/* libssh2's errors for a connection that is gone, as opposed to a refusal by the server. */
+static int conn_gone(int code)
+{
+    return code == LIBSSH2_ERROR_SOCKET_SEND || code == LIBSSH2_ERROR_SOCKET_RECV ||
+           code == LIBSSH2_ERROR_SOCKET_DISCONNECT || code == LIBSSH2_ERROR_SOCKET_TIMEOUT;
+}
+
 static int st_open(rx_exec *e)
 {
     char m[200];
@@ -205,7 +212,11 @@ static int st_open(rx_exec *e)
         e->res.channel_full = 1;
         rx_session_mark_full(e->s);
     }
-    exec_error(e, REXEC_EHOST, "%s: cannot open a channel: %s", rx_session_host(e->s)->name, m);
+    /* A connection found dead here (the server went away while it was idle, and the call came
+     * before the close was seen) is ECONNLOST: nothing was sent, so the pool moves the call to a
+     * fresh connection instead of reporting the host unavailable (session.c fails this one). */
+    exec_error(e, conn_gone(code) ? REXEC_ECONNLOST : REXEC_EHOST, "%s: cannot open a channel: %s",
+               rx_session_host(e->s)->name, m);
     exec_set_state(e, EX_DONE);
     return RX_STEP_DONE;
 }
@@ -228,9 +239,9 @@ static int st_exec(rx_exec *e)
     if (rc == LIBSSH2_ERROR_EAGAIN)
         return RX_STEP_AGAIN;
     if (rc != 0) {
-        ssh_err(e, m, sizeof(m));
-        exec_error(e, REXEC_EHOST, "%s: the server refused to run bash: %s",
-                   rx_session_host(e->s)->name, m);
+        int code = ssh_err(e, m, sizeof(m));
+        exec_error(e, conn_gone(code) ? REXEC_ECONNLOST : REXEC_EHOST,
+                   "%s: the server refused to run bash: %s", rx_session_host(e->s)->name, m);
         exec_set_state(e, EX_CLOSE);
         return RX_STEP_PROGRESS;
     }
