@@ -7,6 +7,9 @@ tid="serve: socket, protocol, same results, cancel, shutdown"
 . "${REXEC_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/e2e/lib.sh"
 
 lab_start 2
+# A generous connect timeout: this test is not about it, and on a loaded machine the audit
+# records' fsyncs, done on the loop, can eat a 10 s budget before a burst's first connection is up.
+ws_edit 'c.setdefault("limits", {})["connect_timeout_s"] = 60'
 
 # rxt ARGS...: rexec under a timeout, so a hang fails the test instead of the CI job.
 rxt() { timeout 120 "$REXEC_BIN" --workspace "$WS" "$@"; }
@@ -14,11 +17,12 @@ rxt() { timeout 120 "$REXEC_BIN" --workspace "$WS" "$@"; }
 # ---- serve processes: started in the background, stopped when the test ends ------------------
 SERVE_PIDS=()
 _t_stop_serves() {
-    local rc=$? p
+    local p
     for p in ${SERVE_PIDS[@]+"${SERVE_PIDS[@]}"}; do kill -KILL "$p" 2>/dev/null || true; done
-    (exit "$rc")
 }
-trap '_t_stop_serves; _rx_cleanup' EXIT
+# then lib.sh's cleanup, with the test's status in $? (set -e: a failing command here would end
+# the trap before the cleanup, so the status goes through an if)
+trap '_t_rc=$?; _t_stop_serves; if (exit "$_t_rc"); then _rx_cleanup; else _rx_cleanup; fi' EXIT
 
 # start_serve SOCK [SERVE_OPTIONS...]: rexec serve on SOCK; sets SERVE_PID once the socket is up.
 start_serve() {
