@@ -19,6 +19,7 @@ import asyncio
 import json
 import os
 import platform
+import re
 import shlex
 import socket
 import subprocess
@@ -75,6 +76,11 @@ def wrapper_script(root, command):
     nonce = os.urandom(16).hex()
     with open(os.path.join(root, "remote", "wrapper.sh"), "rb") as f:
         body = f.read()
+    # stripped as scripts/embed.cmake does for the binary: comment lines, indentation, blank lines
+    body = re.sub(rb"^[ \t]*#[^\n]*\n", b"", body, count=1)
+    body = re.sub(rb"\n[ \t]*#[^\n]*", b"", body)
+    body = re.sub(rb"\n[ \t]+", b"\n", body)
+    body = re.sub(rb"\n\n+", b"\n", body)
     head = ("# rexec bench\n__rx_nonce=%s __rx_timeout=60.000 __rx_timeout_us=60000000 "
             "__rx_kill_after=2.000 __rx_stdin_len=-1 __rx_min_rank=0 __rx_max_rank=3\n"
             "__rx_cwd=''\n__rx_cmd=%s\n" % (nonce, shlex.quote(command)))
@@ -315,13 +321,12 @@ def main():
         asy.open(["lab1"])
         p1 = lab.port["lab1"]
         tgt = lab.user + "@127.0.0.1"
-        # rexec's wrapper runs the command under bash + timeout + unshare (pid namespace) + bash:
-        # the same chain through the ControlMaster separates the remote cost from the transport.
-        if os.geteuid() == 0:
-            chain = "timeout --kill-after=2 60 unshare --pid --fork --kill-child -- bash -c 'uname -a'"
-        else:
-            chain = ("timeout --kill-after=2 60 unshare --user --map-current-user --pid --fork "
-                     "--kill-child -- bash -c 'uname -a'")
+        # rexec's wrapper runs the command under unshare (a PID namespace) + timeout + bash -c
+        # (remote/wrapper.sh): the same chain through the ControlMaster separates that part of
+        # the remote cost from the transport.
+        userns = "" if os.geteuid() == 0 else "--user --map-current-user "
+        chain = ("unshare %s--pid --fork --kill-child -- timeout --kill-after=2 60 "
+                 "bash -c 'uname -a'" % userns)
         single = [
             ("rexec_cold", "rexec run (a process and a connection per call)",
              lambda: run(rexec + ["run", "lab1", action])),
