@@ -21,6 +21,7 @@ import os
 import platform
 import re
 import shlex
+import shutil
 import socket
 import subprocess
 import sys
@@ -410,6 +411,7 @@ def main():
                            capture_output=True)
         serve.terminate()
         serve.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
 
     info_after = machine()["load"]
     labels = {k: l for k, l, _ in single + fan}
