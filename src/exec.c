@@ -182,13 +182,6 @@ static int ssh_err(rx_exec *e, char *buf, size_t n)
     return code;
 }
 
-/* libssh2's errors for a connection that is gone, as opposed to a refusal by the server. */
-static int conn_gone(int code)
-{
-    return code == LIBSSH2_ERROR_SOCKET_SEND || code == LIBSSH2_ERROR_SOCKET_RECV ||
-           code == LIBSSH2_ERROR_SOCKET_DISCONNECT || code == LIBSSH2_ERROR_SOCKET_TIMEOUT;
-}
-
 static int st_open(rx_exec *e)
 {
     char m[200];
@@ -215,7 +208,7 @@ static int st_open(rx_exec *e)
     /* A connection found dead here (the server went away while it was idle, and the call came
      * before the close was seen) is ECONNLOST: nothing was sent, so the pool moves the call to a
      * fresh connection instead of reporting the host unavailable (session.c fails this one). */
-    exec_error(e, conn_gone(code) ? REXEC_ECONNLOST : REXEC_EHOST, "%s: cannot open a channel: %s",
+    exec_error(e, rx_ssh_conn_gone(code) ? REXEC_ECONNLOST : REXEC_EHOST, "%s: cannot open a channel: %s",
                rx_session_host(e->s)->name, m);
     exec_set_state(e, EX_DONE);
     return RX_STEP_DONE;
@@ -240,7 +233,7 @@ static int st_exec(rx_exec *e)
         return RX_STEP_AGAIN;
     if (rc != 0) {
         int code = ssh_err(e, m, sizeof(m));
-        exec_error(e, conn_gone(code) ? REXEC_ECONNLOST : REXEC_EHOST,
+        exec_error(e, rx_ssh_conn_gone(code) ? REXEC_ECONNLOST : REXEC_EHOST,
                    "%s: the server refused to run bash: %s", rx_session_host(e->s)->name, m);
         exec_set_state(e, EX_CLOSE);
         return RX_STEP_PROGRESS;

@@ -572,12 +572,10 @@ static void finish_done(rx_exec *done)
     }
 }
 
-/* The last libssh2 error says the connection itself is gone (not a refusal by the server). */
-static int session_conn_gone(rx_session *s)
+int rx_ssh_conn_gone(int code)
 {
-    int e = libssh2_session_last_errno(s->ssh);
-    return e == LIBSSH2_ERROR_SOCKET_SEND || e == LIBSSH2_ERROR_SOCKET_RECV ||
-           e == LIBSSH2_ERROR_SOCKET_DISCONNECT || e == LIBSSH2_ERROR_SOCKET_TIMEOUT;
+    return code == LIBSSH2_ERROR_SOCKET_SEND || code == LIBSSH2_ERROR_SOCKET_RECV ||
+           code == LIBSSH2_ERROR_SOCKET_DISCONNECT || code == LIBSSH2_ERROR_SOCKET_TIMEOUT;
 }
 
 static void session_drive(rx_session *s)
@@ -606,7 +604,7 @@ static void session_drive(rx_session *s)
      * the calls report: otherwise the pool retried it on this same connection, and every later
      * call failed too (libuv had stopped the poll on the socket's error, so nothing else would
      * ever fail it). */
-    if (!s->closing && done != NULL && s->state == RX_SS_READY && session_conn_gone(s))
+    if (!s->closing && done != NULL && s->state == RX_SS_READY && rx_ssh_conn_gone(libssh2_session_last_errno(s->ssh)))
         session_fail(s, REXEC_ECONNLOST, "the connection to the server is gone");
     if (!s->closing && s->state >= RX_SS_HANDSHAKE)
         session_update_poll(s);

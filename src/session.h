@@ -59,6 +59,10 @@ int rx_session_channels(const rx_session *s); /* channels open or opening */
  * put more than the current number of channels on this connection. */
 int rx_session_full(const rx_session *s);
 
+/* 1 when a libssh2 error code says the connection itself is gone (as opposed to a refusal by
+ * the server): the call that met it may go to a fresh connection if nothing was sent. */
+int rx_ssh_conn_gone(int code);
+
 /* For exec.c: the libssh2 handle, and a request to run the drive loop soon. */
 LIBSSH2_SESSION *rx_session_ssh(rx_session *s);
 uv_loop_t *rx_session_loop(rx_session *s);
