@@ -13,24 +13,15 @@ typedef struct serve_cli {
     rexec_ctx *ctx;
     rexec_server *srv;
     uv_signal_t sigint, sigterm;
-    uv_timer_t closer; /* never started: closed to close the context (see on_stopped) */
     int stopping;
 } serve_cli;
 
-static void on_closer_closed(uv_handle_t *h)
-{
-    serve_cli *s = h->data;
-    rexec_ctx_close(s->ctx, NULL, NULL);
-}
-
-/* Called when the last request is done, which can be from inside a call's on_done: the context is
- * closed from a close callback so that the close callbacks of calls that finished in the same loop
- * iteration (they read the context) run before the pool's handles close and the context is freed
- * (the same use-after-free as in cmd_run.c's on_done; libuv closes handles last-in first-out). */
+/* Called when the last request is done, possibly from inside a call's on_done: safe, the context
+ * waits until every call's memory is released (call.c: calls_alive). */
 static void on_stopped(void *ud)
 {
     serve_cli *s = ud;
-    uv_close((uv_handle_t *)&s->closer, on_closer_closed);
+    rexec_ctx_close(s->ctx, NULL, NULL);
     uv_close((uv_handle_t *)&s->sigint, NULL);
     uv_close((uv_handle_t *)&s->sigterm, NULL);
 }
@@ -76,8 +67,7 @@ int cli_serve(const cli_global *g, int argc, char **argv)
     }
     uv_signal_init(&s.loop, &s.sigint);
     uv_signal_init(&s.loop, &s.sigterm);
-    uv_timer_init(&s.loop, &s.closer);
-    s.sigint.data = s.sigterm.data = s.closer.data = &s;
+    s.sigint.data = s.sigterm.data = &s;
     uv_signal_start(&s.sigint, on_signal, SIGINT);
     uv_signal_start(&s.sigterm, on_signal, SIGTERM);
     fprintf(stderr, "rexec serve: listening on %s (pid %d)\n", opts.socket_path, (int)getpid());
