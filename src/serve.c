@@ -68,6 +68,7 @@ struct serve_req {
     serve_call *calls;
     size_t n, started, finished;
     int worst;
+    int parallel; /* hosts at once; 0: limits.parallel */
 };
 
 static void client_close(serve_client *cl);
@@ -221,7 +222,7 @@ static void on_call_done(void *ud, const rexec_result *r)
 
 static void req_launch(serve_req *q)
 {
-    int parallel = q->srv->ctx->ws->limits.parallel;
+    int parallel = q->parallel > 0 ? q->parallel : q->srv->ctx->ws->limits.parallel;
     while (q->started < q->n && (int)(q->started - q->finished) < parallel && q->cl) {
         serve_call *sc = &q->calls[q->started++];
         rexec_callbacks cb = {on_call_output, on_call_done, sc};
@@ -306,7 +307,9 @@ static void send_accepted(serve_req *q)
 
 static int start_run(serve_client *cl, const cJSON *root, const char *op, rexec_error *err)
 {
-    static const char *const extra[] = {"op", "id", "targets", "grant_id", "stream", NULL};
+    static const char *const extra[] = {"op", "id", "targets", "grant_id", "stream", "parallel",
+                                        NULL};
+    long long parallel = 0;
     serve_req *q = req_new(cl, root, op);
     const char *grant = NULL;
     int r;
@@ -315,6 +318,7 @@ static int start_run(serve_client *cl, const cJSON *root, const char *op, rexec_
     if ((r = rx_request_from_json(root, "", extra, &q->parsed, err)) != 0 ||
         (r = rx_json_get_string(root, "grant_id", "", 0, &grant, REXEC_EREQUEST, err)) != 0 ||
         (r = rx_json_get_bool(root, "stream", "", 0, &q->stream, REXEC_EREQUEST, err)) != 0 ||
+        (r = rx_json_get_int(root, "parallel", "", 0, 1, 1024, &parallel, REXEC_EREQUEST, err)) ||
         (r = rx_request_view(&q->parsed, &q->view, &q->params)) != 0 ||
         (r = req_targets(q, root, q->parsed.host, err)) != 0) {
         req_unlink(q);
@@ -323,6 +327,7 @@ static int start_run(serve_client *cl, const cJSON *root, const char *op, rexec_
     }
     /* the grant id lives in the tree, which goes after this line: keep a copy */
     q->view.grant_id = grant ? (q->grant = strdup(grant)) : NULL;
+    q->parallel = (int)parallel;
     q->view.eval_only = strcmp(op, "eval") == 0;
     q->view.capture = 1;
     send_accepted(q);

@@ -49,7 +49,7 @@ const char *cli_opt_value(int argc, char **argv, int *i, const char *name, int *
 /* client.c: run, eval ("run"/"eval", req) and check ("check", req NULL) through a running
  * `rexec serve`; returns the exit status a direct call would have. */
 int cli_client_call(const char *socket_path, const char *op, const rexec_request *req,
-                    const char *targets, int json);
+                    const char *targets, int json, int parallel);
 
 /* Help text of a command (NULL for the overview); shared by `rexec help X` and `X --help`. */
 const char *cli_help_text(const char *command);

@@ -51,7 +51,8 @@ static void add_param(cJSON *params, const rexec_param *p)
 }
 
 /* The request line: the same fields a --request file has, plus op, id, targets, stream. */
-static char *request_line(const rexec_request *req, const char *op, const char *targets, int stream)
+static char *request_line(const rexec_request *req, const char *op, const char *targets, int stream,
+                          int parallel)
 {
     cJSON *o = cJSON_CreateObject(), *params = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "op", op);
@@ -79,6 +80,8 @@ static char *request_line(const rexec_request *req, const char *op, const char *
         if (req->hypothesis_id)
             cJSON_AddStringToObject(o, "hypothesis_id", req->hypothesis_id);
         cJSON_AddBoolToObject(o, "stream", stream);
+        if (parallel > 0)
+            cJSON_AddNumberToObject(o, "parallel", parallel);
     }
     cJSON_Delete(params);
     char *text = cJSON_PrintUnformatted(o);
@@ -282,7 +285,7 @@ static int converse(client *c)
 }
 
 int cli_client_call(const char *socket_path, const char *op, const rexec_request *req,
-                    const char *targets, int json)
+                    const char *targets, int json, int parallel)
 {
     client c = {.json = json, .eval = strcmp(op, "eval") == 0};
     struct sigaction sa = {.sa_handler = on_sigint}; /* no SA_RESTART: poll must wake up */
@@ -300,7 +303,7 @@ int cli_client_call(const char *socket_path, const char *op, const rexec_request
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
-    char *line = request_line(req, op, targets, !json);
+    char *line = request_line(req, op, targets, !json, parallel);
     if (line == NULL) {
         close(fd);
         return cli_error(70, "out of memory");

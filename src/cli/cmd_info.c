@@ -142,7 +142,7 @@ int cli_check(const cli_global *g, int argc, char **argv)
     if (targets == NULL)
         return cli_error(64, "usage: rexec check TARGETS [--json]");
     if (socket)
-        return cli_client_call(socket, "check", NULL, targets, k.json);
+        return cli_client_call(socket, "check", NULL, targets, k.json, 0);
     uv_loop_init(&loop);
     if (rexec_ctx_new(&k.ctx, &loop, g->workspace, &e) != 0) {
         uv_loop_close(&loop);

@@ -384,7 +384,8 @@ int cli_run(const cli_global *g, int argc, char **argv)
         if (o.approve)
             rc = cli_error(64, "--approve needs a terminal of its own: run without --socket");
         else
-            rc = cli_client_call(socket, o.eval ? "eval" : "run", &r.req, o.targets, o.json);
+            rc = cli_client_call(socket, o.eval ? "eval" : "run", &r.req, o.targets, o.json,
+                                 o.parallel);
     } else if (rc == 0) {
         uv_loop_init(&r.loop);
         if (rexec_ctx_new(&r.ctx, &r.loop, g->workspace, &e) != 0)
