@@ -397,3 +397,30 @@ remote_pgrep() {
 established_conns() {
     ss -Htn state established "( dport = :$1 and dst 127.0.0.1 )" | wc -l
 }
+
+# ---- reading results -------------------------------------------------------------------------
+
+json() {  # json FIELD: a field of the --json object in $OUT (strings bare, the rest as JSON)
+    "$RX_PYTHON" - "$OUT" "$1" <<'PY'
+import json, sys
+v = json.loads(open(sys.argv[1]).readline())[sys.argv[2]]
+print(v if isinstance(v, str) else json.dumps(v))
+PY
+}
+
+audit_field() {  # audit_field PHASE FIELD: FIELD of the PHASE record of the run in $OUT
+    "$RX_PYTHON" - "$WS/audit/audit.log" "$(json run_id)" "$1" "$2" <<'PY'
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+r = [x for x in recs if x["run_id"] == sys.argv[2] and x["phase"] == sys.argv[3]]
+assert len(r) == 1, (sys.argv[2:], r)
+v = r[0][sys.argv[4]]
+print(v if isinstance(v, str) else json.dumps(v))
+PY
+}
+
+cap() {  # cap CONTAINMENT: caps lab1's containment ("" removes the cap)
+    ws_edit 'h = c["hosts"]["lab1"]
+if args[0]: h["containment"] = args[0]
+else: h.pop("containment", None)' "$1"
+}

@@ -17,13 +17,6 @@ ws_edit 'c["hosts"]["lab1"]["allow"] = "L0"'
 # ---- helpers ---------------------------------------------------------------------------------
 
 # json FIELD: a field of the --json object in $OUT (strings raw, others as JSON).
-json() {
-    "$RX_PYTHON" - "$OUT" "$1" <<'PY'
-import json, sys
-v = json.loads(open(sys.argv[1]).readline())[sys.argv[2]]
-print(v if isinstance(v, str) else json.dumps(v))
-PY
-}
 
 # no_remote ERE: no process started through the lab has a command line matching ERE.
 no_remote() { ! remote_pgrep "$1" >/dev/null; }
@@ -37,11 +30,6 @@ exited() {
 }
 
 # cap LEVEL: the host's containment cap ("" removes it: the VM's best).
-cap() {
-    ws_edit 'h = c["hosts"]["lab1"]
-if args[0]: h["containment"] = args[0]
-else: h.pop("containment", None)' "$1"
-}
 
 # A fifo handshake makes each escape deterministic: the escapee writes to it only after setsid()
 # (or timeout's own setpgid()) has happened, and the command waits for that line.

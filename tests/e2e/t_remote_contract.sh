@@ -14,28 +14,6 @@ tid="remote: the contract end to end"
 lab_start 1
 ws_edit 'c["hosts"]["lab1"]["allow"] = "L0"'
 
-json() {  # json FIELD: a field of the --json object in $OUT
-    "$RX_PYTHON" - "$OUT" "$1" <<'PY'
-import json, sys
-v = json.loads(open(sys.argv[1]).readline())[sys.argv[2]]
-print(v if isinstance(v, str) else json.dumps(v))
-PY
-}
-audit_field() {  # audit_field PHASE FIELD: FIELD of the PHASE record of the run in $OUT
-    "$RX_PYTHON" - "$WS/audit/audit.log" "$(json run_id)" "$1" "$2" <<'PY'
-import json, sys
-recs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-r = [x for x in recs if x["run_id"] == sys.argv[2] and x["phase"] == sys.argv[3]]
-assert len(r) == 1, (sys.argv[2:], r)
-v = r[0][sys.argv[4]]
-print(v if isinstance(v, str) else json.dumps(v))
-PY
-}
-cap() {
-    ws_edit 'h = c["hosts"]["lab1"]
-if args[0]: h["containment"] = args[0]
-else: h.pop("containment", None)' "$1"
-}
 
 # ---- {name}: one quoted word -----------------------------------------------------------------
 ws_add_action t.words '{"risk": "L0", "command": "printf \"[%s]\\n\" {text} {other}",

@@ -14,13 +14,6 @@ ws_add_action t.cat '{"risk": "L0", "command": "cat"}'
 ws_add_action t.sha '{"risk": "L0",
   "command": "f=$(mktemp) && cat >\"$f\" && sha256sum <\"$f\" | cut -d\" \" -f1 && wc -c <\"$f\"; rm -f \"$f\""}'
 
-json() {  # json FIELD: a field of the --json object in $OUT
-    "$RX_PYTHON" - "$OUT" "$1" <<'PY'
-import json, sys
-v = json.loads(open(sys.argv[1]).readline())[sys.argv[2]]
-print(v if isinstance(v, str) else json.dumps(v))
-PY
-}
 expect_sha() {  # expect_sha FILE: $OUT holds the sha256 and size of FILE, as t.sha prints them
     assert_eq "$(sha256sum <"$1" | cut -d' ' -f1)
 $(wc -c <"$1")" "$(cat "$OUT")" "sha256 and size of $(basename "$1") as the command saw it"

@@ -14,13 +14,6 @@ tid="remote: timeouts and the backstop"
 lab_start 1
 ws_edit 'c["hosts"]["lab1"]["allow"] = "L0"; c["limits"]["kill_after_s"] = 1'
 
-json() {  # json FIELD: a field of the --json object in $OUT
-    "$RX_PYTHON" - "$OUT" "$1" <<'PY'
-import json, sys
-v = json.loads(open(sys.argv[1]).readline())[sys.argv[2]]
-print(v if isinstance(v, str) else json.dumps(v))
-PY
-}
 audit_outcome() {  # audit_outcome FIELD: FIELD of the outcome record of the run in $OUT
     "$RX_PYTHON" - "$WS/audit/audit.log" "$(json run_id)" "$1" <<'PY'
 import json, sys
@@ -33,11 +26,6 @@ PY
 }
 no_remote() { ! remote_pgrep "$1" >/dev/null; }
 has_remote() { remote_pgrep "$1" >/dev/null; }
-cap() {
-    ws_edit 'h = c["hosts"]["lab1"]
-if args[0]: h["containment"] = args[0]
-else: h.pop("containment", None)' "$1"
-}
 
 ws_add_action t.to '{"risk": "L0", "timeout_s": 1,
   "command": "echo partial; echo err-partial >&2; sleep 309; echo never"}'
