@@ -20,6 +20,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <termios.h>
+#include <signal.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -933,16 +934,21 @@ static int tty_write(int fd, const void *p, size_t n, rexec_error *err)
 /* Reads one line from the terminal until the challenge's deadline. A line longer than cap is
  * kept cut (it cannot be the code anyway). A signal that has a handler (Ctrl-C under `run
  * --approve`, whose event loop catches SIGINT) ends the prompt: not approved. */
-static int tty_read_line(int fd, int64_t deadline, char *ans, size_t cap, rexec_error *err)
+/* Waits with ppoll and the caller's signal mask (waitmask): the interrupting signals are blocked
+ * everywhere else (see tty_confirm), so one that arrives between the prompt and the wait is
+ * delivered in ppoll as EINTR instead of being handled early and then waited through. */
+static int tty_read_line(int fd, int64_t deadline, const sigset_t *waitmask, char *ans,
+                         size_t cap, rexec_error *err)
 {
     size_t n = 0;
     for (;;) {
         int64_t left = deadline - rx_approvals_now();
         struct pollfd p = {.fd = fd, .events = POLLIN};
+        struct timespec ts = {left > 60 ? 60 : (time_t)left, 0};
         char ch;
         if (left <= 0)
             return rx_fail(err, REXEC_EDENIED, "no answer before the challenge expired");
-        int k = poll(&p, 1, left > 60 ? 60000 : (int)left * 1000);
+        int k = ppoll(&p, 1, &ts, waitmask);
         if (k == 0)
             continue;
         ssize_t m = k < 0 ? -1 : read(fd, &ch, 1);
@@ -964,6 +970,8 @@ static int tty_read_line(int fd, int64_t deadline, char *ans, size_t cap, rexec_
 /* Shows the challenge and asks for its code; 0 when the operator typed it back exactly. */
 static int tty_confirm(int fd, const rx_challenge *c, rexec_error *err)
 {
+    sigset_t hold, waitmask;
+    int held = 0;
     char ans[AP_ANSWER_MAX], prompt[160];
     rx_buf b;
     int r;
@@ -976,10 +984,17 @@ static int tty_confirm(int fd, const rx_challenge *c, rexec_error *err)
     snprintf(prompt, sizeof(prompt), "\nTo approve, type the code %s and press Enter "
              "(anything else refuses): ", c->code);
     /* Type-ahead is dropped: only an answer typed after the prompt counts. */
+    /* From before the prompt is shown until the answer is read, an interrupting signal must end
+     * the wait (Ctrl-C at the prompt): hold them, and let ppoll take them atomically. */
+    sigemptyset(&hold);
+    sigaddset(&hold, SIGINT), sigaddset(&hold, SIGTERM), sigaddset(&hold, SIGHUP);
+    sigaddset(&hold, SIGQUIT), sigaddset(&hold, SIGUSR1), sigaddset(&hold, SIGUSR2);
+    sigprocmask(SIG_BLOCK, &hold, &waitmask);
+    held = 1;
     tcflush(fd, TCIFLUSH);
     if ((r = tty_write(fd, b.data, b.len, err)) != 0 ||
         (r = tty_write(fd, prompt, strlen(prompt), err)) != 0 ||
-        (r = tty_read_line(fd, c->expires, ans, sizeof(ans), err)) != 0)
+        (r = tty_read_line(fd, c->expires, &waitmask, ans, sizeof(ans), err)) != 0)
         goto out;
     size_t lead = strspn(ans, " \t"), n = strlen(ans);
     while (n > lead && (ans[n - 1] == ' ' || ans[n - 1] == '\t'))
@@ -988,6 +1003,8 @@ static int tty_confirm(int fd, const rx_challenge *c, rexec_error *err)
         r = rx_fail(err, REXEC_EDENIED, "wrong confirmation code: challenge %s not approved",
                     c->id);
 out:
+    if (held)
+        sigprocmask(SIG_SETMASK, &waitmask, NULL);
     rx_buf_free(&b);
     return r;
 }
