@@ -20,6 +20,8 @@
 
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include "approvals.h"
 #include "gate.h"
 
@@ -33,14 +35,6 @@ typedef struct fx {
     rx_action action;
     rx_param_spec unit;
 } fx;
-
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    return remove(p);
-}
 
 static int setup(void **state)
 {
@@ -76,7 +70,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     fx *f = *state;
-    nftw(f->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    rx_test_rm_tree(f->dir);
     free(f);
     return 0;
 }

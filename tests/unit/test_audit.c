@@ -16,6 +16,8 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+
+#include "testutil.h"
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
@@ -34,14 +36,6 @@ typedef struct fixture {
     int mounted;
 } fixture;
 
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    return remove(p);
-}
-
 static int setup(void **state)
 {
     fixture *f = calloc(1, sizeof(*f));
@@ -59,8 +53,8 @@ static int teardown(void **state)
     fixture *f = *state;
     if (f->mounted)
         umount2(f->ws, MNT_DETACH);
-    nftw(f->ws, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-    nftw(f->outside, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    rx_test_rm_tree(f->ws);
+    rx_test_rm_tree(f->outside);
     free(f);
     return 0;
 }

@@ -11,16 +11,10 @@
 
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #define AUDIT_STRESS_NO_MAIN
 #include "../tools/audit_stress.c"
-
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    return remove(p);
-}
 
 static int setup(void **state)
 {
@@ -34,7 +28,7 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-    return nftw(*state, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    return rx_test_rm_tree(*state);
 }
 
 static void test_32_processes(void **state)

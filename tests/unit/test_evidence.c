@@ -18,6 +18,8 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+
+#include "testutil.h"
 #include <openssl/evp.h>
 
 #include "evidence.h"
@@ -29,14 +31,6 @@ typedef struct fixture {
     char ev[PATH_MAX + 16];
     int mounted;
 } fixture;
-
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    return remove(p);
-}
 
 static int setup(void **state)
 {
@@ -54,7 +48,7 @@ static int teardown(void **state)
     fixture *f = *state;
     if (f->mounted)
         umount2(f->ws, MNT_DETACH);
-    nftw(f->ws, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    rx_test_rm_tree(f->ws);
     free(f);
     return 0;
 }

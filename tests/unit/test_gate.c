@@ -17,6 +17,8 @@
 
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include "approvals.h"
 #include "gate.h"
 #include "scope.h"
@@ -32,14 +34,6 @@ typedef struct fx {
     rx_param_spec unit, url, cmd, target, ab[2]; /* ab: t.defaults' a and b */
     char *secrets[1];
 } fx;
-
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    return remove(p);
-}
 
 static rx_param_spec spec(const char *name, rx_ptype type)
 {
@@ -149,7 +143,7 @@ static int teardown(void **state)
 {
     fx *f = *state;
     rx_approvals_set_clock(NULL);
-    nftw(f->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    rx_test_rm_tree(f->dir);
     regfree(&f->unit.re);
     regfree(&f->ab[1].re);
     rx_scope_free(f->ws.scope);
