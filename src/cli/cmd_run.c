@@ -314,6 +314,10 @@ static int build_request(run_opts *o, run_inputs *in, rexec_request *req)
         if (req->action && o->action && strcmp(req->action, o->action) != 0)
             return cli_error(64, "ACTION %s differs from the request's \"%s\"", o->action,
                              req->action);
+        /* TARGETS decides where the call goes; a request naming another host is a mistake */
+        if (req->host && strcmp(req->host, o->targets) != 0)
+            return cli_error(64, "TARGETS %s differs from the request's host \"%s\"", o->targets,
+                             req->host);
     }
     if (o->action)
         req->action = o->action;
