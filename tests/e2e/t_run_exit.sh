@@ -44,6 +44,10 @@ assert_exit 78 rx run lab1 no.such.action
 assert_contains "$ERR" 'unknown action "no.such.action"'
 assert_exit 65 rx run lab1 t.exit --param code=256
 assert_contains "$ERR" 'code'
+# a value that fails its pattern (the lab's sys.echo takes printable ASCII only)
+assert_exit 65 rx run lab1 sys.echo --param "text=tab	here"
+assert_contains "$ERR" 'text'
+assert_contains "$ERR" 'pattern'
 assert_exit 65 rx run lab1 t.exit --param code=7 --param extra=1
 assert_contains "$ERR" 'extra'
 assert_exit 65 rx run lab1 t.exit
