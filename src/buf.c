@@ -51,6 +51,12 @@ int rx_buf_add(rx_buf *b, const void *p, size_t n)
     return 0;
 }
 
+size_t rx_buf_add_capped(rx_buf *b, const void *p, size_t n)
+{
+    size_t room = b->max - b->len, keep = n < room ? n : room;
+    return keep && rx_buf_add(b, p, keep) != 0 ? 0 : keep;
+}
+
 int rx_buf_adds(rx_buf *b, const char *s)
 {
     return rx_buf_add(b, s, strlen(s));

@@ -23,6 +23,10 @@ int rx_buf_addc(rx_buf *b, unsigned char c);
 /* printf-style append: for text that is never shell (JSON keys, messages). */
 int rx_buf_addf(rx_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Appends as much of p as fits under max and returns how many bytes it kept (the caller sees
+ * truncation as a return below n). Output caps work this way, on redacted bytes. */
+size_t rx_buf_add_capped(rx_buf *b, const void *p, size_t n);
+
 /* Empties the buffer (wiping what it held) but keeps max. */
 void rx_buf_reset(rx_buf *b);
 

@@ -180,15 +180,13 @@ static void stream_sink(void *ud, const unsigned char *data, size_t len)
 {
     call_stream *st = ud;
     rexec_call *c = st->call;
-    size_t room = st->stored.max - st->stored.len;
-    size_t keep = len < room ? len : room;
+    size_t keep = rx_buf_add_capped(&st->stored, data, len); /* for evidence, --json, serve */
     st->total += len;
     if (keep < len)
         st->truncated = 1;
     if (keep == 0)
         return;
     EVP_DigestUpdate(st->sha, data, keep);
-    rx_buf_add(&st->stored, data, keep); /* for evidence, --json and serve */
     if (c->cb.on_output)
         c->cb.on_output(c->cb.ud, st->id, data, keep);
 }
