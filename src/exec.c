@@ -182,6 +182,21 @@ static int ssh_err(rx_exec *e, char *buf, size_t n)
     return code;
 }
 
+/* What a failed channel open or exec request means for the call, which has sent nothing of its
+ * script yet: ECONNLOST lets the pool move it to a fresh channel or connection (once).
+ * - the connection is gone (the server went away while it was idle, and the call came before the
+ *   close was seen; session.c then fails the connection);
+ * - LIBSSH2_ERROR_SOCKET_NONE (-1): libssh2 1.10 stopped waiting for the reply ("no packet
+ *   available yet") while other channels' packets were arriving, seen under load with many
+ *   channels on one connection; the server may have accepted, but `bash -s` then reads an empty
+ *   script when this channel closes, so nothing runs.
+ * Anything else is the server's refusal: the host is unavailable for this call. */
+static int setup_failure(int code)
+{
+    return rx_ssh_conn_gone(code) || code == LIBSSH2_ERROR_SOCKET_NONE ? REXEC_ECONNLOST
+                                                                       : REXEC_EHOST;
+}
+
 static int st_open(rx_exec *e)
 {
     char m[200];
@@ -205,10 +220,7 @@ static int st_open(rx_exec *e)
         e->res.channel_full = 1;
         rx_session_mark_full(e->s);
     }
-    /* A connection found dead here (the server went away while it was idle, and the call came
-     * before the close was seen) is ECONNLOST: nothing was sent, so the pool moves the call to a
-     * fresh connection instead of reporting the host unavailable (session.c fails this one). */
-    exec_error(e, rx_ssh_conn_gone(code) ? REXEC_ECONNLOST : REXEC_EHOST, "%s: cannot open a channel: %s",
+    exec_error(e, setup_failure(code), "%s: cannot open a channel: %s",
                rx_session_host(e->s)->name, m);
     exec_set_state(e, EX_DONE);
     return RX_STEP_DONE;
@@ -233,8 +245,8 @@ static int st_exec(rx_exec *e)
         return RX_STEP_AGAIN;
     if (rc != 0) {
         int code = ssh_err(e, m, sizeof(m));
-        exec_error(e, rx_ssh_conn_gone(code) ? REXEC_ECONNLOST : REXEC_EHOST,
-                   "%s: the server refused to run bash: %s", rx_session_host(e->s)->name, m);
+        exec_error(e, setup_failure(code), "%s: the server refused to run bash: %s",
+                   rx_session_host(e->s)->name, m);
         exec_set_state(e, EX_CLOSE);
         return RX_STEP_PROGRESS;
     }

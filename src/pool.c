@@ -10,6 +10,7 @@
 
 #define POOL_MAX_CONNS 8
 #define POOL_MAX_CONNECT_RETRIES 6 /* MaxStartups drops: back off 50 ms .. 1.6 s */
+#define POOL_MAX_SETUP_RETRIES 2   /* a call whose channel set-up failed before it sent anything */
 
 typedef struct pool_conn {
     rx_session *s;
@@ -215,9 +216,12 @@ static void on_job_done(void *ud, const rx_exec_result *res)
         pool_dispatch(ph);
         return;
     }
-    /* The connection died before a byte of this call was sent: nothing ran, so a fresh
-     * connection may take it (once). A call that was sent is reported, never re-run. */
-    if (!res->sent && res->err == REXEC_ECONNLOST && j->retries == 0 && !ph->p->closing) {
+    /* The channel could not be set up, before a byte of this call's script was sent (the
+     * connection died, or libssh2 lost the reply: exec.c setup_failure): nothing ran, so a new
+     * channel or connection may take it, a bounded number of times. A call whose script was
+     * sent is reported, never re-run. */
+    if (!res->sent && res->err == REXEC_ECONNLOST && j->retries < POOL_MAX_SETUP_RETRIES &&
+        !ph->p->closing) {
         j->retries++;
         queue_push(ph, j, 1);
         pool_dispatch(ph);
