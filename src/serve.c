@@ -111,19 +111,27 @@ static void client_send(serve_client *cl, cJSON *o)
         on_written(w, -1);
 }
 
-static cJSON *reply(const serve_req *q, const char *type)
+/* Every reply carries the request's "id" (null when it had none) and its "type". */
+static cJSON *add_head(cJSON *o, const cJSON *id, const char *type)
 {
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddItemToObject(o, "id", q && q->id ? cJSON_Duplicate(q->id, 1) : cJSON_CreateNull());
+    cJSON_AddItemToObject(o, "id", id ? cJSON_Duplicate(id, 1) : cJSON_CreateNull());
     cJSON_AddStringToObject(o, "type", type);
     return o;
 }
 
+static cJSON *reply_to(const cJSON *id, const char *type)
+{
+    return add_head(cJSON_CreateObject(), id, type);
+}
+
+static cJSON *reply(const serve_req *q, const char *type)
+{
+    return reply_to(q ? q->id : NULL, type);
+}
+
 static void send_error(serve_client *cl, const cJSON *id, int code, const char *msg)
 {
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddItemToObject(o, "id", id ? cJSON_Duplicate(id, 1) : cJSON_CreateNull());
-    cJSON_AddStringToObject(o, "type", "error");
+    cJSON *o = reply_to(id, "error");
     cJSON_AddStringToObject(o, "error", msg);
     cJSON_AddNumberToObject(o, "exit_status", rexec_err_exit_code(code));
     client_send(cl, o);
@@ -199,8 +207,7 @@ static void send_result(serve_req *q, const rexec_result *r)
 {
     cJSON *o = rx_result_json(r);
     if (o) {
-        cJSON_AddItemToObject(o, "id", q->id ? cJSON_Duplicate(q->id, 1) : cJSON_CreateNull());
-        cJSON_AddStringToObject(o, "type", "result");
+        add_head(o, q->id, "result");
         client_send(q->cl, o);
         cJSON_Delete(o);
     }
@@ -390,10 +397,7 @@ static int do_cancel(serve_client *cl, const cJSON *root, rexec_error *err)
             req_cancel(q);
         }
     }
-    cJSON *o = cJSON_CreateObject();
-    const cJSON *id = cJSON_GetObjectItemCaseSensitive(root, "id");
-    cJSON_AddItemToObject(o, "id", id ? cJSON_Duplicate(id, 1) : cJSON_CreateNull());
-    cJSON_AddStringToObject(o, "type", "cancelled");
+    cJSON *o = reply_to(cJSON_GetObjectItemCaseSensitive(root, "id"), "cancelled");
     cJSON_AddItemToObject(o, "target", cJSON_Duplicate(target, 1));
     cJSON_AddBoolToObject(o, "found", found);
     client_send(cl, o);
@@ -407,16 +411,14 @@ static int do_simple(serve_client *cl, const cJSON *root, const char *op, rexec_
     int r = rx_json_check_keys(root, "", keys, REXEC_EREQUEST, err);
     if (r != 0)
         return r;
-    cJSON *o = cJSON_CreateObject();
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(root, "id");
-    cJSON_AddItemToObject(o, "id", id ? cJSON_Duplicate(id, 1) : cJSON_CreateNull());
-    if (strcmp(op, "ping") == 0) {
-        cJSON_AddStringToObject(o, "type", "pong");
+    int ping = strcmp(op, "ping") == 0;
+    cJSON *o = reply_to(id, ping ? "pong" : "list");
+    if (ping) {
         cJSON_AddStringToObject(o, "version", rexec_version());
         cJSON_AddNumberToObject(o, "pid", getpid());
     } else {
         char *text = rexec_ctx_list_json(cl->srv->ctx, op);
-        cJSON_AddStringToObject(o, "type", "list");
         cJSON_AddItemToObject(o, op, text ? cJSON_Parse(text) : cJSON_CreateArray());
         free(text);
     }
