@@ -68,9 +68,6 @@ typedef struct rexec_error {
 
 const char *rexec_version(void);
 
-/* 1 when p[0..n) is well-formed UTF-8 (no overlongs, surrogates or truncated sequences). */
-int rexec_utf8_valid(const void *p, size_t n);
-
 /* ---- Calls ---------------------------------------------------------------------------------- */
 
 typedef struct rexec_ctx rexec_ctx;   /* a workspace, its pool of warm connections, its audit */

@@ -82,11 +82,6 @@ void rexec_ctx_close(rexec_ctx *ctx, void (*on_closed)(void *ud), void *ud)
     ctx_maybe_free(ctx);
 }
 
-const rx_ws *rexec_ctx_workspace(const rexec_ctx *ctx)
-{
-    return ctx->ws;
-}
-
 /* ---- freeing and reporting ------------------------------------------------------------------ */
 
 static void call_free(rexec_call *c)

@@ -5,7 +5,6 @@
 #include "approvals.h"
 #include "call.h"
 #include "err.h"
-#include "jsonx.h"
 #include "request.h"
 
 static const char *const hostkey_names[] = {"strict", "accept-new", "pinned"};
@@ -127,11 +126,6 @@ void rexec_request_doc_free(rexec_request_doc *doc)
     rx_request_free(&doc->req);
     free(doc->params);
     free(doc);
-}
-
-int rexec_utf8_valid(const void *p, size_t n)
-{
-    return rx_utf8_check(p, n, NULL) == 0;
 }
 
 int rexec_ctx_targets(const rexec_ctx *ctx, const char *targets, const char ***hosts, size_t *n,

@@ -354,14 +354,6 @@ void rx_pool_cancel(rx_pool_job *j)
     }
 }
 
-int rx_pool_connections(rx_pool *p, const rx_host *h)
-{
-    for (pool_host *ph = p->hosts; ph; ph = ph->next)
-        if (ph->h == h)
-            return ph->n_conns;
-    return 0;
-}
-
 rx_pool *rx_pool_new(uv_loop_t *loop, const rx_pool_opts *opts)
 {
     rx_pool *p = calloc(1, sizeof(*p));

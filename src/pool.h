@@ -30,9 +30,6 @@ int rx_pool_exec(rx_pool *p, const rx_host *h, const rx_exec_opts *opts, const r
                  rx_pool_job **out);
 void rx_pool_cancel(rx_pool_job *j);
 
-/* Number of live connections to h (for tests and `serve` status). */
-int rx_pool_connections(rx_pool *p, const rx_host *h);
-
 /* Fails what is queued, cancels what runs, closes every session; on_closed runs from the loop
  * once all memory is released. */
 void rx_pool_close(rx_pool *p, void (*on_closed)(void *ud), void *ud);

@@ -743,16 +743,6 @@ void rx_session_attach(rx_session *s, rx_exec *e)
     rx_session_kick(s);
 }
 
-void rx_session_detach(rx_session *s, rx_exec *e)
-{
-    for (rx_exec **pp = &s->execs; *pp; pp = rx_exec_link(*pp))
-        if (*pp == e) {
-            *pp = *rx_exec_link(e);
-            *rx_exec_link(e) = NULL;
-            return;
-        }
-}
-
 static void on_kick(uv_timer_t *t)
 {
     rx_session *s = t->data;

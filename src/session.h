@@ -68,7 +68,6 @@ LIBSSH2_SESSION *rx_session_ssh(rx_session *s);
 uv_loop_t *rx_session_loop(rx_session *s);
 void rx_session_kick(rx_session *s);
 void rx_session_attach(rx_session *s, rx_exec *e);
-void rx_session_detach(rx_session *s, rx_exec *e);
 void rx_session_mark_full(rx_session *s);
 
 #endif
