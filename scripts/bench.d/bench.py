@@ -72,7 +72,7 @@ def run(argv, want=0, **kw):
 
 
 def wrapper_script(root, command):
-    """The script rexec sends for a call (src/render.c: header, cwd, command, remote/wrapper.sh,
+    """The script rexec sends for a call (src/shell/render.c: header, cwd, command, remote/wrapper.sh,
     the call line), to run it through ssh: the remote side's cost without rexec's controller."""
     nonce = os.urandom(16).hex()
     with open(os.path.join(root, "remote", "wrapper.sh"), "rb") as f:

@@ -190,7 +190,7 @@ static void assert_contains(const char *hay, const char *needle)
 }
 
 /* The test's own implementation of the hash definition in docs/audit.md, independent of
- * src/audit.c: hash = hex(SHA-256 or HMAC-SHA256) of the line minus ,"hash":"<hex>" */
+ * src/record/audit.c: hash = hex(SHA-256 or HMAC-SHA256) of the line minus ,"hash":"<hex>" */
 static void ref_hash(const char *key, size_t klen, const char *body, size_t len, char hex[65])
 {
     unsigned char md[64];
