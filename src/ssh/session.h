@@ -1,7 +1,7 @@
 /* One SSH connection to one host, driven by libuv: a named state machine
  *   RESOLVE -> CONNECT -> HANDSHAKE -> HOSTKEY -> AUTH -> READY -> (FAILED | CLOSED)
  * with non-blocking libssh2 on a uv_poll_t. In READY it runs any number of exec channels
- * (src/exec.c) at once, up to its channel budget. */
+ * (src/ssh/exec.c, through rx_chan_user) at once, up to its channel budget. */
 #ifndef RX_SESSION_H
 #define RX_SESSION_H
 
@@ -12,7 +12,24 @@
 #include "workspace.h"
 
 typedef struct rx_session rx_session;
-typedef struct rx_exec rx_exec;
+
+/* A user of the connection's channels (an exec today, any channel-driving module): the session
+ * keeps a list of attached users and, whenever the socket may have moved, steps each through
+ * its ops until none makes progress. The session knows users only through this, so modules
+ * above it (exec.c) depend on the session and never the other way round. */
+typedef struct rx_chan_user rx_chan_user;
+enum { RX_STEP_AGAIN = 0, RX_STEP_PROGRESS = 1, RX_STEP_DONE = 2 };
+typedef struct rx_chan_ops {
+    int (*step)(rx_chan_user *u);    /* runs its channel as far as it goes: RX_STEP_* */
+    int (*pending)(rx_chan_user *u); /* libssh2 holds data or an EOF this user has not seen */
+    int (*holds_channel)(const rx_chan_user *u); /* counts against the channel budget */
+    void (*fail)(rx_chan_user *u, int code, const char *msg); /* the session died */
+    void (*finish)(rx_chan_user *u); /* reports and frees (after a DONE step or a fail) */
+} rx_chan_ops;
+struct rx_chan_user {
+    const rx_chan_ops *ops;
+    rx_chan_user *next; /* the session's list; owned by session.c */
+};
 
 typedef enum rx_session_state {
     RX_SS_RESOLVE = 0,
@@ -67,7 +84,7 @@ int rx_ssh_conn_gone(int code);
 LIBSSH2_SESSION *rx_session_ssh(rx_session *s);
 uv_loop_t *rx_session_loop(rx_session *s);
 void rx_session_kick(rx_session *s);
-void rx_session_attach(rx_session *s, rx_exec *e);
+void rx_session_attach(rx_session *s, rx_chan_user *u);
 void rx_session_mark_full(rx_session *s);
 
 #endif
