@@ -989,7 +989,7 @@ static int tty_confirm(int fd, const rx_challenge *c, rexec_error *err)
     sigemptyset(&hold);
     sigaddset(&hold, SIGINT), sigaddset(&hold, SIGTERM), sigaddset(&hold, SIGHUP);
     sigaddset(&hold, SIGQUIT), sigaddset(&hold, SIGUSR1), sigaddset(&hold, SIGUSR2);
-    sigprocmask(SIG_BLOCK, &hold, &waitmask);
+    pthread_sigmask(SIG_BLOCK, &hold, &waitmask);
     held = 1;
     tcflush(fd, TCIFLUSH);
     if ((r = tty_write(fd, b.data, b.len, err)) != 0 ||
@@ -1004,7 +1004,7 @@ static int tty_confirm(int fd, const rx_challenge *c, rexec_error *err)
                     c->id);
 out:
     if (held)
-        sigprocmask(SIG_SETMASK, &waitmask, NULL);
+        pthread_sigmask(SIG_SETMASK, &waitmask, NULL);
     rx_buf_free(&b);
     return r;
 }

@@ -48,9 +48,9 @@ struct rx_exec {
 
 static void exec_set_state(rx_exec *e, exec_state st)
 {
-    if (getenv("REXEC_DEBUG"))
-        fprintf(stderr, "rexec: debug: exec %p: %s -> %s\n", (void *)e, exec_state_names[e->state],
-                exec_state_names[st]);
+    rx_log(rx_session_logger(e->s), REXEC_LOG_DEBUG, "%s: exec %p: %s -> %s",
+           rx_session_host(e->s)->name, (void *)e, exec_state_names[e->state],
+           exec_state_names[st]);
     e->state = st;
 }
 

@@ -52,9 +52,8 @@ const char *rx_session_state_name(rx_session_state st)
 
 static void session_set_state(rx_session *s, rx_session_state st)
 {
-    if (s->opts.debug)
-        fprintf(stderr, "rexec: debug: %s: %s -> %s\n", s->opts.host->name,
-                rx_session_state_name(s->state), rx_session_state_name(st));
+    rx_log(s->opts.log, REXEC_LOG_DEBUG, "%s: %s -> %s", s->opts.host->name,
+           rx_session_state_name(s->state), rx_session_state_name(st));
     s->state = st;
 }
 
@@ -722,6 +721,7 @@ rx_session_state rx_session_failed_in(const rx_session *s) { return s->failed_in
 const rx_host *rx_session_host(const rx_session *s) { return s->opts.host; }
 LIBSSH2_SESSION *rx_session_ssh(rx_session *s) { return s->ssh; }
 uv_loop_t *rx_session_loop(rx_session *s) { return s->loop; }
+const rx_logger *rx_session_logger(const rx_session *s) { return s->opts.log; }
 int rx_session_full(const rx_session *s) { return s->full; }
 void rx_session_mark_full(rx_session *s) { s->full = 1; }
 

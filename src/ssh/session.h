@@ -8,6 +8,7 @@
 #include <libssh2.h>
 #include <uv.h>
 
+#include "err.h"
 #include "rexec.h"
 #include "workspace.h"
 
@@ -56,7 +57,7 @@ typedef struct rx_session_opts {
     const char *known_hosts; /* file path */
     double connect_timeout_s; /* covers resolve, connect, handshake, host key and auth */
     double keepalive_s;       /* 0: none */
-    int debug;                /* log state transitions to stderr */
+    const rx_logger *log;     /* state transitions at REXEC_LOG_DEBUG; may be NULL */
 } rx_session_opts;
 
 /* Starts connecting. Returns NULL only on ENOMEM. Events arrive from the loop, never from here. */
@@ -84,6 +85,7 @@ int rx_ssh_conn_gone(int code);
 LIBSSH2_SESSION *rx_session_ssh(rx_session *s);
 uv_loop_t *rx_session_loop(rx_session *s);
 void rx_session_kick(rx_session *s);
+const rx_logger *rx_session_logger(const rx_session *s);
 void rx_session_attach(rx_session *s, rx_chan_user *u);
 void rx_session_mark_full(rx_session *s);
 
