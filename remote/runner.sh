@@ -25,9 +25,11 @@
 
 # The contained shell: reads the code (NUL-terminated) from the FIFO named by $1, then runs it.
 # Its variables, traps, options, functions, cwd and umask are those of a fresh bash.
-__rx_ns='IFS= read -r -d "" __c <"$1"
-set --
-eval "$__c"'
+__rx_ns='IFS= read -r -d "" __c <"$1"; set --; eval "$__c"'
+
+# In a PID namespace the contained shell is not PID 1 (which ignores every signal it has no
+# handler for, so `kill $$` would do nothing): PID 1 is a shell that waits for it.
+__rx_init='bash -c "$1" rexec "$2"; exit $?'
 
 __rx_kill_call() { # pid of unshare (or of the process group leader)
     [ -n "$1" ] || return 0
@@ -56,7 +58,11 @@ __rx_spare() {
     local k=$1 line rc u nonce= killed=0 st= phase started=0
     trap 'killed=1; __rx_kill_call "$u"' USR1
     exec 5<>"$__rx_dir/s$k" 4<"$__rx_dir/n$k"
-    "${__rx_pre[@]}" bash -c "$__rx_ns" rexec "$__rx_dir/c$k" 4<&- 5<&- &
+    if [ "$__rx_cont" = pid-namespace ]; then
+        "${__rx_pre[@]}" bash -c "$__rx_init" rexec "$__rx_ns" "$__rx_dir/c$k" 4<&- 5<&- &
+    else
+        "${__rx_pre[@]}" bash -c "$__rx_ns" rexec "$__rx_dir/c$k" 4<&- 5<&- &
+    fi
     u=$!
     while IFS= read -r -u 4 line; do
         case $line in
@@ -124,6 +130,13 @@ __rx_call() {
     if [ "$inlen" -ge 0 ]; then
         in=$__rx_dir/in
         head -c "$inlen" <&7 >"$in" || return 1
+        # Nothing follows the stdin bytes until the call ends, so a readable channel now is a
+        # kill line (cancel) or EOF, maybe cutting the stdin short: the call does not start.
+        if read -r -t 0 -u 7; then
+            : >"$in"
+            __rx_marks "$nonce" cancel 1
+            return 0
+        fi
     fi
     if [ "$__rx_rank" -lt "$min" ]; then
         code=
@@ -154,7 +167,8 @@ __rx_runner_setup() {
     __rx_dir=$(umask 077 && mktemp -d "${TMPDIR:-/tmp}/.rexec-runner.XXXXXXXX" 2>/dev/null) &&
         [ -n "$__rx_dir" ] &&
         mkfifo -m 600 "$__rx_dir/c0" "$__rx_dir/c1" "$__rx_dir/n0" "$__rx_dir/n1" \
-            "$__rx_dir/s0" "$__rx_dir/s1" 2>/dev/null
+            "$__rx_dir/s0" "$__rx_dir/s1" 2>/dev/null &&
+        (umask 077 && : >"$__rx_dir/in") # where a call's stdin is staged: private
 }
 
 __rx_runner() {

@@ -361,7 +361,7 @@ static int call_redactor(rexec_call *c, rexec_error *err)
 
 static int call_send(rexec_call *c, rexec_error *err)
 {
-    rx_buf script;
+    rx_buf script, code;
     const rx_limits *l = &c->ctx->ws->limits;
     int r;
     if (rx_nonce_new(c->nonce) != 0)
@@ -374,15 +374,23 @@ static int call_send(rexec_call *c, rexec_error *err)
                        .max_containment = c->host->max_containment, .nonce = c->nonce,
                        .run_id = c->run_id};
     rx_buf_init(&script, CALL_MAX_SCRIPT);
+    rx_buf_init(&code, CALL_MAX_SCRIPT);
+    /* Both forms of the call: the pool runs it on a runner (remote/runner.sh) where it can, and
+     * on a channel of its own (remote/wrapper.sh) where not. */
     if ((r = rx_render_script(&in, &script, err)) == 0 &&
+        (r = rx_render_runner_code(&in, &code, err)) == 0 &&
         (r = rx_call_audit(c, "intent", err)) == 0) { /* no intent record, no run */
         c->intent_written = 1;
         rx_exec_opts xo = {script.data, script.len, c->stdin_data, c->stdin_len, c->nonce,
-                           c->timeout_s + l->kill_after_s + CALL_BACKSTOP_SLACK_S, CALL_DRAIN_S};
+                           c->timeout_s + l->kill_after_s + CALL_BACKSTOP_SLACK_S, CALL_DRAIN_S,
+                           code.data, code.len, (int)c->action->containment, c->timeout_s};
         rx_exec_cb cb = {on_exec_data, on_exec_done, c};
         if ((r = rx_pool_exec(c->ctx->pool, c->host, &xo, &cb, &c->job)) != 0)
             rx_fail(err, r, "out of memory");
     }
+    if (code.data) /* the exports: wiped, not just freed */
+        OPENSSL_cleanse(code.data, code.len);
+    rx_buf_free(&code);
     rx_buf_free(&script);
     return r;
 }

@@ -207,12 +207,13 @@ static int load_host(rx_ws *ws, const cJSON *o, const char *path, rx_host *h, re
 {
     static const char *const keys[] = {"address", "port", "user", "key", "host_key", "allow",
                                        "approve", "max_channels", "max_connections",
-                                       "containment", "description", NULL};
+                                       "containment", "description", "runner", NULL};
     char *key = NULL, p[RX_JSON_PATH_MAX];
     int r, cont = RX_CONT_PID_NAMESPACE;
     h->port = 22;
     h->allow = RX_L1;
     h->approve = RX_L2;
+    h->runner = 1;
     if ((r = rx_json_check_keys(o, path, keys, C, err)) != 0 ||
         (r = get_dup(o, "address", path, 1, &h->address, err)) != 0 ||
         (r = get_intv(o, "port", path, 1, 65535, &h->port, err)) != 0 ||
@@ -223,7 +224,8 @@ static int load_host(rx_ws *ws, const cJSON *o, const char *path, rx_host *h, re
         (r = get_risk(o, "approve", path, &h->approve, err)) != 0 ||
         (r = get_intv(o, "max_channels", path, 1, 64, &h->max_channels, err)) != 0 ||
         (r = get_intv(o, "max_connections", path, 1, 8, &h->max_connections, err)) != 0 ||
-        (r = get_enum(o, "containment", path, cont_names, 4, &cont, err)) != 0)
+        (r = get_enum(o, "containment", path, cont_names, 4, &cont, err)) != 0 ||
+        (r = rx_json_get_bool(o, "runner", path, 0, &h->runner, C, err)) != 0)
         goto out;
     h->max_containment = (rx_containment)cont;
     if (cJSON_GetObjectItemCaseSensitive(o, "approve") == NULL && h->approve < h->allow)

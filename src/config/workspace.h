@@ -84,6 +84,7 @@ typedef struct rx_host {
     int max_channels;         /* concurrent channels per connection (below sshd MaxSessions) */
     int max_connections;      /* connections to open to this host when channels run out */
     rx_containment max_containment; /* the strongest containment calls may use here */
+    int runner;               /* calls reuse channels through runners (remote/runner.sh) */
 } rx_host;
 
 typedef struct rx_group {

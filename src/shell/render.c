@@ -154,6 +154,48 @@ int rx_render_script(const rx_render_in *in, rx_buf *out, rexec_error *err)
     return 0;
 }
 
+/* What a runner's contained shell runs for one call (remote/runner.sh): the exports, the stdin
+ * and working directory, a start notice for the spare (on the FIFO the runner names in
+ * __rx_st), then the command. Nothing of it is the nonce. */
+int rx_render_runner_code(const rx_render_in *in, rx_buf *out, rexec_error *err)
+{
+    int r;
+    if ((r = check_sizes(in, err)) != 0 || (r = check_secrets(in, err)) != 0)
+        return r;
+    r = rx_buf_adds(out, "unset __c\n");
+    if (r == 0)
+        r = render_exports(in, out);
+    if (r == 0)
+        r = rx_buf_adds(out, "if [ -n \"$__rx_in\" ]; then exec 0<\"$__rx_in\" || "
+                             "{ builtin echo stdin >\"$__rx_st\"; exit 1; }; fi\n");
+    if (r == 0 && in->cwd && *in->cwd) {
+        r = rx_buf_adds(out, "cd -- ");
+        if (r == 0)
+            r = rx_shell_quote(out, in->cwd, strlen(in->cwd));
+        if (r == 0)
+            r = rx_buf_adds(out, " 2>/dev/null || { builtin echo cd >\"$__rx_st\"; exit 1; }\n");
+    }
+    if (r == 0)
+        r = rx_buf_adds(out, "builtin echo ok >\"$__rx_st\"; unset __rx_st __rx_in\n");
+    if (r == 0)
+        r = rx_buf_adds(out, in->command);
+    if (r == 0)
+        r = rx_buf_addc(out, '\n');
+    if (r != 0)
+        return rx_fail(err, r, "rendering the call: %s", rexec_strerror(r));
+    return 0;
+}
+
+int rx_render_runner_start(rx_buf *out, const char *rnonce, int max_rank)
+{
+    int r = rx_buf_addf(out, "__rx_rnonce=%s __rx_max_rank=%d\n", rnonce, max_rank);
+    if (r == 0)
+        r = rx_buf_add(out, rx_remote_wrapper, rx_remote_wrapper_len);
+    if (r == 0)
+        r = rx_buf_add(out, rx_remote_runner, rx_remote_runner_len);
+    return r ? r : rx_buf_adds(out, "__rx_runner; exit\n");
+}
+
 int rx_render_check_script(rx_buf *out, const char *nonce)
 {
     int r = rx_buf_addf(out, "__rx_nonce=%s\n", nonce);

@@ -44,6 +44,14 @@ typedef struct rx_render_in {
  * Returns 0, or REXEC_EREQUEST / REXEC_ECONFIG naming the value that is too large. */
 int rx_render_script(const rx_render_in *in, rx_buf *out, rexec_error *err);
 
+/* A runner's call (remote/runner.sh): the code its contained shell runs (exports, stdin,
+ * working directory, command), without the nonce. Same checks and errors as rx_render_script. */
+int rx_render_runner_code(const rx_render_in *in, rx_buf *out, rexec_error *err);
+
+/* What starts a runner on a channel: its nonce and the host's containment cap, the wrapper's
+ * and the runner's definitions, and the line that starts it. */
+int rx_render_runner_start(rx_buf *out, const char *rnonce, int max_rank);
+
 /* The script for `rexec check`: the wrapper's functions and the probe, reporting with the same
  * status lines as a call (nonce as in rx_render_in). */
 int rx_render_check_script(rx_buf *out, const char *nonce);
@@ -57,5 +65,7 @@ extern const unsigned char rx_remote_wrapper[];
 extern const size_t rx_remote_wrapper_len;
 extern const unsigned char rx_remote_check[];
 extern const size_t rx_remote_check_len;
+extern const unsigned char rx_remote_runner[];
+extern const size_t rx_remote_runner_len;
 
 #endif

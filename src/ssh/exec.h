@@ -27,6 +27,8 @@ typedef struct rx_exec_result {
     int ssh_exit_status;  /* from the protocol: only meaningful when ssh_exit_signal is empty */
     char ssh_exit_signal[32];
     int channel_full;     /* the channel open was refused (MaxSessions): nothing was sent */
+    int no_runner;        /* a runner could not start on this host: nothing was sent, and the
+                           * call may run on a channel of its own (src/ssh/runner.c) */
 } rx_exec_result;
 
 typedef struct rx_exec_cb {
@@ -43,6 +45,12 @@ typedef struct rx_exec_opts {
     const char *nonce;   /* RX_NONCE_LEN hex chars, as rendered into the script */
     double backstop_s;   /* the controller's own limit: timeout + kill-after + slack */
     double drain_s;      /* after the end line: how long to wait for EOF from escapees */
+    /* The same call for a runner (remote/runner.sh), or NULL when it can only run on a channel
+     * of its own: the code the contained shell runs (exports, cwd, command), copied. */
+    const unsigned char *runner_code;
+    size_t runner_code_len;
+    int min_rank;        /* containment the action requires (rx_containment) */
+    double timeout_s;    /* the runner's deadline: the controller kills the call in-band */
 } rx_exec_opts;
 
 /* Queues an exec on session s (it starts when s is READY and has room). Returns 0 or ENOMEM;

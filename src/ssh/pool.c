@@ -6,11 +6,13 @@
 
 #include "err.h"
 #include "pool.h"
+#include "runner.h"
 #include "session.h"
 
 #define POOL_MAX_CONNS 8
 #define POOL_MAX_CONNECT_RETRIES 6 /* MaxStartups drops: back off 50 ms .. 1.6 s */
 #define POOL_MAX_SETUP_RETRIES 2   /* a call whose channel set-up failed before it sent anything */
+#define POOL_RUNNER_IDLE_S 30.0    /* an idle runner closes after this long */
 
 typedef struct pool_conn {
     rx_session *s;
@@ -24,17 +26,19 @@ typedef struct pool_host {
     int n_conns;
     rx_pool_job *queue; /* FIFO */
     int connect_failures;
+    int no_runner; /* a runner could not start here: calls take a channel each */
     uv_timer_t backoff;
     struct pool_host *next;
 } pool_host;
 
 struct rx_pool_job {
     pool_host *ph;
-    unsigned char *script, *stdin_data;
+    unsigned char *script, *stdin_data, *runner_code;
     rx_exec_opts opts;
     char nonce[64];
     rx_exec_cb cb;
     rx_exec *exec;
+    rx_runner *runner;
     int retries;
     rx_pool_job *next;
 };
@@ -59,6 +63,9 @@ static void job_free(rx_pool_job *j)
     if (j->script)
         OPENSSL_cleanse(j->script, j->opts.script_len);
     free(j->script);
+    if (j->runner_code)
+        OPENSSL_cleanse(j->runner_code, j->opts.runner_code_len);
+    free(j->runner_code);
     free(j->stdin_data);
     free(j);
 }
@@ -204,7 +211,21 @@ static void on_job_done(void *ud, const rx_exec_result *res)
 {
     rx_pool_job *j = ud;
     pool_host *ph = j->ph;
+    int on_runner = j->runner != NULL;
     j->exec = NULL;
+    j->runner = NULL;
+    /* No runner can start on this host (remote/runner.sh said so, or the server would not run
+     * it): nothing of the call was sent; it and every later call take a channel each. */
+    if (res->no_runner && !ph->p->closing) {
+        if (!ph->no_runner)
+            rx_log(ph->p->opts.log, REXEC_LOG_WARN,
+                   "%s: no runner on this host (%s); calls take a channel each", ph->h->name,
+                   res->errmsg);
+        ph->no_runner = 1;
+        queue_push(ph, j, 1);
+        pool_dispatch(ph);
+        return;
+    }
     /* sshd refused the channel (MaxSessions): this connection holds no more than it has now. */
     if (res->channel_full && !ph->p->closing) {
         for (int i = 0; i < ph->n_conns; i++)
@@ -228,6 +249,8 @@ static void on_job_done(void *ud, const rx_exec_result *res)
         return;
     }
     job_report(j, res);
+    if (on_runner && !ph->p->closing)
+        pool_dispatch(ph); /* the runner takes the next call */
 }
 
 static pool_conn *conn_with_room(pool_host *ph, int *connecting)
@@ -244,9 +267,40 @@ static pool_conn *conn_with_room(pool_host *ph, int *connecting)
     return NULL;
 }
 
+static int use_runner(const pool_host *ph, const rx_pool_job *j)
+{
+    return ph->h->runner && !ph->no_runner && j->opts.runner_code != NULL;
+}
+
+/* An idle (or starting) runner on a ready connection of this host. */
+static rx_runner *free_runner(pool_host *ph)
+{
+    for (int i = 0; i < ph->n_conns; i++) {
+        rx_runner *r;
+        if (rx_session_get_state(ph->conns[i].s) == RX_SS_READY &&
+            (r = rx_runner_find_free(ph->conns[i].s)) != NULL)
+            return r;
+    }
+    return NULL;
+}
+
+static int job_on_runner(rx_pool_job *j, rx_runner *r)
+{
+    rx_exec_cb cb = {on_job_data, on_job_done, j};
+    int e = rx_runner_call(r, &j->opts, &cb);
+    if (e == 0)
+        j->runner = r;
+    return e;
+}
+
+/* On a connection with room: a call on a new runner, or on a channel of its own. */
 static int job_start(rx_pool_job *j, pool_conn *c)
 {
     rx_exec_cb cb = {on_job_data, on_job_done, j};
+    if (use_runner(j->ph, j)) {
+        rx_runner *r = rx_runner_new(c->s, (int)j->ph->h->max_containment, POOL_RUNNER_IDLE_S);
+        return r ? job_on_runner(j, r) : REXEC_ENOMEM;
+    }
     return rx_exec_start(c->s, &j->opts, &cb, &j->exec);
 }
 
@@ -254,6 +308,15 @@ static void pool_dispatch(pool_host *ph)
 {
     int connecting;
     while (ph->queue && !ph->p->closing) {
+        rx_runner *r = use_runner(ph, ph->queue) ? free_runner(ph) : NULL;
+        if (r != NULL) {
+            rx_pool_job *j = ph->queue;
+            ph->queue = j->next;
+            j->next = NULL;
+            if (job_on_runner(j, r) != 0)
+                job_fail(j, REXEC_ENOMEM, "out of memory");
+            continue;
+        }
         pool_conn *c = conn_with_room(ph, &connecting);
         if (c == NULL) {
             int max = ph->h->max_connections > 0 ? ph->h->max_connections : 1;
@@ -315,7 +378,10 @@ int rx_pool_exec(rx_pool *p, const rx_host *h, const rx_exec_opts *opts, const r
     j->opts.nonce = j->nonce;
     j->script = dup_bytes(opts->script, opts->script_len);
     j->stdin_data = opts->stdin_data ? dup_bytes(opts->stdin_data, opts->stdin_len) : NULL;
-    if (j->script == NULL || (opts->stdin_data && j->stdin_data == NULL)) {
+    j->runner_code = opts->runner_code ? dup_bytes(opts->runner_code, opts->runner_code_len) : NULL;
+    j->opts.runner_code = j->runner_code;
+    if (j->script == NULL || (opts->stdin_data && j->stdin_data == NULL) ||
+        (opts->runner_code && j->runner_code == NULL)) {
         job_free(j);
         return REXEC_ENOMEM;
     }
@@ -345,6 +411,10 @@ void rx_pool_cancel(rx_pool_job *j)
     rx_pool *p = j->ph->p;
     if (j->exec) {
         rx_exec_cancel(j->exec);
+        return;
+    }
+    if (j->runner) {
+        rx_runner_cancel(j->runner);
         return;
     }
     if (queue_remove(j->ph, j)) { /* report from the loop, not from the caller's stack */

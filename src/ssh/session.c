@@ -733,6 +733,11 @@ int rx_session_channels(const rx_session *s)
     return n;
 }
 
+rx_chan_user *rx_session_users(rx_session *s)
+{
+    return s->users;
+}
+
 void rx_session_attach(rx_session *s, rx_chan_user *u)
 {
     rx_chan_user **pp = &s->users;

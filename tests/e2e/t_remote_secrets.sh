@@ -45,8 +45,10 @@ sleep_pid=$(remote_pgrep '^sleep 322$')
 # The command is running: one more scan of every process, then the positive controls.
 [[ -z $(procs_with_token cmdline) ]] || fail "the token is in a command line while the command runs"
 # (-q: a match wins over errors from processes that vanish during the scan)
-grep -qsaF 'DEMO_TOKEN' /proc/[0-9]*/cmdline 2>/dev/null ||
-    fail "control: the command text (naming \$DEMO_TOKEN) is in no command line: is the scan blind?"
+# (a runner's contained shell gets the command text through a FIFO, on no command line at all:
+# the control is the command's own sleep, which the scan must see)
+grep -qsaF 'sleep 322' /proc/[0-9]*/cmdline 2>/dev/null ||
+    fail "control: the command's sleep is in no command line: is the scan blind?"
 in_env=$(procs_with_token environ)
 grep -qx "$sleep_pid" <<<"$in_env" ||
     fail "control: the token is not in the environment of the remote command ($sleep_pid): $in_env"

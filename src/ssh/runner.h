@@ -1,0 +1,35 @@
+/* A runner: one long-lived `bash -s` on a channel (remote/runner.sh) that runs call after call,
+ * one at a time, each sent as one frame; see docs/remote-contract.md ("The runner").
+ *   OPEN -> EXEC -> START (definitions sent, waiting for "ready") -> IDLE <-> CALL -> CLOSE -> DONE
+ * A runner is a channel user of its session (session.h) and holds one channel for its life.
+ * Its owner (the pool) hears when it can take a call and when it is gone. */
+#ifndef RX_RUNNER_H
+#define RX_RUNNER_H
+
+#include "exec.h"
+#include "session.h"
+
+typedef struct rx_runner rx_runner;
+
+/* Attaches a new runner to s (READY). max_rank is the host's containment cap. idle_s: an idle
+ * runner closes after this long. NULL on ENOMEM. A runner that goes away is a channel user
+ * that is done: the session's on_exec_slot tells the owner. */
+rx_runner *rx_runner_new(rx_session *s, int max_rank, double idle_s);
+
+/* A runner on s that takes a call now, or NULL. */
+rx_runner *rx_runner_find_free(rx_session *s);
+
+/* 1 when r takes a call now (starting or idle, and not closing). */
+int rx_runner_free_for_call(const rx_runner *r);
+rx_session *rx_runner_session(const rx_runner *r);
+
+/* Runs one call (opts->runner_code must be set; opts' buffers must stay valid until on_done). cb->on_done is called once, from the loop;
+ * res.no_runner says the runner could not start and nothing was sent. Returns 0, or
+ * REXEC_ENOMEM / REXEC_EINTERNAL (r is busy) and then calls nothing. */
+int rx_runner_call(rx_runner *r, const rx_exec_opts *opts, const rx_exec_cb *cb);
+
+/* Stops the call: before its frame is sent it is not run (ECANCELLED); after, a kill frame
+ * stops it and its end is reported as usual (cancelled = 1). */
+void rx_runner_cancel(rx_runner *r);
+
+#endif

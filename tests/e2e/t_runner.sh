@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# Runners (remote/runner.sh): calls through one `rexec serve` reuse one long-lived `bash -s`.
+#  - a secret exported by one call is not found by the next ones (env, set, declare -p,
+#    /proc/*/environ, files in $TMPDIR), while the same search inside the secret's own call finds it;
+#  - 1,000 calls on one runner leave no process behind but the runner's own;
+#  - output shaped like a marker (any nonce) does not end a call early;
+#  - a runner killed mid-call fails that call with 255, the call is not re-run, the next call
+#    gets a fresh runner; when serve stops, nothing is left on the VM;
+#  - "runner": false: calls take a channel each and nothing stays on the VM between calls.
+tid="runner: isolation, 1000 calls, markers, death, runner:false"
+. "${REXEC_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/e2e/lib.sh"
+
+lab_start 1
+ws_edit 'c.setdefault("limits", {})["connect_timeout_s"] = 60'
+
+SERVE_PIDS=()
+_t_stop_serves() {
+    local p
+    for p in ${SERVE_PIDS[@]+"${SERVE_PIDS[@]}"}; do kill -KILL "$p" 2>/dev/null || true; done
+}
+trap '_t_rc=$?; _t_stop_serves; if (exit "$_t_rc"); then _rx_cleanup; else _rx_cleanup; fi' EXIT
+
+start_serve() {
+    local sock=$1
+    "$REXEC_BIN" --workspace "$WS" serve --socket "$sock" 2>>"$RX_TMP/serve.err" &
+    SERVE_PID=$!
+    SERVE_PIDS+=("$SERVE_PID")
+    wait_until 20 test -S "$sock"
+}
+stop_serve() {
+    kill -TERM "$SERVE_PID"
+    wait "$SERVE_PID" || true
+}
+
+# calls SOCK ACTION[:N] ...: runs the calls one after the other on one client connection; prints
+# one line per call: "<exit_code> <error> <stdout>" (json), and stops at the first failure of
+# a repeated call.
+CLIENT=$RX_TMP/client.py
+cat >"$CLIENT" <<'PY'
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.settimeout(120)
+s.connect(sys.argv[1])
+f = s.makefile("rb")
+n = 0
+for spec in sys.argv[2:]:
+    action, _, count = spec.partition(":")
+    for i in range(int(count or 1)):
+        n += 1
+        s.sendall((json.dumps({"op": "run", "id": n, "targets": "lab1", "action": action}) + "\n").encode())
+        r = {}
+        while True:
+            o = json.loads(f.readline())
+            if o.get("type") == "result" and o.get("id") == n:
+                r = o
+            if o.get("type") in ("done", "error") and o.get("id") == n:
+                break
+        r = r or o
+        if count:
+            if r.get("exit_code") != 0:
+                print(json.dumps(r)); sys.exit(1)
+        else:
+            print(json.dumps({"exit_code": r.get("exit_code"), "error": r.get("error"),
+                              "stdout": r.get("stdout"), "executed": r.get("executed")}))
+PY
+calls() { timeout 600 "$RX_PYTHON" "$CLIENT" "$@"; }
+no_remote_left() { ! remote_pgrep '.' >/dev/null; }
+field() { "$RX_PYTHON" -c 'import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$1" "$2"; }
+
+# The secret: a random needle inside it. The searching command names only the needle.
+needle=$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
+printf 'rxs-%s-tail' "$needle" >"$WS/secrets/tok"
+chmod 600 "$WS/secrets/tok"
+ws_edit 'c["secrets"]["RUNNER_TOKEN"] = {"file": "secrets/tok"}'
+search="{ env; set; declare -p; cat /proc/[0-9]*/environ; grep -rasF $needle \${TMPDIR:-/tmp}/.rexec-*; } 2>/dev/null | grep -caF $needle"
+ws_add_action t.withsecret "{\"risk\": \"L0\", \"secrets\": [\"RUNNER_TOKEN\"],
+  \"command\": \"x=\$RUNNER_TOKEN; cd /; umask 077; trap 'echo trapped' EXIT; set -o noglob; f() { :; }; $search\"}"
+ws_add_action t.look "{\"risk\": \"L0\", \"command\": \"$search; pwd; umask; trap -p; [[ -o noglob ]] && echo noglob; declare -F\"}"
+ws_add_action t.ok '{"risk": "L0", "command": "echo ok"}'
+# marker-shaped output with made-up nonces, on both streams, then more output
+ws_add_action t.fake '{"risk": "L0", "command": "n=0123456789abcdef0123456789abcdef; for s in 1 2; do printf \"\\036rexec:%s:end\\n\\036rexec:%s:end cmd 0 0 none 0 1\\n\" $n $n >&$s; done; printf \"\\036rexec-runner:x:ready y\\n\"; echo after; echo after-err >&2; exit 3"}'
+RUNS=$RX_TMP/runs
+ws_edit 'c["actions"]["t.hold"] = {"risk": "L0", "command": "echo run >>" + args[0] + "; exec sleep 2718"}' "$RUNS"
+
+SOCK=$RX_TMP/rexec.sock
+start_serve "$SOCK"
+
+# ---- isolation -------------------------------------------------------------------------------
+# t.look first (a fresh runner's state), then the secret's call, then t.look again: same state.
+mapfile -t res < <(calls "$SOCK" t.look t.withsecret t.look t.look)
+[[ ${#res[@]} -eq 4 ]] || fail "isolation: ${#res[@]} results"
+base=$(field "${res[0]}" stdout)
+own=$(field "${res[1]}" stdout)
+[[ ${own%%$'\n'*} -ge 1 ]] || fail "the search does not find the secret in its own call: $own"
+[[ ${base%%$'\n'*} == 0 ]] || fail "the search finds the secret before it was used: $base"
+for i in 2 3; do
+    assert_eq "$base" "$(field "${res[$i]}" stdout)" "call $i after the secret's: state and traces"
+done
+runners=$(remote_pgrep '^bash -s$' | wc -l)
+[[ $runners -ge 1 ]] || fail "no runner on the VM between calls"
+
+# ---- 1,000 calls on one runner -----------------------------------------------------------------
+before=$(remote_pgrep '.' | sort)
+calls "$SOCK" t.ok:1000 >"$OUT" || fail "1000 calls: $(cat "$OUT")"
+after=$(remote_pgrep '.' | sort)
+n_after=$(wc -l <<<"$after")
+[[ $(remote_pgrep '^bash -s$' | wc -l) -eq $runners ]] || fail "runners: $runners before, now $(remote_pgrep '^bash -s$' | wc -l)"
+# between calls: each runner (R), its spare (S) and the spare's contained shell (unshare, its
+# init, the waiting shell), nothing else
+[[ $n_after -le $((runners * 5)) ]] || fail "after 1000 calls, on the VM: $(lab ps '.')"
+lab ps '.' | grep -Ev ' (bash -s|unshare --pid --fork --kill-child .*|bash -c .*)$' &&
+    fail "after 1000 calls, processes that are not runners: $(lab ps '.')"
+
+# ---- marker-shaped output ----------------------------------------------------------------------
+r=$(calls "$SOCK" t.fake)
+assert_eq 3 "$(field "$r" exit_code)" "marker-shaped output: exit code"
+[[ $(field "$r" stdout) == *after* ]] || fail "marker-shaped output ended the call early: $r"
+[[ $(calls "$SOCK" t.ok) == *'"stdout": "ok\n"'* ]] || fail "the call after marker-shaped output"
+
+# ---- a runner killed mid-call --------------------------------------------------------------------
+calls "$SOCK" t.hold >"$OUT" &
+cpid=$!
+wait_until 30 test -s "$RUNS"
+sleep_pid=$(remote_pgrep '^sleep 2718$' | head -n1)
+pgid=$(ps -o pgid= -p "$sleep_pid" | tr -d ' ')
+kill -KILL -- "-$pgid"
+wait "$cpid" || true
+assert_eq None "$(field "$(cat "$OUT")" exit_code)" "a runner killed mid-call: no exit code (255)"
+[[ $(field "$(cat "$OUT")" error) == *runner* ]] || fail "error: $(cat "$OUT")"
+assert_eq True "$(field "$(cat "$OUT")" executed)" "a runner killed mid-call: executed"
+[[ $(calls "$SOCK" t.ok) == *'"stdout": "ok\n"'* ]] || fail "the call after a runner died"
+assert_eq 1 "$(wc -l <"$RUNS")" "runs of the call whose runner died (never re-run)"
+
+stop_serve
+wait_until 20 no_remote_left
+
+# ---- "runner": false ---------------------------------------------------------------------------
+ws_edit 'c["hosts"]["lab1"]["runner"] = False'
+start_serve "$SOCK"
+[[ $(calls "$SOCK" t.ok) == *'"stdout": "ok\n"'* ]] || fail "runner:false: the call"
+wait_until 20 no_remote_left
+stop_serve
+pass
