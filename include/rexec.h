@@ -218,10 +218,15 @@ typedef struct rexec_check_result {
     int err;                 /* REXEC_OK or why not */
     const char *error;
     const char *facts;       /* "key=value" lines from the VM (bash, timeout, unshare, ...) */
-    const char *containment; /* the strongest containment the VM offers */
+    const char *containment; /* the strongest containment the VM offers, NULL when unknown */
     uint64_t duration_ms;
     int exit_status;         /* 0, 255 (unavailable) or 78 (unknown host) */
+    const char *warning;     /* e.g. the evidence volume is nearly full; NULL when none */
 } rexec_check_result;
+
+/* The result as one JSON object (`rexec check --json`, serve's "check" reply): host ok
+ * containment facts (an object) duration_ms warning error exit_status. malloc'd, NULL on ENOMEM. */
+char *rexec_check_result_to_json(const rexec_check_result *r);
 
 /* Checks host; on_done is called once from the loop. Returns 0 or ENOMEM (then calls nothing). */
 int rexec_check_start(rexec_ctx *ctx, const char *host,

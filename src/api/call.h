@@ -89,6 +89,9 @@ void rx_call_outcome(rexec_call *c);
 void rx_call_result(rexec_call *c, rexec_result *res);
 const char *rx_verdict_name(rx_verdict v);
 
+/* check.c: a check's result as the object of `check --json` and serve's "check" reply */
+cJSON *rx_check_json(const rexec_check_result *r);
+
 /* result_json.c */
 cJSON *rx_result_json(const rexec_result *r);
 void rx_json_add_bytes(cJSON *o, const char *key, const unsigned char *p, size_t n);
