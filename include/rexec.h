@@ -138,6 +138,12 @@ typedef struct rexec_callbacks {
  * err->msg naming the field at fault. The caller owns *out and releases it with rexec_ctx_close. */
 int rexec_ctx_new(rexec_ctx **out, uv_loop_t *loop, const char *workspace_dir, rexec_error *err);
 
+/* Loads the workspace's rexec.json again. On success the new configuration serves every call
+ * started from now on; calls in flight finish on the one they started with; hosts whose entry is
+ * unchanged keep their warm connections (*kept_warm, may be NULL, says how many). On failure
+ * (REXEC_ECONFIG naming the field) nothing changes. */
+int rexec_ctx_reload(rexec_ctx *ctx, size_t *kept_warm, rexec_error *err);
+
 /* Cancels what is running, closes connections, then frees ctx; on_closed (may be NULL) runs
  * from the loop once everything is released. */
 void rexec_ctx_close(rexec_ctx *ctx, void (*on_closed)(void *ud), void *ud);

@@ -120,7 +120,7 @@ static int check_send(check *k)
     if (r == 0) {
         rx_exec_opts xo = {script.data, script.len, NULL, 0, nonce, 30, 1};
         rx_exec_cb cb = {on_check_data, on_check_done, k};
-        r = rx_pool_exec(k->ctx->pool, k->host, &xo, &cb, NULL);
+        r = rx_pool_exec(k->ctx->pool, rx_ctx_pool_host(k->ctx, k->host), &xo, &cb, NULL);
     }
     rx_buf_free(&script);
     return r;
