@@ -110,8 +110,10 @@ static const char serve_help[] =
     "usage: rexec serve --socket PATH\n"
     "\n"
     "A long-lived controller on a Unix socket (mode 0600, same user only), speaking\n"
-    "newline-delimited JSON (run, eval, check, cancel, ping). Connections to hosts stay warm\n"
-    "between calls. See docs/serve-protocol.md.\n";
+    "newline-delimited JSON (run, eval, check, cancel, ping, hosts, actions, groups, reload).\n"
+    "Connections to hosts stay warm between calls. SIGHUP reloads rexec.json (a file that does\n"
+    "not load is refused; calls in flight finish on their configuration); SIGTERM stops.\n"
+    "See docs/serve-protocol.md.\n";
 
 static const struct {
     const char *name, *text;
