@@ -32,7 +32,7 @@ int rexec_ctx_new(rexec_ctx **out, uv_loop_t *loop, const char *workspace_dir, r
                        .connect_timeout_s = ctx->ws->limits.connect_timeout_s,
                        .keepalive_s = ctx->ws->limits.keepalive_s,
                        .default_channels = ctx->ws->limits.max_channels,
-                       .debug = getenv("REXEC_DEBUG") != NULL};
+                       .log = &ctx->log};
     if ((ctx->pool = rx_pool_new(loop, &po)) == NULL) {
         rx_ws_free(ctx->ws);
         free(ctx);
@@ -43,6 +43,12 @@ int rexec_ctx_new(rexec_ctx **out, uv_loop_t *loop, const char *workspace_dir, r
 }
 
 static void ctx_maybe_free(rexec_ctx *ctx);
+
+void rexec_ctx_set_log(rexec_ctx *ctx, rexec_log_fn fn, void *ud)
+{
+    ctx->log.fn = fn;
+    ctx->log.ud = ud;
+}
 
 static void on_pool_closed(void *ud)
 {
@@ -140,7 +146,7 @@ static void call_finish(rexec_call *c)
     c->duration_ms = (uv_hrtime() - c->t0_ns) / 1000000;
     if (c->intent_written) {
         rexec_error e;
-        if (c->executed)
+        if (c->script_sent)
             rx_call_write_evidence(c);
         if (rx_call_audit(c, "outcome", &e) != 0)
             c->err = e; /* the trail is broken: that outranks the command's own status */
@@ -226,7 +232,7 @@ static void on_exec_done(void *ud, const rx_exec_result *x)
     rexec_call *c = ud;
     c->job = NULL;
     c->x = *x;
-    c->executed = x->sent; /* once the script is on the wire it may have run */
+    c->script_sent = x->sent; /* once the script is on the wire it may have run */
     streams_finish(c);
     rx_call_outcome(c);
     call_finish(c);

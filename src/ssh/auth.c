@@ -15,7 +15,6 @@
 #include "buf.h"
 #include "err.h"
 #include "fsutil.h"
-#include "session.h"
 
 #define KEY_FILE_MAX (64 * 1024)
 
@@ -270,7 +269,9 @@ static int auth_agent(rx_auth *a, LIBSSH2_SESSION *ssh, const rx_host *h, double
         a->tried++;
         if (a->timed_out || rc == LIBSSH2_ERROR_AGENT_PROTOCOL)
             return agent_io_failed(a, sock, "signing", timeout, err), RX_AUTH_FAILED;
-        if (rx_ssh_conn_gone(rc) || next_identity(a) != 0)
+        /* Only a refusal of this key moves on to the next; anything else ends the session. */
+        if ((rc != LIBSSH2_ERROR_AUTHENTICATION_FAILED && rc != LIBSSH2_ERROR_PUBLICKEY_UNVERIFIED) ||
+            next_identity(a) != 0)
             break;
     }
     char *m = NULL;
