@@ -9,7 +9,7 @@
 #ifndef RX_AUTH_H
 #define RX_AUTH_H
 
-#include <libssh2.h>
+#include "ssh_int.h"
 #include <sys/types.h>
 
 #include "rexec.h"

@@ -7,7 +7,7 @@
 
 #include <stddef.h>
 
-#include <libssh2.h>
+#include "ssh_int.h"
 
 #include "rexec.h"
 

@@ -18,6 +18,7 @@
 #include "err.h"
 #include "knownhosts.h"
 #include "session.h"
+#include "ssh_int.h"
 
 struct rx_session {
     uv_loop_t *loop;
@@ -308,7 +309,7 @@ static void st_connected(rx_session *s)
 
 enum { ST_AGAIN = 0, ST_NEXT = 1, ST_FAILED = -1 };
 
-static int ssh_errmsg(rx_session *s, char *buf, size_t n)
+int rx_session_last_error(rx_session *s, char *buf, size_t n)
 {
     char *m = NULL;
     int e = libssh2_session_last_error(s->ssh, &m, NULL, 0);
@@ -323,7 +324,7 @@ static int st_handshake(rx_session *s)
     if (rc == LIBSSH2_ERROR_EAGAIN)
         return ST_AGAIN;
     if (rc != 0) {
-        ssh_errmsg(s, m, sizeof(m));
+        rx_session_last_error(s, m, sizeof(m));
         session_fail(s, REXEC_EHOST, "SSH handshake with %s port %d failed: %s",
                      s->opts.host->address, s->opts.host->port, m);
         return ST_FAILED;
