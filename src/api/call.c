@@ -401,8 +401,11 @@ static int call_send(rexec_call *c, rexec_error *err)
     if ((r = rx_render_script(&in, &script, err)) == 0 &&
         (r = rx_call_audit(c, "intent", err)) == 0) { /* no intent record, no run */
         c->intent_written = 1;
-        rx_exec_opts xo = {script.data, script.len, c->stdin_data, c->stdin_len, c->nonce,
-                           c->timeout_s + l->kill_after_s + CALL_BACKSTOP_SLACK_S, CALL_DRAIN_S};
+        rx_exec_opts xo = {.script = script.data, .script_len = script.len,
+                           .stdin_data = c->stdin_data, .stdin_len = c->stdin_len,
+                           .nonce = c->nonce,
+                           .backstop_s = c->timeout_s + l->kill_after_s + CALL_BACKSTOP_SLACK_S,
+                           .drain_s = CALL_DRAIN_S};
         rx_exec_cb cb = {on_exec_data, on_exec_done, c};
         if ((r = rx_pool_exec(c->ctx->pool, c->host, &xo, &cb, &c->job)) != 0)
             rx_fail(err, r, "out of memory");
