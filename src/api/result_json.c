@@ -77,6 +77,14 @@ cJSON *rx_result_json(const rexec_result *r)
     return o;
 }
 
+rexec_result rexec_result_not_started(const char *host, const char *action, int err,
+                                      const char *msg)
+{
+    rexec_result r = {.host = host, .action = action, .exit_code = -1, .err = err,
+                      .error = msg, .exit_status = rexec_err_exit_code(err)};
+    return r;
+}
+
 char *rexec_result_to_json(const rexec_result *r)
 {
     cJSON *o = rx_result_json(r);

@@ -193,7 +193,7 @@ static int conn_open(pool_host *ph)
     if (s == NULL)
         return REXEC_ENOMEM;
     int budget = ph->h->max_channels > 0 ? ph->h->max_channels : p->opts.default_channels;
-    ph->conns[ph->n_conns++] = (pool_conn){s, budget > 0 ? budget : 8};
+    ph->conns[ph->n_conns++] = (pool_conn){s, budget > 0 ? budget : RX_DEFAULT_MAX_CHANNELS};
     p->sessions_alive++;
     return 0;
 }
@@ -269,7 +269,9 @@ static pool_conn *conn_with_room(pool_host *ph, int *connecting)
 
 static int use_runner(const pool_host *ph, const rx_pool_job *j)
 {
-    return ph->h->runner && !ph->no_runner && j->opts.runner_code != NULL;
+    /* stdin pulled piece by piece streams on a channel of its own (a frame holds all of it) */
+    return ph->h->runner && !ph->no_runner && j->opts.runner_code != NULL &&
+           j->opts.stdin_pull == NULL;
 }
 
 /* An idle (or starting) runner on a ready connection of this host. */
