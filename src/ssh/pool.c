@@ -13,6 +13,7 @@
 #define POOL_MAX_CONNECT_RETRIES 6 /* MaxStartups drops: back off 50 ms .. 1.6 s */
 #define POOL_MAX_SETUP_RETRIES 2   /* a call whose channel set-up failed before it sent anything */
 #define POOL_RUNNER_IDLE_S 30.0    /* an idle runner closes after this long */
+#define POOL_RUNNER_MAX_STDIN (1u << 20) /* larger stdin streams on a channel of its own */
 
 typedef struct pool_conn {
     rx_session *s;
@@ -271,7 +272,7 @@ static int use_runner(const pool_host *ph, const rx_pool_job *j)
 {
     /* stdin pulled piece by piece streams on a channel of its own (a frame holds all of it) */
     return ph->h->runner && !ph->no_runner && j->opts.runner_code != NULL &&
-           j->opts.stdin_pull == NULL;
+           j->opts.stdin_pull == NULL && j->opts.stdin_len <= POOL_RUNNER_MAX_STDIN;
 }
 
 /* An idle (or starting) runner on a ready connection of this host. */

@@ -9,6 +9,7 @@
 #include "marker.h"
 #include "render.h"
 #include "runner.h"
+#include "ssh_int.h"
 
 typedef enum rn_state { RN_OPEN = 0, RN_EXEC, RN_START, RN_IDLE, RN_CALL, RN_CLOSE, RN_DONE } rn_state;
 static const char *const rn_state_names[] = {"OPEN", "EXEC", "START", "IDLE", "CALL", "CLOSE", "DONE"};
@@ -250,10 +251,7 @@ static void hello_feed(rx_runner *r, const unsigned char *p, size_t n)
 
 static int ssh_err(rx_runner *r, char *buf, size_t n)
 {
-    char *m = NULL;
-    int code = libssh2_session_last_error(rx_session_ssh(r->s), &m, NULL, 0);
-    snprintf(buf, n, "%s", m && *m ? m : "unknown error");
-    return code;
+    return rx_session_last_error(r->s, buf, n);
 }
 
 /* Reads whatever both streams hold. Returns 1 if bytes came, 0 if none, -1 on error. */

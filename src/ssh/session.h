@@ -81,6 +81,5 @@ uv_loop_t *rx_session_loop(rx_session *s);
 void rx_session_kick(rx_session *s);
 const rx_logger *rx_session_logger(const rx_session *s);
 void rx_session_attach(rx_session *s, rx_chan_user *u);
-rx_chan_user *rx_session_users(rx_session *s); /* the attached users, for a module to find its own */
 
 #endif

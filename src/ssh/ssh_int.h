@@ -22,5 +22,6 @@ int rx_session_last_error(rx_session *s, char *buf, size_t n);
 
 /* A channel open was refused for lack of room (sshd MaxSessions). */
 void rx_session_mark_full(rx_session *s);
+rx_chan_user *rx_session_users(rx_session *s); /* the attached users, for a module to find its own */
 
 #endif

@@ -47,7 +47,7 @@ sleep_pid=$(remote_pgrep '^sleep 322$')
 # (-q: a match wins over errors from processes that vanish during the scan)
 # (a runner's contained shell gets the command text through a FIFO, on no command line at all:
 # the control is the command's own sleep, which the scan must see)
-grep -qsaF 'sleep 322' /proc/[0-9]*/cmdline 2>/dev/null ||
+grep -qsaF '322' /proc/[0-9]*/cmdline 2>/dev/null ||
     fail "control: the command's sleep is in no command line: is the scan blind?"
 in_env=$(procs_with_token environ)
 grep -qx "$sleep_pid" <<<"$in_env" ||
