@@ -14,6 +14,22 @@
  *
  * Conventions (after libuv): functions return 0 or a negative rexec_err; a function that takes a
  * callback and fails never calls it; a call's on_done is called exactly once otherwise.
+ *
+ * Threads: a rexec_ctx belongs to the thread that runs its uv_loop_t. Every function taking a
+ * ctx, a call, a server or a check, and every callback, runs on that thread; none may be called
+ * from another thread (use a uv_async_t to hand work over). Independent contexts on separate
+ * loops and threads do not share state. The pure helpers (rexec_strerror, rexec_err_name,
+ * rexec_err_exit_code, rexec_version, rexec_result_to_json, rexec_result_not_started,
+ * rexec_request_doc_parse/free) are safe from any thread.
+ *
+ * Lifetimes:
+ * - rexec_ctx: from rexec_ctx_new until rexec_ctx_close; memory is released from the loop,
+ *   after every call's on_done and the optional on_closed. Closing from inside on_done is safe.
+ * - rexec_call: from a successful rexec_call_start until on_done returns. rexec_call_cancel may
+ *   be called on it until then (also from inside on_done, where it does nothing); after on_done
+ *   has returned the handle is gone and must not be used.
+ * - rexec_result and every string in it: valid during on_done only; copy what you keep.
+ * - rexec_server: until its on_stopped callback; rexec_server_stop before rexec_ctx_close.
  */
 #ifndef REXEC_H
 #define REXEC_H
@@ -148,6 +164,12 @@ typedef struct rexec_callbacks {
  * err->msg naming the field at fault. The caller owns *out and releases it with rexec_ctx_close. */
 int rexec_ctx_new(rexec_ctx **out, uv_loop_t *loop, const char *workspace_dir, rexec_error *err);
 
+/* Loads the workspace's rexec.json again. On success the new configuration serves every call
+ * started from now on; calls in flight finish on the one they started with; hosts whose entry is
+ * unchanged keep their warm connections (*kept_warm, may be NULL, says how many). On failure
+ * (REXEC_ECONFIG naming the field) nothing changes. */
+int rexec_ctx_reload(rexec_ctx *ctx, size_t *kept_warm, rexec_error *err);
+
 /* Cancels what is running, closes connections, then frees ctx; on_closed (may be NULL) runs
  * from the loop once everything is released. */
 void rexec_ctx_close(rexec_ctx *ctx, void (*on_closed)(void *ud), void *ud);
@@ -159,7 +181,8 @@ int rexec_call_start(rexec_ctx *ctx, const rexec_request *req, const rexec_callb
                      rexec_call **out, rexec_error *err);
 
 /* Asks a call to stop: the remote process tree is killed per the remote contract, then on_done
- * reports what happened. Safe to call more than once, and on a call that is already finishing. */
+ * reports what happened. Safe to call more than once, and on a call that is already finishing,
+ * up to and inside its on_done; never after on_done has returned (see Lifetimes above). */
 void rexec_call_cancel(rexec_call *call);
 
 /* The result of a call that never started on host: rexec_call_start failed (err from it), or a
@@ -186,6 +209,9 @@ typedef void (*rexec_log_fn)(void *ud, int level, const char *msg);
 void rexec_ctx_set_log(rexec_ctx *ctx, rexec_log_fn fn, void *ud);
 
 /* ---- Request documents --------------------------------------------------------------------- */
+
+/* The largest request document (`--request FILE`, a serve run object) in bytes. */
+#define REXEC_REQUEST_MAX_BYTES (64 * 1024)
 
 /* A `--request FILE` document (or a serve run object), parsed strictly: at most 64 KiB, UTF-8, no
  * duplicate or unknown keys, no non-finite numbers, no booleans where numbers are expected.
@@ -247,10 +273,15 @@ typedef struct rexec_check_result {
     int err;                 /* REXEC_OK or why not */
     const char *error;
     const char *facts;       /* "key=value" lines from the VM (bash, timeout, unshare, ...) */
-    const char *containment; /* the strongest containment the VM offers */
+    const char *containment; /* the strongest containment the VM offers, NULL when unknown */
     uint64_t duration_ms;
     int exit_status;         /* 0, 255 (unavailable) or 78 (unknown host) */
+    const char *warning;     /* e.g. the evidence volume is nearly full; NULL when none */
 } rexec_check_result;
+
+/* The result as one JSON object (`rexec check --json`, serve's "check" reply): host ok
+ * containment facts (an object) duration_ms warning error exit_status. malloc'd, NULL on ENOMEM. */
+char *rexec_check_result_to_json(const rexec_check_result *r);
 
 /* Checks host; on_done is called once from the loop. Returns 0 or ENOMEM (then calls nothing). */
 int rexec_check_start(rexec_ctx *ctx, const char *host,
