@@ -72,7 +72,7 @@ int main(int argc, char **argv)
     int i = 1;
     for (; i < argc && argv[i][0] == '-'; i++) {
         if (strcmp(argv[i], "--version") == 0 || strcmp(argv[i], "-V") == 0) {
-            printf("rexec %s\n", rexec_version());
+            printf("rexec %s\n%s\n", rexec_version(), rexec_dependency_versions());
             return 0;
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             fputs(cli_help_text(NULL), stdout);
