@@ -15,6 +15,16 @@ import sys
 
 LAYERS = ["base", "redact", "config", "policy", "shell", "record", "ssh", "api", "cli"]
 FRONT_ENDS = {"cli"}
+# Front-end files that still reach below the public API, each with the header it uses. The list
+# only shrinks: a new entry is a violation. (The approval and audit commands wait for public
+# rexec_approvals_* / rexec_audit_* calls.)
+FRONT_END_EXCEPTIONS = {
+    ("src/cli/cmd_approve.c", "approvals.h"),
+    ("src/cli/cmd_approve.c", "workspace.h"),
+    ("src/cli/cmd_audit.c", "audit.h"),
+    ("src/cli/cmd_audit.c", "err.h"),
+    ("src/cli/cmd_audit.c", "fsutil.h"),
+}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 
@@ -84,7 +94,9 @@ def check(root):
                 if tname not in mods:
                     continue  # a generated or system-like header
                 tlayer = mods[tname][0]
-                if layer in FRONT_ENDS and tlayer != layer:
+                if layer in FRONT_ENDS and tlayer != layer and (rel, inc) in FRONT_END_EXCEPTIONS:
+                    pass
+                elif layer in FRONT_ENDS and tlayer != layer:
                     problems.append(f"{rel}: includes {inc} ({tlayer}/); a front end reaches "
                                     "the library only through include/rexec.h")
                 elif LAYERS.index(tlayer) > LAYERS.index(layer):

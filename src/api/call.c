@@ -32,7 +32,7 @@ int rexec_ctx_new(rexec_ctx **out, uv_loop_t *loop, const char *workspace_dir, r
                        .connect_timeout_s = ctx->ws->limits.connect_timeout_s,
                        .keepalive_s = ctx->ws->limits.keepalive_s,
                        .default_channels = ctx->ws->limits.max_channels,
-                       .debug = getenv("REXEC_DEBUG") != NULL};
+                       .log = &ctx->log};
     if ((ctx->pool = rx_pool_new(loop, &po)) == NULL) {
         rx_ws_free(ctx->ws);
         free(ctx);
@@ -43,6 +43,12 @@ int rexec_ctx_new(rexec_ctx **out, uv_loop_t *loop, const char *workspace_dir, r
 }
 
 static void ctx_maybe_free(rexec_ctx *ctx);
+
+void rexec_ctx_set_log(rexec_ctx *ctx, rexec_log_fn fn, void *ud)
+{
+    ctx->log.fn = fn;
+    ctx->log.ud = ud;
+}
 
 static void on_pool_closed(void *ud)
 {

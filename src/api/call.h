@@ -23,6 +23,7 @@ struct rexec_ctx {
     rx_ws *ws;
     rx_pool *pool;
     rx_audit *audit; /* opened at the first call that needs it */
+    rx_logger log;   /* rexec_ctx_set_log; the pool and its sessions point here */
     rexec_call *calls; /* calls that have not reported yet */
     size_t calls_alive; /* calls whose memory is not released yet (their handle may be closing) */
     int closing;

@@ -392,7 +392,7 @@ int cli_run(const cli_global *g, int argc, char **argv)
                                  o.parallel);
     } else if (rc == 0) {
         uv_loop_init(&r.loop);
-        if (rexec_ctx_new(&r.ctx, &r.loop, g->workspace, &e) != 0)
+        if (cli_ctx_new(&r.ctx, &r.loop, g->workspace, &e) != 0)
             rc = cli_error(rexec_err_exit_code(e.code), "%s", e.msg);
         else if (rexec_ctx_targets(r.ctx, o.targets, &names, &r.n_hosts, &e) != 0) {
             rc = cli_error(rexec_err_exit_code(e.code), "%s", e.msg);

@@ -14,7 +14,7 @@
 #include "fsutil.h"
 #include "jsonx.h"
 #include "redact.h"
-#include "render.h"
+#include "template.h"
 #include "scope.h"
 #include "workspace.h"
 
@@ -520,6 +520,31 @@ static int action_secrets(const rx_ws *ws, const cJSON *o, const char *path, rx_
     return r;
 }
 
+/* Every {name} in the template must be a declared parameter (the renderer expands it). */
+static int check_text(void *ctx, const char *text, size_t n)
+{
+    (void)ctx, (void)text, (void)n;
+    return 0;
+}
+
+static int check_param(void *ctx, const char *name, size_t n)
+{
+    const rx_action *a = ((void **)ctx)[0];
+    rexec_error *err = ((void **)ctx)[1];
+    if (rx_ws_param_index(a, name, n) < 0)
+        return rx_fail(err, REXEC_ECONFIG,
+                       "actions.%s.command: {%.*s} names no declared parameter (write {{ for a "
+                       "literal brace)",
+                       a->name, (int)n, name);
+    return 0;
+}
+
+int rx_ws_check_template(const rx_action *a, rexec_error *err)
+{
+    void *ctx[2] = {(void *)a, err};
+    return rx_template_walk(a->command, check_text, check_param, ctx);
+}
+
 static int load_action(const rx_ws *ws, const cJSON *o, const char *path, rx_action *a,
                        rexec_error *err)
 {
@@ -548,7 +573,7 @@ static int load_action(const rx_ws *ws, const cJSON *o, const char *path, rx_act
     if (a->state_changing && a->risk < RX_L2)
         a->risk_floor_reason = "state_changing", a->risk = RX_L2;
     action_floors(a);
-    return rx_render_check_template(a, err);
+    return rx_ws_check_template(a, err);
 }
 
 static int load_actions(rx_ws *ws, const cJSON *root, rexec_error *err)
@@ -732,6 +757,14 @@ const rx_host *rx_ws_host(const rx_ws *ws, const char *name)
         if (strcmp(ws->hosts[i].name, name) == 0)
             return &ws->hosts[i];
     return NULL;
+}
+
+int rx_ws_param_index(const rx_action *a, const char *name, size_t n)
+{
+    for (size_t i = 0; i < a->n_params; i++)
+        if (strlen(a->params[i].name) == n && memcmp(a->params[i].name, name, n) == 0)
+            return (int)i;
+    return -1;
 }
 
 const rx_action *rx_ws_action(const rx_ws *ws, const char *name)

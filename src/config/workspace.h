@@ -137,6 +137,13 @@ const rx_action *rx_ws_action(const rx_ws *ws, const char *name);
 const rx_group *rx_ws_group(const rx_ws *ws, const char *name);
 const rx_secret_source *rx_ws_secret(const rx_ws *ws, const char *name);
 
+/* Index in a->params of the parameter named by the n bytes at name (not NUL-terminated), or -1. */
+int rx_ws_param_index(const rx_action *a, const char *name, size_t n);
+
+/* Checks an action's template as the loader does: every {name} must be a declared parameter.
+ * REXEC_ECONFIG naming the action and placeholder otherwise. */
+int rx_ws_check_template(const rx_action *a, rexec_error *err);
+
 /* Expands TARGETS ("h1", "h1,h2", "@group") into host names (borrowed pointers, deduplicated, in
  * order). Returns 0, or REXEC_ECONFIG naming an unknown host or group, or REXEC_EUSAGE for an
  * empty list. The caller frees *names (not the strings). */

@@ -28,7 +28,7 @@ typedef struct marker_filter {
 } marker_filter;
 
 struct rx_exec {
-    rx_exec *next;
+    rx_chan_user user; /* first: the session steps its users through user.ops */
     rx_session *s;
     LIBSSH2_CHANNEL *ch;
     exec_state state;
@@ -48,9 +48,9 @@ struct rx_exec {
 
 static void exec_set_state(rx_exec *e, exec_state st)
 {
-    if (getenv("REXEC_DEBUG"))
-        fprintf(stderr, "rexec: debug: exec %p: %s -> %s\n", (void *)e, exec_state_names[e->state],
-                exec_state_names[st]);
+    rx_log(rx_session_logger(e->s), REXEC_LOG_DEBUG, "%s: exec %p: %s -> %s",
+           rx_session_host(e->s)->name, (void *)e, exec_state_names[e->state],
+           exec_state_names[st]);
     e->state = st;
 }
 
@@ -375,8 +375,10 @@ static int st_close(rx_exec *e)
     return RX_STEP_DONE;
 }
 
-int rx_exec_step(rx_exec *e)
+/* The session reaches an exec only through these (rx_chan_ops, session.h). */
+static int exec_step(rx_chan_user *u)
 {
+    rx_exec *e = (rx_exec *)u;
     switch (e->state) {
     case EX_OPEN: return st_open(e);
     case EX_EXEC: return st_exec(e);
@@ -387,28 +389,25 @@ int rx_exec_step(rx_exec *e)
     }
 }
 
-int rx_exec_pending(rx_exec *e)
+static int exec_pending(rx_chan_user *u)
 {
+    rx_exec *e = (rx_exec *)u;
     if (e->ch == NULL || e->state < EX_SEND || e->state > EX_RUN)
         return 0;
     return libssh2_poll_channel_read(e->ch, 0) > 0 || libssh2_poll_channel_read(e->ch, 1) > 0 ||
            (e->state == EX_RUN && libssh2_channel_eof(e->ch));
 }
 
-int rx_exec_holds_channel(const rx_exec *e)
+static int exec_holds_channel(const rx_chan_user *u)
 {
-    return e->state != EX_DONE;
-}
-
-rx_exec **rx_exec_link(rx_exec *e)
-{
-    return &e->next;
+    return ((const rx_exec *)u)->state != EX_DONE;
 }
 
 /* ---- life cycle ----------------------------------------------------------------------------- */
 
-void rx_exec_fail(rx_exec *e, int code, const char *msg)
+static void exec_fail(rx_chan_user *u, int code, const char *msg)
 {
+    rx_exec *e = (rx_exec *)u;
     exec_error(e, code, "%s", msg);
     if (e->ch) {
         /* The session is going away: libssh2 frees its channels with it. */
@@ -427,8 +426,9 @@ static void on_exec_closed(uv_handle_t *h)
     free(e);
 }
 
-void rx_exec_finish(rx_exec *e)
+static void exec_finish(rx_chan_user *u)
 {
+    rx_exec *e = (rx_exec *)u;
     if (e->finished)
         return;
     e->finished = 1;
@@ -436,6 +436,9 @@ void rx_exec_finish(rx_exec *e)
         e->cb.on_done(e->cb.ud, &e->res);
     uv_close((uv_handle_t *)&e->timer, on_exec_closed);
 }
+
+static const rx_chan_ops exec_ops = {exec_step, exec_pending, exec_holds_channel, exec_fail,
+                                     exec_finish};
 
 int rx_exec_start(rx_session *s, const rx_exec_opts *opts, const rx_exec_cb *cb, rx_exec **out)
 {
@@ -461,7 +464,8 @@ int rx_exec_start(rx_session *s, const rx_exec_opts *opts, const rx_exec_cb *cb,
     e->timer.data = e;
     if (out)
         *out = e;
-    rx_session_attach(s, e);
+    e->user.ops = &exec_ops;
+    rx_session_attach(s, &e->user);
     return 0;
 }
 

@@ -10,6 +10,8 @@
 #include "rexec.h"
 #include "session.h"
 
+typedef struct rx_exec rx_exec;
+
 /* How the remote side ended, as far as the controller knows. */
 typedef struct rx_exec_result {
     int err;              /* REXEC_OK when the wrapper reported an end; else why not (HOST...) */
@@ -50,14 +52,5 @@ int rx_exec_start(rx_session *s, const rx_exec_opts *opts, const rx_exec_cb *cb,
 /* Cancel: before the script is sent, nothing runs; after, EOF tells the wrapper to stop the
  * command, whose end is then reported as usual (cancelled = 1). */
 void rx_exec_cancel(rx_exec *e);
-
-/* For session.c. */
-enum { RX_STEP_AGAIN = 0, RX_STEP_PROGRESS = 1, RX_STEP_DONE = 2 };
-int rx_exec_step(rx_exec *e);    /* runs the channel as far as it goes without blocking */
-int rx_exec_pending(rx_exec *e); /* libssh2 holds data or an EOF this exec has not seen */
-int rx_exec_holds_channel(const rx_exec *e);
-void rx_exec_fail(rx_exec *e, int code, const char *msg); /* the session died */
-void rx_exec_finish(rx_exec *e);  /* calls on_done and frees (after a DONE step or a fail) */
-rx_exec **rx_exec_link(rx_exec *e); /* the session's list of execs runs through here */
 
 #endif
