@@ -37,8 +37,20 @@ install(FILES ${CMAKE_BINARY_DIR}/rexecConfig.cmake ${CMAKE_BINARY_DIR}/rexecCon
         DESTINATION ${REXEC_CMAKE_DIR})
 
 # Man pages (man/, checked by tests/install/t_man.sh), bash completion, documentation.
-install(FILES ${CMAKE_SOURCE_DIR}/man/rexec.1 DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
-install(FILES ${CMAKE_SOURCE_DIR}/man/rexec.json.5 DESTINATION ${CMAKE_INSTALL_MANDIR}/man5)
+# Man pages are installed gzipped (-n: no name or time stamp, so the .deb is reproducible).
+set(REXEC_MANPAGES rexec.1 rexec.json.5)
+set(REXEC_MAN_GZ)
+foreach(page ${REXEC_MANPAGES})
+  add_custom_command(OUTPUT ${CMAKE_BINARY_DIR}/man/${page}.gz
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_BINARY_DIR}/man
+    COMMAND ${CMAKE_COMMAND} -E copy ${CMAKE_SOURCE_DIR}/man/${page} ${CMAKE_BINARY_DIR}/man/${page}
+    COMMAND gzip -9nf ${CMAKE_BINARY_DIR}/man/${page}
+    DEPENDS ${CMAKE_SOURCE_DIR}/man/${page} VERBATIM)
+  list(APPEND REXEC_MAN_GZ ${CMAKE_BINARY_DIR}/man/${page}.gz)
+  string(REGEX REPLACE ".*\\.([0-9])$" "\\1" section ${page})
+  install(FILES ${CMAKE_BINARY_DIR}/man/${page}.gz DESTINATION ${CMAKE_INSTALL_MANDIR}/man${section})
+endforeach()
+add_custom_target(rexec_man ALL DEPENDS ${REXEC_MAN_GZ})
 install(FILES ${CMAKE_SOURCE_DIR}/completions/rexec
         DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions)
 install(FILES ${CMAKE_SOURCE_DIR}/README.md ${CMAKE_SOURCE_DIR}/LICENSE

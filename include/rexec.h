@@ -182,7 +182,7 @@ REXEC_API char *rexec_result_to_json(const rexec_result *r);
  * loop thread only. */
 enum { REXEC_LOG_DEBUG = 0, REXEC_LOG_INFO = 1, REXEC_LOG_WARN = 2 };
 typedef void (*rexec_log_fn)(void *ud, int level, const char *msg);
-void rexec_ctx_set_log(rexec_ctx *ctx, rexec_log_fn fn, void *ud);
+REXEC_API void rexec_ctx_set_log(rexec_ctx *ctx, rexec_log_fn fn, void *ud);
 
 /* ---- Request documents --------------------------------------------------------------------- */
 
