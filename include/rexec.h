@@ -168,6 +168,13 @@ REXEC_API int rexec_call_start(rexec_ctx *ctx, const rexec_request *req, const r
  * reports what happened. Safe to call more than once, and on a call that is already finishing. */
 REXEC_API void rexec_call_cancel(rexec_call *call);
 
+/* The result of a call that never started on host: rexec_call_start failed (err from it), or a
+ * fan-out or a client ended before it reached this host (REXEC_ECANCELLED). executed is 0,
+ * exit_code -1, exit_status the error's. host, action and msg are borrowed, not copied. The one
+ * way front ends build such a result, so it looks the same everywhere. */
+rexec_result rexec_result_not_started(const char *host, const char *action, int err,
+                                      const char *msg);
+
 /* The result as one JSON object (the fields of `rexec run --json`); stdout/stderr that are not
  * UTF-8 text come as stdout_base64/stderr_base64. malloc'd text, or NULL on ENOMEM. */
 REXEC_API char *rexec_result_to_json(const rexec_result *r);

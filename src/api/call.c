@@ -146,7 +146,7 @@ static void call_finish(rexec_call *c)
     c->duration_ms = (uv_hrtime() - c->t0_ns) / 1000000;
     if (c->intent_written) {
         rexec_error e;
-        if (c->executed)
+        if (c->script_sent)
             rx_call_write_evidence(c);
         if (rx_call_audit(c, "outcome", &e) != 0)
             c->err = e; /* the trail is broken: that outranks the command's own status */
@@ -232,7 +232,7 @@ static void on_exec_done(void *ud, const rx_exec_result *x)
     rexec_call *c = ud;
     c->job = NULL;
     c->x = *x;
-    c->executed = x->sent; /* once the script is on the wire it may have run */
+    c->script_sent = x->sent; /* once the script is on the wire it may have run */
     streams_finish(c);
     rx_call_outcome(c);
     call_finish(c);

@@ -124,9 +124,7 @@ static void start_call(run *r, host_call *h)
     if (h->grant[0])
         req.grant_id = h->grant;
     if (rexec_call_start(r->ctx, &req, &cb, &h->call, &e) != 0) {
-        rexec_result res = {.host = h->host, .action = req.action, .exit_code = -1,
-                            .err = e.code, .error = e.msg,
-                            .exit_status = rexec_err_exit_code(e.code)};
+        rexec_result res = rexec_result_not_started(h->host, req.action, e.code, e.msg);
         on_done(h, &res);
     }
 }
@@ -157,9 +155,9 @@ static void on_signal(uv_signal_t *s, int signum)
     /* hosts never started count as done */
     while (r->next < r->n_hosts) {
         host_call *h = &r->hosts[r->next++];
-        rexec_result res = {.host = h->host, .action = r->req.action, .exit_code = -1,
-                            .err = REXEC_ECANCELLED, .error = "cancelled before it started",
-                            .exit_status = 130};
+        char msg[320];
+        snprintf(msg, sizeof(msg), "%s: cancelled before it started", h->host);
+        rexec_result res = rexec_result_not_started(h->host, r->req.action, REXEC_ECANCELLED, msg);
         r->running++;
         on_done(h, &res);
     }
