@@ -172,7 +172,7 @@ REXEC_API void rexec_call_cancel(rexec_call *call);
  * fan-out or a client ended before it reached this host (REXEC_ECANCELLED). executed is 0,
  * exit_code -1, exit_status the error's. host, action and msg are borrowed, not copied. The one
  * way front ends build such a result, so it looks the same everywhere. */
-rexec_result rexec_result_not_started(const char *host, const char *action, int err,
+REXEC_API rexec_result rexec_result_not_started(const char *host, const char *action, int err,
                                       const char *msg);
 
 /* The result as one JSON object (the fields of `rexec run --json`); stdout/stderr that are not
