@@ -7,6 +7,7 @@
 
 #include "err.h"
 #include "exec.h"
+#include "ssh_int.h"
 #include "render.h"
 
 typedef enum exec_state { EX_OPEN = 0, EX_EXEC, EX_SEND, EX_RUN, EX_CLOSE, EX_DONE } exec_state;
@@ -174,14 +175,6 @@ static void arm(rx_exec *e, double seconds)
 
 /* ---- states --------------------------------------------------------------------------------- */
 
-static int ssh_err(rx_exec *e, char *buf, size_t n)
-{
-    char *m = NULL;
-    int code = libssh2_session_last_error(rx_session_ssh(e->s), &m, NULL, 0);
-    snprintf(buf, n, "%s", m && *m ? m : "unknown error");
-    return code;
-}
-
 /* What a failed channel open or exec request means for the call, which has sent nothing of its
  * script yet: ECONNLOST lets the pool move it to a fresh channel or connection (once).
  * - the connection is gone (the server went away while it was idle, and the call came before the
@@ -211,7 +204,7 @@ static int st_open(rx_exec *e)
         exec_set_state(e, EX_EXEC);
         return RX_STEP_PROGRESS;
     }
-    int code = ssh_err(e, m, sizeof(m));
+    int code = rx_session_last_error(e->s, m, sizeof(m));
     e->opening = code == LIBSSH2_ERROR_EAGAIN;
     if (code == LIBSSH2_ERROR_EAGAIN)
         return RX_STEP_AGAIN;
@@ -244,7 +237,7 @@ static int st_exec(rx_exec *e)
     if (rc == LIBSSH2_ERROR_EAGAIN)
         return RX_STEP_AGAIN;
     if (rc != 0) {
-        int code = ssh_err(e, m, sizeof(m));
+        int code = rx_session_last_error(e->s, m, sizeof(m));
         exec_error(e, setup_failure(code), "%s: the server refused to run bash: %s",
                    rx_session_host(e->s)->name, m);
         exec_set_state(e, EX_CLOSE);
@@ -267,7 +260,7 @@ static int read_streams(rx_exec *e)
                 break;
             if (n < 0) {
                 char m[200];
-                ssh_err(e, m, sizeof(m));
+                rx_session_last_error(e->s, m, sizeof(m));
                 exec_error(e, REXEC_ECONNLOST, "%s: connection lost while reading: %s",
                            rx_session_host(e->s)->name, m);
                 return -1;
@@ -295,7 +288,7 @@ static int st_send(rx_exec *e)
             break;
         if (n < 0) {
             char m[200];
-            ssh_err(e, m, sizeof(m));
+            rx_session_last_error(e->s, m, sizeof(m));
             exec_error(e, REXEC_ECONNLOST, "%s: connection lost while sending: %s",
                        rx_session_host(e->s)->name, m);
             return lost(e);

@@ -16,6 +16,7 @@
 
 #include "err.h"
 #include "session.h"
+#include "ssh_int.h"
 
 struct rx_session {
     uv_loop_t *loop;
@@ -303,7 +304,7 @@ static void st_connected(rx_session *s)
 
 enum { ST_AGAIN = 0, ST_NEXT = 1, ST_FAILED = -1 };
 
-static int ssh_errmsg(rx_session *s, char *buf, size_t n)
+int rx_session_last_error(rx_session *s, char *buf, size_t n)
 {
     char *m = NULL;
     int e = libssh2_session_last_error(s->ssh, &m, NULL, 0);
@@ -318,7 +319,7 @@ static int st_handshake(rx_session *s)
     if (rc == LIBSSH2_ERROR_EAGAIN)
         return ST_AGAIN;
     if (rc != 0) {
-        ssh_errmsg(s, m, sizeof(m));
+        rx_session_last_error(s, m, sizeof(m));
         session_fail(s, REXEC_EHOST, "SSH handshake with %s port %d failed: %s",
                      s->opts.host->address, s->opts.host->port, m);
         return ST_FAILED;
@@ -468,7 +469,7 @@ static int st_auth(rx_session *s)
     if (rc == LIBSSH2_ERROR_EAGAIN)
         return ST_AGAIN;
     if (rc != 0) {
-        ssh_errmsg(s, m, sizeof(m));
+        rx_session_last_error(s, m, sizeof(m));
         session_fail(s, REXEC_EAUTH, "public key authentication as %s with %s failed: %s",
                      h->user, h->key, m);
         return ST_FAILED;

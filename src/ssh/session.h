@@ -5,7 +5,6 @@
 #ifndef RX_SESSION_H
 #define RX_SESSION_H
 
-#include <libssh2.h>
 #include <uv.h>
 
 #include "err.h"
@@ -77,16 +76,10 @@ int rx_session_channels(const rx_session *s); /* channels open or opening */
  * put more than the current number of channels on this connection. */
 int rx_session_full(const rx_session *s);
 
-/* 1 when a libssh2 error code says the connection itself is gone (as opposed to a refusal by
- * the server): the call that met it may go to a fresh connection if nothing was sent. */
-int rx_ssh_conn_gone(int code);
-
-/* For exec.c: the libssh2 handle, and a request to run the drive loop soon. */
-LIBSSH2_SESSION *rx_session_ssh(rx_session *s);
+/* For the modules of src/ssh/: the loop, a request to run the drive loop soon, attaching. */
 uv_loop_t *rx_session_loop(rx_session *s);
 void rx_session_kick(rx_session *s);
 const rx_logger *rx_session_logger(const rx_session *s);
 void rx_session_attach(rx_session *s, rx_chan_user *u);
-void rx_session_mark_full(rx_session *s);
 
 #endif
