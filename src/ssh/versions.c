@@ -3,11 +3,11 @@
 #include <stdio.h>
 
 #include <cjson/cJSON.h>
-#include <libssh2.h>
 #include <openssl/crypto.h>
 #include <uv.h>
 
 #include "rexec.h"
+#include "ssh_int.h" /* the one includer of libssh2.h */
 
 const char *rexec_dependency_versions(void)
 {
