@@ -38,6 +38,7 @@ int rexec_ctx_new(rexec_ctx **out, uv_loop_t *loop, const char *workspace_dir, r
         free(ctx);
         return rx_fail(err, REXEC_ENOMEM, "out of memory");
     }
+    rx_ctx_reload_init(ctx);
     *out = ctx;
     return 0;
 }
@@ -69,6 +70,7 @@ static void ctx_maybe_free(rexec_ctx *ctx)
     void (*cb)(void *) = ctx->on_closed;
     void *ud = ctx->closed_ud;
     rx_audit_close(ctx->audit);
+    rx_ctx_reload_free(ctx);
     rx_ws_free(ctx->ws);
     free(ctx);
     if (cb)
@@ -377,10 +379,14 @@ static int call_send(rexec_call *c, rexec_error *err)
     if ((r = rx_render_script(&in, &script, err)) == 0 &&
         (r = rx_call_audit(c, "intent", err)) == 0) { /* no intent record, no run */
         c->intent_written = 1;
-        rx_exec_opts xo = {script.data, script.len, c->stdin_data, c->stdin_len, c->nonce,
-                           c->timeout_s + l->kill_after_s + CALL_BACKSTOP_SLACK_S, CALL_DRAIN_S};
+        rx_exec_opts xo = {.script = script.data, .script_len = script.len,
+                           .stdin_data = c->stdin_data, .stdin_len = c->stdin_len,
+                           .nonce = c->nonce,
+                           .backstop_s = c->timeout_s + l->kill_after_s + CALL_BACKSTOP_SLACK_S,
+                           .drain_s = CALL_DRAIN_S};
         rx_exec_cb cb = {on_exec_data, on_exec_done, c};
-        if ((r = rx_pool_exec(c->ctx->pool, c->host, &xo, &cb, &c->job)) != 0)
+        const rx_host *ph = rx_ctx_pool_host(c->ctx, c->host);
+        if ((r = rx_pool_exec(c->ctx->pool, ph, &xo, &cb, &c->job)) != 0)
             rx_fail(err, r, "out of memory");
     }
     rx_buf_free(&script);

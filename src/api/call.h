@@ -29,6 +29,13 @@ struct rexec_ctx {
     int closing;
     void (*on_closed)(void *ud);
     void *closed_ud;
+    /* reload.c: earlier workspaces (kept until close), the pool's host per ws->hosts[i], and
+     * the "hosts" of rexec.json as loaded, to tell unchanged entries at the next reload */
+    rx_ws **retired;
+    size_t n_retired;
+    const rx_host **pool_hosts;
+    cJSON *hosts_doc;
+    unsigned reloads;
 };
 
 /* One output stream: raw bytes -> redactor -> cap -> (capture, sha256, caller). */
@@ -89,6 +96,15 @@ void rx_call_write_evidence(rexec_call *c);
 void rx_call_outcome(rexec_call *c);
 void rx_call_result(rexec_call *c, rexec_result *res);
 const char *rx_verdict_name(rx_verdict v);
+
+/* reload.c */
+void rx_ctx_reload_init(rexec_ctx *ctx);
+void rx_ctx_reload_free(rexec_ctx *ctx);
+/* The host object to hand the pool for h (of ctx->ws): an unchanged host keeps its connections. */
+const rx_host *rx_ctx_pool_host(const rexec_ctx *ctx, const rx_host *h);
+
+/* check.c: a check's result as the object of `check --json` and serve's "check" reply */
+cJSON *rx_check_json(const rexec_check_result *r);
 
 /* result_json.c */
 cJSON *rx_result_json(const rexec_result *r);

@@ -274,7 +274,8 @@ void rx_call_result(rexec_call *c, rexec_result *res)
     res->host = c->host_name;
     res->action = c->action_name;
     res->decision = c->decided ? rx_verdict_name(c->dec.verdict) : NULL;
-    res->reason = call_reason(c);
+    /* the caller's result: no decision, no reason (the audit record keeps INVALID_*) */
+    res->reason = c->decided ? call_reason(c) : NULL;
     res->effective_risk = c->action ? rx_risk_name(c->action->risk) : NULL;
     call_outcome_fields(c, res);
     res->challenge_id = c->dec.challenge_id[0] ? c->dec.challenge_id : NULL;

@@ -35,6 +35,13 @@ struct rx_exec {
     exec_state state;
     unsigned char *data; /* script then stdin bytes */
     size_t len, off, script_len;
+    unsigned char *rbuf;  /* RX_EXEC_CHUNK: every read of stdout/stderr lands here */
+    size_t rmax;          /* the most of rbuf a read filled (wiped at the end) */
+    rx_exec_stdin_pull pull; /* stdin pulled after data (see exec.h) */
+    void *pull_ud;
+    unsigned char *ibuf;  /* RX_EXEC_CHUNK: the pulled stdin piece being sent */
+    size_t ilen, ioff;
+    uint64_t pull_left;   /* stdin bytes still to pull */
     rx_exec_cb cb;
     double backstop_s, drain_s;
     uv_timer_t timer;    /* backstop while running, drain after the end line */
@@ -198,7 +205,8 @@ static int st_open(rx_exec *e)
         exec_set_state(e, EX_DONE);
         return RX_STEP_DONE;
     }
-    e->ch = libssh2_channel_open_session(rx_session_ssh(e->s));
+    e->ch = libssh2_channel_open_ex(rx_session_ssh(e->s), "session", sizeof("session") - 1,
+                                    RX_EXEC_WINDOW, RX_EXEC_PACKET, NULL, 0);
     if (e->ch) {
         e->opening = 0;
         exec_set_state(e, EX_EXEC);
@@ -251,11 +259,11 @@ static int st_exec(rx_exec *e)
  * otherwise stall a reader waiting on stdout. Returns 1 if bytes came, 0 if none, -1 on error. */
 static int read_streams(rx_exec *e)
 {
-    unsigned char buf[32768];
+    unsigned char *buf = e->rbuf;
     int got = 0;
     for (int stream = 0; stream < 2; stream++) {
         for (;;) {
-            ssize_t n = libssh2_channel_read_ex(e->ch, stream, (char *)buf, sizeof(buf));
+            ssize_t n = libssh2_channel_read_ex(e->ch, stream, (char *)buf, RX_EXEC_CHUNK);
             if (n == LIBSSH2_ERROR_EAGAIN || n == 0)
                 break;
             if (n < 0) {
@@ -266,6 +274,8 @@ static int read_streams(rx_exec *e)
                 return -1;
             }
             got = 1;
+            if ((size_t)n > e->rmax)
+                e->rmax = (size_t)n;
             if (stream == 1)
                 mf_feed(e, buf, (size_t)n);
             else if (e->cb.on_data)
@@ -275,15 +285,49 @@ static int read_streams(rx_exec *e)
     return got;
 }
 
+/* The next piece to send: the script (and copied stdin), then pulled stdin pieces. Returns the
+ * bytes at *p, 0 when all is sent, -1 when the stdin source failed. */
+static long send_piece(rx_exec *e, const unsigned char **p)
+{
+    if (e->off < e->len) {
+        *p = e->data + e->off;
+        return (long)(e->len - e->off);
+    }
+    if (e->ioff == e->ilen && e->pull_left > 0) {
+        char m[300] = "";
+        size_t want = e->pull_left < RX_EXEC_CHUNK ? (size_t)e->pull_left : RX_EXEC_CHUNK;
+        long n = e->pull(e->pull_ud, e->ibuf, want, m, sizeof(m));
+        if (n <= 0 || (size_t)n > want) {
+            exec_error(e, REXEC_EREQUEST, "stdin: %s", m[0] ? m : "the source ended early");
+            return -1;
+        }
+        e->ilen = (size_t)n, e->ioff = 0;
+        e->pull_left -= (uint64_t)n;
+    }
+    *p = e->ibuf + e->ioff;
+    return (long)(e->ilen - e->ioff);
+}
+
+static int send_done(const rx_exec *e)
+{
+    return e->off == e->len && e->ioff == e->ilen && e->pull_left == 0;
+}
+
 static int st_send(rx_exec *e)
 {
     int progress = 0;
+    const unsigned char *p;
+    long want;
     if (e->cancel_req && e->off == 0) { /* bash gets an empty script and exits */
         exec_error(e, REXEC_ECANCELLED, "cancelled before it started");
         return lost(e);
     }
-    while (e->off < e->len && !(e->cancel_req && e->off >= e->script_len)) {
-        ssize_t n = libssh2_channel_write(e->ch, (const char *)e->data + e->off, e->len - e->off);
+    while (!(e->cancel_req && e->off >= e->script_len) && (want = send_piece(e, &p)) != 0) {
+        if (want < 0) { /* EOF now: the wrapper's head stops short and the command never runs */
+            e->cancel_req = 1;
+            break;
+        }
+        ssize_t n = libssh2_channel_write(e->ch, (const char *)p, (size_t)want);
         if (n == LIBSSH2_ERROR_EAGAIN)
             break;
         if (n < 0) {
@@ -293,13 +337,16 @@ static int st_send(rx_exec *e)
                        rx_session_host(e->s)->name, m);
             return lost(e);
         }
-        e->off += (size_t)n;
+        if (e->off < e->len)
+            e->off += (size_t)n;
+        else
+            e->ioff += (size_t)n;
         progress = 1;
     }
     int r = read_streams(e);
     if (r < 0)
         return lost(e);
-    if (e->off == e->len || (e->cancel_req && e->off >= e->script_len)) {
+    if (send_done(e) || (e->cancel_req && e->off >= e->script_len)) {
         e->res.sent = 1;
         arm(e, e->backstop_s);
         exec_set_state(e, EX_RUN);
@@ -415,6 +462,11 @@ static void on_exec_closed(uv_handle_t *h)
     rx_exec *e = h->data;
     OPENSSL_cleanse(e->data, e->len);
     free(e->data);
+    OPENSSL_cleanse(e->rbuf, e->rmax); /* raw output: it may hold a secret */
+    free(e->rbuf);
+    if (e->ibuf)
+        OPENSSL_cleanse(e->ibuf, RX_EXEC_CHUNK);
+    free(e->ibuf);
     OPENSSL_cleanse(e, sizeof(*e));
     free(e);
 }
@@ -440,7 +492,15 @@ int rx_exec_start(rx_session *s, const rx_exec_opts *opts, const rx_exec_cb *cb,
         return REXEC_ENOMEM;
     e->len = opts->script_len + (opts->stdin_data ? opts->stdin_len : 0);
     e->data = malloc(e->len ? e->len : 1);
-    if (e->data == NULL) {
+    e->rbuf = malloc(RX_EXEC_CHUNK);
+    if (opts->stdin_pull && !opts->stdin_data && opts->stdin_len > 0) {
+        e->pull = opts->stdin_pull;
+        e->pull_ud = opts->stdin_ud;
+        e->pull_left = opts->stdin_len;
+        e->ibuf = malloc(RX_EXEC_CHUNK);
+    }
+    if (e->data == NULL || e->rbuf == NULL || (e->pull && e->ibuf == NULL)) {
+        free(e->data), free(e->rbuf), free(e->ibuf);
         free(e);
         return REXEC_ENOMEM;
     }

@@ -35,6 +35,10 @@ typedef struct rx_exec_cb {
     void *ud;
 } rx_exec_cb;
 
+/* Pulls the next stdin bytes into buf (at most n): returns how many (> 0), or -1 when the source
+ * failed (msg then says why, redacted). Called only while stdin_len bytes are still due. */
+typedef long (*rx_exec_stdin_pull)(void *ud, unsigned char *buf, size_t n, char *msg, size_t msgcap);
+
 typedef struct rx_exec_opts {
     const unsigned char *script; /* copied */
     size_t script_len;
@@ -43,7 +47,18 @@ typedef struct rx_exec_opts {
     const char *nonce;   /* RX_NONCE_LEN hex chars, as rendered into the script */
     double backstop_s;   /* the controller's own limit: timeout + kill-after + slack */
     double drain_s;      /* after the end line: how long to wait for EOF from escapees */
+    /* Instead of stdin_data (NULL then): stdin_len bytes pulled in RX_EXEC_CHUNK pieces as the
+     * channel takes them, so that stdin of any size flows in flat memory. */
+    rx_exec_stdin_pull stdin_pull;
+    void *stdin_ud;
 } rx_exec_opts;
+
+/* The channel's receive window and packet size (libssh2_channel_open_ex), and the size of the
+ * per-exec buffers that stdout/stderr are read into and stdin is pulled into: fixed, allocated
+ * once per exec, whatever the output size. Chosen by measurement (docs/PERFORMANCE.md). */
+#define RX_EXEC_WINDOW (2u * 1024 * 1024)
+#define RX_EXEC_PACKET 32768u
+#define RX_EXEC_CHUNK (256u * 1024)
 
 /* Queues an exec on session s (it starts when s is READY and has room). Returns 0 or ENOMEM;
  * on success on_done will be called exactly once, from the loop. */
