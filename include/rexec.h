@@ -29,9 +29,13 @@ extern "C" {
 #endif
 
 /* REXEC_API marks what librexec.so exports: the library is built with -fvisibility=hidden, so
- * only the functions declared here with REXEC_API are visible (internal rx_* names are not). */
+ * only what this header declares is visible (internal rx_* names are not). The pragma below makes
+ * every declaration in this header visible too, so a function added without REXEC_API is still
+ * exported; tests/install/t_install.sh checks that each one is. */
 #if defined(__GNUC__) && __GNUC__ >= 4
 #define REXEC_API __attribute__((visibility("default")))
+#pragma GCC visibility push(default)
+#define REXEC_VISIBILITY_PUSHED_
 #else
 #define REXEC_API
 #endif
@@ -158,7 +162,7 @@ REXEC_API int rexec_ctx_new(rexec_ctx **out, uv_loop_t *loop, const char *worksp
  * started from now on; calls in flight finish on the one they started with; hosts whose entry is
  * unchanged keep their warm connections (*kept_warm, may be NULL, says how many). On failure
  * (REXEC_ECONFIG naming the field) nothing changes. */
-int rexec_ctx_reload(rexec_ctx *ctx, size_t *kept_warm, rexec_error *err);
+REXEC_API int rexec_ctx_reload(rexec_ctx *ctx, size_t *kept_warm, rexec_error *err);
 
 /* Cancels what is running, closes connections, then frees ctx; on_closed (may be NULL) runs
  * from the loop once everything is released. */
@@ -273,6 +277,11 @@ char *rexec_check_result_to_json(const rexec_check_result *r);
 REXEC_API int rexec_check_start(rexec_ctx *ctx, const char *host,
                       void (*on_done)(void *ud, const rexec_check_result *r), void *ud,
                       rexec_error *err);
+
+#ifdef REXEC_VISIBILITY_PUSHED_
+#pragma GCC visibility pop
+#undef REXEC_VISIBILITY_PUSHED_
+#endif
 
 #ifdef __cplusplus
 }
