@@ -14,6 +14,22 @@
  *
  * Conventions (after libuv): functions return 0 or a negative rexec_err; a function that takes a
  * callback and fails never calls it; a call's on_done is called exactly once otherwise.
+ *
+ * Threads: a rexec_ctx belongs to the thread that runs its uv_loop_t. Every function taking a
+ * ctx, a call, a server or a check, and every callback, runs on that thread; none may be called
+ * from another thread (use a uv_async_t to hand work over). Independent contexts on separate
+ * loops and threads do not share state. The pure helpers (rexec_strerror, rexec_err_name,
+ * rexec_err_exit_code, rexec_version, rexec_result_to_json, rexec_result_not_started,
+ * rexec_request_doc_parse/free) are safe from any thread.
+ *
+ * Lifetimes:
+ * - rexec_ctx: from rexec_ctx_new until rexec_ctx_close; memory is released from the loop,
+ *   after every call's on_done and the optional on_closed. Closing from inside on_done is safe.
+ * - rexec_call: from a successful rexec_call_start until on_done returns. rexec_call_cancel may
+ *   be called on it until then (also from inside on_done, where it does nothing); after on_done
+ *   has returned the handle is gone and must not be used.
+ * - rexec_result and every string in it: valid during on_done only; copy what you keep.
+ * - rexec_server: until its on_stopped callback; rexec_server_stop before rexec_ctx_close.
  */
 #ifndef REXEC_H
 #define REXEC_H
@@ -175,7 +191,8 @@ REXEC_API int rexec_call_start(rexec_ctx *ctx, const rexec_request *req, const r
                      rexec_call **out, rexec_error *err);
 
 /* Asks a call to stop: the remote process tree is killed per the remote contract, then on_done
- * reports what happened. Safe to call more than once, and on a call that is already finishing. */
+ * reports what happened. Safe to call more than once, and on a call that is already finishing,
+ * up to and inside its on_done; never after on_done has returned (see Lifetimes above). */
 REXEC_API void rexec_call_cancel(rexec_call *call);
 
 /* The result of a call that never started on host: rexec_call_start failed (err from it), or a
@@ -202,6 +219,9 @@ typedef void (*rexec_log_fn)(void *ud, int level, const char *msg);
 REXEC_API void rexec_ctx_set_log(rexec_ctx *ctx, rexec_log_fn fn, void *ud);
 
 /* ---- Request documents --------------------------------------------------------------------- */
+
+/* The largest request document (`--request FILE`, a serve run object) in bytes. */
+#define REXEC_REQUEST_MAX_BYTES (64 * 1024)
 
 /* A `--request FILE` document (or a serve run object), parsed strictly: at most 64 KiB, UTF-8, no
  * duplicate or unknown keys, no non-finite numbers, no booleans where numbers are expected.
