@@ -291,7 +291,7 @@ typedef struct rexec_check_result {
 
 /* The result as one JSON object (`rexec check --json`, serve's "check" reply): host ok
  * containment facts (an object) duration_ms warning error exit_status. malloc'd, NULL on ENOMEM. */
-char *rexec_check_result_to_json(const rexec_check_result *r);
+REXEC_API char *rexec_check_result_to_json(const rexec_check_result *r);
 
 /* Checks host; on_done is called once from the loop. Returns 0 or ENOMEM (then calls nothing). */
 REXEC_API int rexec_check_start(rexec_ctx *ctx, const char *host,
