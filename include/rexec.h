@@ -36,6 +36,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <time.h>
 #include <uv.h>
 
 #include <rexec/version.h>
@@ -253,6 +255,45 @@ REXEC_API int rexec_ctx_targets(const rexec_ctx *ctx, const char *targets, const
  * used or expired challenge) or REXEC_EAUDIT (approvals/ unusable), with
  * err->msg. */
 REXEC_API int rexec_approve_tty(rexec_ctx *ctx, const char *challenge_id, rexec_error *err);
+
+/* ---- The audit log, for `rexec audit` and other readers (docs/audit.md) ----------------- */
+
+/* rexec_audit_verify's statuses (also `rexec audit verify`'s exit codes). */
+enum {
+    REXEC_AUDIT_INTACT = 0,     /* every line whole, hashed and chained; every intent closed */
+    REXEC_AUDIT_TAMPERED = 1,   /* an edited, removed, reordered, truncated or foreign line */
+    REXEC_AUDIT_INCOMPLETE = 2, /* the chain is intact but an intent has no outcome */
+};
+#define REXEC_AUDIT_REPORT_JSON 1 /* flags: the report is one JSON object instead of text */
+
+/* Checks the workspace's audit files (rotated ones oldest first, then audit.log) as one chain,
+ * keyed with key_file when it is not NULL. Writes what it finds to report (may be NULL).
+ * Returns a REXEC_AUDIT_* status, or a negative rexec_err (REXEC_EAUDIT: a file cannot be read;
+ * REXEC_ECONFIG: the key is refused) with err->msg. Does not block writers for long. */
+int rexec_audit_verify(const char *workspace_dir, const char *key_file, int flags, FILE *report,
+                       rexec_error *err);
+
+/* The HMAC key file rexec.json names ("audit": {"key_file": "/abs/path"}), read on its own so
+ * that verifying works whatever else the file holds. *key_file is malloc'd (caller frees) or
+ * NULL when there is none. Returns 0 or REXEC_ECONFIG / REXEC_ENOMEM. */
+int rexec_audit_key_file(const char *workspace_dir, char **key_file, rexec_error *err);
+
+/* What rexec_audit_show selects. */
+typedef struct rexec_audit_query {
+    const char *run_id; /* only this run's records, or NULL */
+    time_t since;       /* only records at or after this time, when has_since */
+    int has_since;
+    int json;           /* print the stored JSON lines unchanged instead of a table */
+} rexec_audit_query;
+
+/* Prints the records q selects, oldest first, to out. Does not verify. Returns 0 or
+ * REXEC_EAUDIT naming the file that cannot be read. */
+int rexec_audit_show(const char *workspace_dir, const rexec_audit_query *q, FILE *out,
+                     rexec_error *err);
+
+/* Parses a TIME: ISO-8601 ("2026-12-02T10:00:00Z", "2026-12-02T10:00:00+01:00", "2026-12-02")
+ * or an age before now ("90s", "30m", "1h", "2d", "1w"). Returns 0 or -1. */
+int rexec_audit_parse_time(const char *s, time_t now, time_t *out);
 
 /* ---- serve ---------------------------------------------------------------------------------- */
 
