@@ -185,6 +185,9 @@ void rexec_ctx_set_log(rexec_ctx *ctx, rexec_log_fn fn, void *ud);
 
 /* ---- Request documents --------------------------------------------------------------------- */
 
+/* The largest request document (`--request FILE`, a serve run object) in bytes. */
+#define REXEC_REQUEST_MAX_BYTES (64 * 1024)
+
 /* A `--request FILE` document (or a serve run object), parsed strictly: at most 64 KiB, UTF-8, no
  * duplicate or unknown keys, no non-finite numbers, no booleans where numbers are expected.
  * On success *view borrows from *doc (free the doc after the last use of view). Errors are

@@ -109,16 +109,25 @@ static void on_check_done(void *ud, const rx_exec_result *x)
     check_report(k);
 }
 
+/* The check script is the wrapper's functions and a probe: a few KiB. */
+#define CHECK_SCRIPT_MAX (1 << 20)
+/* The facts the VM prints (key=value lines); more is cut. */
+#define CHECK_FACTS_MAX (64 * 1024)
+/* The probe runs no user command: if it has not ended in this long, the connection is stuck. */
+#define CHECK_BACKSTOP_S 30
+#define CHECK_DRAIN_S 1
+
 static int check_send(check *k)
 {
     rx_buf script;
     char nonce[RX_NONCE_LEN + 1];
     if (rx_nonce_new(nonce) != 0)
         return REXEC_EINTERNAL;
-    rx_buf_init(&script, 1 << 20);
+    rx_buf_init(&script, CHECK_SCRIPT_MAX);
     int r = rx_render_check_script(&script, nonce);
     if (r == 0) {
-        rx_exec_opts xo = {script.data, script.len, NULL, 0, nonce, 30, 1, NULL, NULL};
+        rx_exec_opts xo = {.script = script.data, .script_len = script.len, .nonce = nonce,
+                           .backstop_s = CHECK_BACKSTOP_S, .drain_s = CHECK_DRAIN_S};
         rx_exec_cb cb = {on_check_data, on_check_done, k};
         r = rx_pool_exec(k->ctx->pool, rx_ctx_pool_host(k->ctx, k->host), &xo, &cb, NULL);
     }
@@ -139,7 +148,7 @@ int rexec_check_start(rexec_ctx *ctx, const char *host,
     k->on_done = on_done;
     k->ud = ud;
     k->t0 = uv_hrtime();
-    rx_buf_init(&k->facts, 64 * 1024);
+    rx_buf_init(&k->facts, CHECK_FACTS_MAX);
     uv_timer_init(ctx->loop, &k->defer);
     k->defer.data = k;
     k->host = rx_ws_host(ctx->ws, host);

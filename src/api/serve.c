@@ -535,7 +535,9 @@ static void feed_lines(serve_client *cl, const char *p, size_t n)
         if (p[i] != '\n') {
             if (rx_buf_addc(&cl->line, (unsigned char)p[i]) != 0 && !cl->overlong) {
                 cl->overlong = 1;
-                send_error(cl, NULL, REXEC_EREQUEST, "request line longer than 68 KiB");
+                char m[64];
+                snprintf(m, sizeof(m), "request line longer than %d KiB", SERVE_LINE_MAX / 1024);
+                send_error(cl, NULL, REXEC_EREQUEST, m);
             }
             continue;
         }

@@ -16,7 +16,8 @@
 
 #include "cli.h"
 
-#define CLIENT_MAX_STDIN (46 * 1024) /* its base64 and the rest of the request fit 64 KiB */
+/* the base64 of stdin (4/3 of it) and the rest of the request fit REXEC_REQUEST_MAX_BYTES */
+#define CLIENT_MAX_STDIN (REXEC_REQUEST_MAX_BYTES / 4 * 3 - 2048)
 
 static volatile sig_atomic_t interrupted;
 

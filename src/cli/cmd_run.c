@@ -325,7 +325,7 @@ static int build_request(run_opts *o, run_inputs *in, rexec_request *req)
     size_t len = 0;
     memset(req, 0, sizeof(*req));
     if (o->request_file) {
-        int r = read_file(o->request_file, 64 * 1024 + 1, &text, &len);
+        int r = read_file(o->request_file, REXEC_REQUEST_MAX_BYTES + 1, &text, &len);
         if (r == 0 && rexec_request_doc_parse((char *)text, len, &in->doc, req, &e) != 0)
             r = cli_error(rexec_err_exit_code(e.code), "%s: %s", o->request_file, e.msg);
         free(text);

@@ -608,7 +608,7 @@ static int load_limits(rx_ws *ws, const cJSON *root, rexec_error *err)
     rx_limits *l = &ws->limits;
     int r;
     *l = (rx_limits){.timeout_s = 120, .kill_after_s = 5, .max_output_bytes = 1 << 20,
-                     .connect_timeout_s = 10, .parallel = 16, .max_channels = 8,
+                     .connect_timeout_s = 10, .parallel = 16, .max_channels = RX_DEFAULT_MAX_CHANNELS,
                      .keepalive_s = 15, .approval_ttl_s = 900, .max_stdin_bytes = 16 << 20};
     if ((r = rx_json_get_object(root, "limits", "", 0, &o, C, err)) != 0 || o == NULL)
         return r;

@@ -98,6 +98,10 @@ typedef struct rx_secret_source {
     char *file; /* absolute path, or NULL */
 } rx_secret_source;
 
+/* Channels per connection when neither the host nor limits.max_channels says (below OpenSSH's
+ * MaxSessions default of 10, which the check and the pool's learning also respect). */
+#define RX_DEFAULT_MAX_CHANNELS 8
+
 typedef struct rx_limits {
     double timeout_s;          /* default 120 */
     double kill_after_s;       /* default 5 */
