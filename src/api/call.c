@@ -100,7 +100,7 @@ static void call_free(rexec_call *c)
     }
     free(c->given);
     free(c->values);
-    for (size_t i = 0; c->secret_values && i < c->n_secrets; i++)
+    for (size_t i = 0; c->secret_values && i < c->n_secrets + c->n_redact_only; i++)
         rx_buf_free(&c->secret_values[i]);
     free(c->secret_values);
     free(c->secrets);
@@ -333,14 +333,36 @@ static int call_decide(rexec_call *c, rexec_error *err)
     return 0;
 }
 
+/* The host key's passphrase (key_passphrase) goes to the redactor like any secret, so that
+ * nothing this call reports can show it; it is never rendered into the script. Unreadable: the
+ * connection reports that itself when it needs the value (auth.c). */
+static void call_passphrase_secret(rexec_call *c)
+{
+    rexec_error ignored;
+    size_t i = c->n_secrets;
+    const char *name = c->host->key_passphrase;
+    if (name == NULL)
+        return;
+    for (size_t k = 0; k < c->n_secrets; k++)
+        if (strcmp(c->secrets[k].name, name) == 0)
+            return; /* the action hands it out too: already redacted */
+    c->n_redact_only = 1;
+    if (rx_ws_secret_value(c->ctx->ws, name, &c->secret_values[i], &ignored) != 0) {
+        c->n_redact_only = 0;
+        rx_buf_free(&c->secret_values[i]);
+        return;
+    }
+    c->secrets[i] = (rx_secret){name, c->secret_values[i].data, c->secret_values[i].len};
+}
+
 /* Secret values, read only for an allowed call and only those the action lists; then the
  * redactor that every output path of this call goes through. */
 static int call_secrets(rexec_call *c, rexec_error *err)
 {
     const rx_action *a = c->action;
     int r = 0;
-    c->secret_values = calloc(a->n_secrets + 1, sizeof(rx_buf));
-    c->secrets = calloc(a->n_secrets + 1, sizeof(rx_secret));
+    c->secret_values = calloc(a->n_secrets + 2, sizeof(rx_buf));
+    c->secrets = calloc(a->n_secrets + 2, sizeof(rx_secret));
     if (c->secret_values == NULL || c->secrets == NULL)
         return rx_fail(err, REXEC_ENOMEM, "out of memory");
     for (size_t i = 0; r == 0 && i < a->n_secrets; i++, c->n_secrets++) {
@@ -348,12 +370,14 @@ static int call_secrets(rexec_call *c, rexec_error *err)
         c->secrets[i] = (rx_secret){a->secrets[i], c->secret_values[i].data,
                                     c->secret_values[i].len};
     }
+    if (r == 0)
+        call_passphrase_secret(c);
     return r;
 }
 
 static int call_redactor(rexec_call *c, rexec_error *err)
 {
-    int r = rx_redactor_new(&c->redactor, c->secrets, c->n_secrets, err);
+    int r = rx_redactor_new(&c->redactor, c->secrets, c->n_secrets + c->n_redact_only, err);
     if (r != 0)
         return r;
     uint64_t cap = c->action->max_output_bytes ? c->action->max_output_bytes

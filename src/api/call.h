@@ -71,6 +71,7 @@ struct rexec_call {
     rx_buf *secret_values;
     rx_secret *secrets;
     size_t n_secrets;
+    size_t n_redact_only; /* after n_secrets: redacted but never sent (the key's passphrase) */
     rx_redactor *redactor;
     call_stream out[2];
     char nonce[RX_NONCE_LEN + 1];
