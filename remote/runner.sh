@@ -13,10 +13,10 @@
 #
 # Processes: a call runs in a "spare" started in the background right after the previous call
 # was handed over, so no process start is on a call's path. A spare is
-#   S  (a subshell of the runner)  reads its slot's FIFO n<k>: "n <nonce>", "kill", "quit",
-#                                  "u <pid>" and "x <rc>" (from W); prints the end markers
-#   W  (a subshell of S)           starts the contained shell, reports its pid and its status
-#   unshare --pid --fork --kill-child -> bash -c "$__rx_ns" (PID 1 of a fresh PID namespace),
+#   S  (a subshell of the runner)  reads its slot's FIFO n<k> ("n <nonce>", or "quit", or EOF
+#                                  when the runner is gone), waits for the contained shell
+#                                  (SIGUSR1 from the runner kills it), prints the end markers
+#   unshare --pid --fork --kill-child -> bash (PID 1) -> bash -c "$__rx_ns" (the call's shell),
 #                                  waiting to open FIFO c<k>; reads the call's code from it and
 #                                  evals it: the exports live only in this shell
 # Where there is no PID namespace, `setsid bash -c` (its own process group) takes its place.

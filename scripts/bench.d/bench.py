@@ -304,15 +304,27 @@ def main():
 
     serve = subprocess.Popen(rexec + ["serve", "--socket", sock, "--idle-timeout", "0"],
                              stderr=subprocess.DEVNULL)
+    # "before": the same workspace with "runner": false on every host (a channel per call)
+    ws_off = os.path.join(tmp, "ws-norunner")
+    shutil.copytree(lab.ws, ws_off, symlinks=True)
+    conf_off = json.load(open(os.path.join(ws_off, "rexec.json")))
+    for h in conf_off["hosts"].values():
+        h["runner"] = False
+    with open(os.path.join(ws_off, "rexec.json"), "w") as f:
+        json.dump(conf_off, f)
+    sock_off = os.path.join(tmp, "serve-norunner.sock")
+    serve_off = subprocess.Popen([a.rexec, "--workspace", ws_off, "serve", "--socket", sock_off,
+                                  "--idle-timeout", "0"], stderr=subprocess.DEVNULL)
     masters = []
     asy = Async(lab)
     try:
         deadline = time.time() + 20
-        while not os.path.exists(sock):
-            if time.time() > deadline or serve.poll() is not None:
+        while not (os.path.exists(sock) and os.path.exists(sock_off)):
+            if time.time() > deadline or serve.poll() is not None or serve_off.poll() is not None:
                 sys.exit("bench: rexec serve did not start")
             time.sleep(0.02)
         sc = ServeClient(sock)
+        sc_off = ServeClient(sock_off)
         # the ControlMaster for lab1: started first, as a user of `ssh -S` would
         # (-f: it stays in the background holding whatever stdout it had, so not a pipe)
         subprocess.run(lab.ssh_base(lab.port["lab1"], ["-M", "-S", ctl, "-f", "-N"])
@@ -333,8 +345,10 @@ def main():
              lambda: run(rexec + ["run", "lab1", action])),
             ("rexec_serve_cli", "rexec --socket run (CLI client per call, warm)",
              lambda: run(rexec + ["--socket", sock, "run", "lab1", action])),
-            ("rexec_serve_conn", "rexec serve, one client connection (warm)",
+            ("rexec_serve_conn", "rexec serve, one client connection (warm, runners)",
              lambda: sc.run("lab1", action, 1)),
+            ("rexec_serve_norunner", "rexec serve, one client connection (warm, \"runner\": false)",
+             lambda: sc_off.run("lab1", action, 1)),
             ("ssh_cm", "ssh -S ctl (ControlMaster, warm)",
              lambda: run(lab.ssh_base(p1, ["-S", ctl]) + [tgt, cmd])),
             ("ssh_cm_chain", "ssh -S ctl, rexec's remote process chain",
@@ -383,8 +397,10 @@ def main():
              lambda: run(rexec + ["run", "@all", action])),
             ("f_rexec_serve_cli", "rexec --socket run @all (CLI client, warm)",
              lambda: run(rexec + ["--socket", sock, "run", "@all", action])),
-            ("f_rexec_serve_conn", "rexec serve, one client connection (warm)",
+            ("f_rexec_serve_conn", "rexec serve, one client connection (warm, runners)",
              lambda: sc.run("@all", action, n)),
+            ("f_rexec_serve_norunner", "rexec serve, one client connection (warm, no runners)",
+             lambda: sc_off.run("@all", action, n)),
             ("f_pssh_cold", "parallel-ssh -p %d (%d connections)" % (n, n),
              lambda: run(pssh_cold)),
             ("f_pssh_cm", "parallel-ssh -p %d, ControlMaster per host (warm)" % n,
@@ -409,8 +425,9 @@ def main():
         for c in os.listdir(cm_dir):
             subprocess.run(lab.ssh_base(0, ["-S", os.path.join(cm_dir, c), "-O", "exit"]) + ["x"],
                            capture_output=True)
-        serve.terminate()
-        serve.wait()
+        for sv in (serve, serve_off):
+            sv.terminate()
+            sv.wait()
         shutil.rmtree(tmp, ignore_errors=True)
 
     info_after = machine()["load"]
@@ -421,11 +438,11 @@ def main():
     t2 = "(b) fan-out, %s on %d hosts, %d rounds each" % (action, n, a.rounds)
     print()
     print(table(t1, rows1, s1, None))
-    print(ratios(s1, ["rexec_serve_conn", "rexec_serve_cli", "rexec_cold"],
+    print(ratios(s1, ["rexec_serve_conn", "rexec_serve_norunner", "rexec_serve_cli", "rexec_cold"],
                  ["ssh_cm", "ssh_cold", "asyncssh_warm"], labels))
     print()
     print(table(t2, rows2, s2, None))
-    print(ratios(s2, ["f_rexec_serve_conn", "f_rexec_serve_cli", "f_rexec_cold"],
+    print(ratios(s2, ["f_rexec_serve_conn", "f_rexec_serve_norunner", "f_rexec_serve_cli", "f_rexec_cold"],
                  ["f_pssh_cold", "f_pssh_cm", "f_asyncssh_cold", "f_asyncssh_warm"], labels))
     print()
     cpu_line = ("rexec serve's own CPU time per warm call (user+sys): %.1f ms"
@@ -446,9 +463,9 @@ def main():
             f.write("%s; import asyncssh %.0f ms (not in its figures).\n\n"
                     % (cpu_line, T_IMPORT_ASYNCSSH * 1000))
             f.write("```\n%s\n%s\n```\n" % (
-                ratios(s1, ["rexec_serve_conn", "rexec_serve_cli", "rexec_cold"],
+                ratios(s1, ["rexec_serve_conn", "rexec_serve_norunner", "rexec_serve_cli", "rexec_cold"],
                        ["ssh_cm", "ssh_cold", "asyncssh_warm"], labels),
-                ratios(s2, ["f_rexec_serve_conn", "f_rexec_serve_cli", "f_rexec_cold"],
+                ratios(s2, ["f_rexec_serve_conn", "f_rexec_serve_norunner", "f_rexec_serve_cli", "f_rexec_cold"],
                        ["f_pssh_cold", "f_pssh_cm", "f_asyncssh_cold", "f_asyncssh_warm"],
                        labels)))
 

@@ -28,6 +28,7 @@ typedef struct pool_host {
     rx_pool_job *queue; /* FIFO */
     int connect_failures;
     int no_runner; /* a runner could not start here: calls take a channel each */
+    int calls_done; /* calls reported: runners start with the second (reuse is likely) */
     uv_timer_t backoff;
     struct pool_host *next;
 } pool_host;
@@ -249,6 +250,7 @@ static void on_job_done(void *ud, const rx_exec_result *res)
         pool_dispatch(ph);
         return;
     }
+    ph->calls_done++;
     job_report(j, res);
     if (on_runner && !ph->p->closing)
         pool_dispatch(ph); /* the runner takes the next call */
@@ -271,7 +273,9 @@ static pool_conn *conn_with_room(pool_host *ph, int *connecting)
 static int use_runner(const pool_host *ph, const rx_pool_job *j)
 {
     /* stdin pulled piece by piece streams on a channel of its own (a frame holds all of it) */
-    return ph->h->runner && !ph->no_runner && j->opts.runner_code != NULL &&
+    /* A process that makes one call per host (`rexec run`) would only pay a runner's start:
+     * the first call to a host takes a channel of its own, later ones (serve) get runners. */
+    return ph->h->runner && !ph->no_runner && ph->calls_done > 0 && j->opts.runner_code != NULL &&
            j->opts.stdin_pull == NULL && j->opts.stdin_len <= POOL_RUNNER_MAX_STDIN;
 }
 
@@ -321,6 +325,10 @@ static void pool_dispatch(pool_host *ph)
             continue;
         }
         pool_conn *c = conn_with_room(ph, &connecting);
+        if (c == NULL && !use_runner(ph, ph->queue) && (r = free_runner(ph)) != NULL) {
+            rx_runner_retire(r); /* idle runners hold the channels: one makes room */
+            return;
+        }
         if (c == NULL) {
             int max = ph->h->max_connections > 0 ? ph->h->max_connections : 1;
             if (connecting == 0 && ph->n_conns < max && ph->n_conns < POOL_MAX_CONNS &&

@@ -617,6 +617,14 @@ int rx_runner_call(rx_runner *r, const rx_exec_opts *o, const rx_exec_cb *cb)
     return 0;
 }
 
+void rx_runner_retire(rx_runner *r)
+{
+    if (rx_runner_free_for_call(r)) {
+        r->close_req = 1;
+        rx_session_kick(r->s);
+    }
+}
+
 void rx_runner_cancel(rx_runner *r)
 {
     rn_call *c = &r->call;

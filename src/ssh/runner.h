@@ -28,6 +28,9 @@ rx_session *rx_runner_session(const rx_runner *r);
  * REXEC_ENOMEM / REXEC_EINTERNAL (r is busy) and then calls nothing. */
 int rx_runner_call(rx_runner *r, const rx_exec_opts *opts, const rx_exec_cb *cb);
 
+/* Closes r if it is idle (its channel is wanted for a call that cannot use a runner). */
+void rx_runner_retire(rx_runner *r);
+
 /* Stops the call: before its frame is sent it is not run (ECANCELLED); after, a kill frame
  * stops it and its end is reported as usual (cancelled = 1). */
 void rx_runner_cancel(rx_runner *r);
