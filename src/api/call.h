@@ -129,4 +129,12 @@ void rx_json_add_bytes(cJSON *o, const char *key, const unsigned char *p, size_t
 void rx_json_add_str(cJSON *o, const char *key, const char *v); /* null for NULL */
 const char *rx_signal_from_status(int rc);
 
+#ifdef REXEC_UNITTEST
+/* call.c's output path, for tests/unit/test_cap.c: raw bytes of one stream in
+ * (on_exec_data), redacted, capped, hashed and kept out. */
+int streams_init(rexec_call *c, uint64_t cap);
+void streams_finish(rexec_call *c);
+void on_exec_data(void *ud, int stream, const unsigned char *data, size_t len);
+#endif
+
 #endif
