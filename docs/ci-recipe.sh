@@ -61,7 +61,9 @@ cp -- "$LAB_CLIENT_KEY_FILE" "$ws/keys/lab"
 printf '%s' "$LAB_API_TOKEN" >"$ws/secrets/api_token" # printf is a builtin: no command line
 # --- 3. the host key, pinned ([addr]:port as OpenSSH writes it for ports other than 22)
 read -r key_type key_b64 _ <"$LAB_HOST_KEY_PUB_FILE"
-printf '[%s]:%s %s %s\n' "$LAB_ADDRESS" "$LAB_PORT" "$key_type" "$key_b64" >"$ws/known_hosts"
+known_name="[$LAB_ADDRESS]:$LAB_PORT"
+[[ $LAB_PORT != 22 ]] || known_name=$LAB_ADDRESS
+printf '%s %s %s\n' "$known_name" "$key_type" "$key_b64" >"$ws/known_hosts"
 # The lab is disposable, so its host allows L2 (state-changing actions) without approval; the
 # gate still decides, records and denies anything above. Never point this at a shared host.
 cat >"$ws/rexec.json" <<JSON

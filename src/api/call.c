@@ -1,4 +1,4 @@
-/* The path of one call (DESIGN.md): workspace -> gate -> render -> audit intent -> pool/exec ->
+/* The path of one call (docs/architecture.md): workspace -> gate -> render -> audit intent -> pool/exec ->
  * redactor -> caps -> sinks -> evidence -> audit outcome -> report. The CLI and `serve` reach
  * it only through include/rexec.h. */
 #include <stdio.h>
