@@ -23,6 +23,11 @@ struct rexec_ctx {
     rx_ws *ws;
     rx_pool *pool;
     rx_audit *audit; /* opened at the first call that needs it */
+    rx_redactor *redactor; /* every secret the workspace resolved at load (secrets.c) */
+    rx_buf *ws_values;     /* their values (wiped on free) */
+    rx_secret *ws_secrets;
+    size_t n_ws_secrets;
+    char *unresolved;      /* "secret X: why" lines for those it could not resolve, or NULL */
     rexec_call *calls; /* calls that have not reported yet */
     size_t calls_alive; /* calls whose memory is not released yet (their handle may be closing) */
     int closing;
@@ -70,6 +75,7 @@ struct rexec_call {
     uint64_t t0_ns;
     uint64_t duration_ms;
     int intent_written, executed, cancelled, finished;
+    int refused_written; /* the refusal record went out before the challenge file */
     rx_exec_result x;
     int ran;            /* the command started and the wrapper reported its end */
     int exit_code;      /* -1 when there is none */
@@ -94,5 +100,14 @@ cJSON *rx_result_json(const rexec_result *r);
 void rx_json_add_bytes(cJSON *o, const char *key, const unsigned char *p, size_t n);
 void rx_json_add_str(cJSON *o, const char *key, const char *v); /* null for NULL */
 const char *rx_signal_from_status(int rc);
+
+/* secrets.c: the workspace's redactor, built once per context. */
+int rx_ctx_secrets_load(rexec_ctx *ctx, rexec_error *err);
+void rx_ctx_secrets_free(rexec_ctx *ctx);
+/* A redactor of the call's own when a handed secret's value changed since the load (else the
+ * workspace's serves). Returns 0, REXEC_ENOMEM or REXEC_ECONFIG. */
+int rx_call_build_redactor(rexec_call *c, rexec_error *err);
+/* What every output path and record of c goes through: its own redactor or the workspace's. */
+const rx_redactor *rx_call_redactor(const rexec_call *c);
 
 #endif
