@@ -46,7 +46,9 @@ extern "C" {
 typedef enum rexec_err {
     REXEC_OK = 0,
 #define REXEC_ERR_ENUM_(name, code, msg) REXEC_E##name,
-    REXEC_ERR_FIRST_ = -100,
+    /* Far below -errno (libuv's UV_E* are -errno, down to UV_EOF = -4095), so a rexec_err and a
+     * libuv or errno code can never be mistaken for each other. */
+    REXEC_ERR_FIRST_ = -30000,
     REXEC_ERR_MAP(REXEC_ERR_ENUM_)
 #undef REXEC_ERR_ENUM_
     REXEC_ERR_LAST_
@@ -157,9 +159,28 @@ int rexec_call_start(rexec_ctx *ctx, const rexec_request *req, const rexec_callb
  * reports what happened. Safe to call more than once, and on a call that is already finishing. */
 void rexec_call_cancel(rexec_call *call);
 
+/* The result of a call that never started on host: rexec_call_start failed (err from it), or a
+ * fan-out or a client ended before it reached this host (REXEC_ECANCELLED). executed is 0,
+ * exit_code -1, exit_status the error's. host, action and msg are borrowed, not copied. The one
+ * way front ends build such a result, so it looks the same everywhere. */
+rexec_result rexec_result_not_started(const char *host, const char *action, int err,
+                                      const char *msg);
+
 /* The result as one JSON object (the fields of `rexec run --json`); stdout/stderr that are not
  * UTF-8 text come as stdout_base64/stderr_base64. malloc'd text, or NULL on ENOMEM. */
 char *rexec_result_to_json(const rexec_result *r);
+
+/* ---- Logging ------------------------------------------------------------------------------- */
+
+/* Where ctx's diagnostic lines go (after curl's CURLOPT_DEBUGFUNCTION): connection and channel
+ * state transitions at REXEC_LOG_DEBUG, conditions worth an operator's eye at REXEC_LOG_WARN.
+ * msg is one line without a newline, valid during the call; it never holds a secret value.
+ * The library itself never reads the environment to decide this and never writes to stderr.
+ * fn NULL (the default) discards everything. Set it before starting calls; called from the
+ * loop thread only. */
+enum { REXEC_LOG_DEBUG = 0, REXEC_LOG_INFO = 1, REXEC_LOG_WARN = 2 };
+typedef void (*rexec_log_fn)(void *ud, int level, const char *msg);
+void rexec_ctx_set_log(rexec_ctx *ctx, rexec_log_fn fn, void *ud);
 
 /* ---- Request documents --------------------------------------------------------------------- */
 

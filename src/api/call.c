@@ -32,7 +32,7 @@ int rexec_ctx_new(rexec_ctx **out, uv_loop_t *loop, const char *workspace_dir, r
                        .connect_timeout_s = ctx->ws->limits.connect_timeout_s,
                        .keepalive_s = ctx->ws->limits.keepalive_s,
                        .default_channels = ctx->ws->limits.max_channels,
-                       .debug = getenv("REXEC_DEBUG") != NULL};
+                       .log = &ctx->log};
     if ((r = rx_ctx_secrets_load(ctx, err)) != 0 || (ctx->pool = rx_pool_new(loop, &po)) == NULL) {
         rx_ctx_secrets_free(ctx);
         rx_ws_free(ctx->ws);
@@ -44,6 +44,12 @@ int rexec_ctx_new(rexec_ctx **out, uv_loop_t *loop, const char *workspace_dir, r
 }
 
 static void ctx_maybe_free(rexec_ctx *ctx);
+
+void rexec_ctx_set_log(rexec_ctx *ctx, rexec_log_fn fn, void *ud)
+{
+    ctx->log.fn = fn;
+    ctx->log.ud = ud;
+}
 
 static void on_pool_closed(void *ud)
 {
@@ -142,7 +148,7 @@ static void call_finish(rexec_call *c)
     c->duration_ms = (uv_hrtime() - c->t0_ns) / 1000000;
     if (c->intent_written) {
         rexec_error e;
-        if (c->executed)
+        if (c->script_sent)
             rx_call_write_evidence(c);
         if (rx_call_audit(c, "outcome", &e) != 0)
             c->err = e; /* the trail is broken: that outranks the command's own status */
@@ -228,7 +234,7 @@ static void on_exec_done(void *ud, const rx_exec_result *x)
     rexec_call *c = ud;
     c->job = NULL;
     c->x = *x;
-    c->executed = x->sent; /* once the script is on the wire it may have run */
+    c->script_sent = x->sent; /* once the script is on the wire it may have run */
     streams_finish(c);
     rx_call_outcome(c);
     call_finish(c);
@@ -390,8 +396,11 @@ static int call_send(rexec_call *c, rexec_error *err)
     if ((r = rx_render_script(&in, &script, err)) == 0 &&
         (r = rx_call_audit(c, "intent", err)) == 0) { /* no intent record, no run */
         c->intent_written = 1;
-        rx_exec_opts xo = {script.data, script.len, c->stdin_data, c->stdin_len, c->nonce,
-                           c->timeout_s + l->kill_after_s + CALL_BACKSTOP_SLACK_S, CALL_DRAIN_S};
+        rx_exec_opts xo = {.script = script.data, .script_len = script.len,
+                           .stdin_data = c->stdin_data, .stdin_len = c->stdin_len,
+                           .nonce = c->nonce,
+                           .backstop_s = c->timeout_s + l->kill_after_s + CALL_BACKSTOP_SLACK_S,
+                           .drain_s = CALL_DRAIN_S};
         rx_exec_cb cb = {on_exec_data, on_exec_done, c};
         if ((r = rx_pool_exec(c->ctx->pool, c->host, &xo, &cb, &c->job)) != 0)
             rx_fail(err, r, "out of memory");

@@ -28,6 +28,7 @@ struct rexec_ctx {
     rx_secret *ws_secrets;
     size_t n_ws_secrets;
     char *unresolved;      /* "secret X: why" lines for those it could not resolve, or NULL */
+    rx_logger log;   /* rexec_ctx_set_log; the pool and its sessions point here */
     rexec_call *calls; /* calls that have not reported yet */
     size_t calls_alive; /* calls whose memory is not released yet (their handle may be closing) */
     int closing;
@@ -74,7 +75,7 @@ struct rexec_call {
     rx_pool_job *job;
     uint64_t t0_ns;
     uint64_t duration_ms;
-    int intent_written, executed, cancelled, finished;
+    int intent_written, script_sent, cancelled, finished; /* script_sent: on the wire */
     int refused_written; /* the refusal record went out before the challenge file */
     rx_exec_result x;
     int ran;            /* the command started and the wrapper reported its end */
@@ -97,6 +98,10 @@ const char *rx_verdict_name(rx_verdict v);
 
 /* result_json.c */
 cJSON *rx_result_json(const rexec_result *r);
+/* The outcome fields (executed, exit_code, signal, timed_out, truncated, the byte counts,
+ * stdout_sha256, duration_ms, containment, evidence) of r added to o: the one serialisation the
+ * result, the audit record and evidence meta.json share. A NULL string is null. */
+void rx_result_json_outcome(cJSON *o, const rexec_result *r);
 void rx_json_add_bytes(cJSON *o, const char *key, const unsigned char *p, size_t n);
 void rx_json_add_str(cJSON *o, const char *key, const char *v); /* null for NULL */
 const char *rx_signal_from_status(int rc);

@@ -150,22 +150,35 @@ static void add_decision(rexec_call *c, cJSON *o)
     add_str_or_null(o, "challenge_id", c->dec.challenge_id);
 }
 
+/* "executed": the command started on the host, or its script went out and no end came back,
+ * so it may have run. The one definition, for the result, the audit record and evidence. */
+static int call_executed(const rexec_call *c)
+{
+    return c->ran || (c->x.sent && !c->x.ended);
+}
+
+/* The outcome part of the public result, with no allocation: rx_call_result and the records
+ * below fill it the same way, so they cannot disagree. */
+static void call_outcome_fields(const rexec_call *c, rexec_result *res)
+{
+    res->executed = call_executed(c);
+    res->exit_code = c->ran ? c->exit_code : -1;
+    res->signal = c->signal[0] ? c->signal : NULL;
+    res->timed_out = c->timed_out;
+    res->truncated = c->out[0].truncated || c->out[1].truncated;
+    res->stdout_bytes = c->out[0].total;
+    res->stderr_bytes = c->out[1].total;
+    res->stdout_sha256 = c->out[0].sha_hex[0] ? c->out[0].sha_hex : NULL;
+    res->duration_ms = c->duration_ms;
+    res->containment = c->containment[0] ? c->containment : NULL;
+    res->evidence = c->evidence;
+}
+
 static void add_outcome(rexec_call *c, cJSON *o)
 {
-    if (c->exit_code >= 0)
-        cJSON_AddNumberToObject(o, "exit_code", c->exit_code);
-    else
-        cJSON_AddNullToObject(o, "exit_code");
-    add_str_or_null(o, "signal", c->signal);
-    cJSON_AddBoolToObject(o, "timed_out", c->timed_out);
-    cJSON_AddBoolToObject(o, "truncated", c->out[0].truncated || c->out[1].truncated);
-    add_str_or_null(o, "stdout_sha256", c->out[0].sha_hex);
-    cJSON_AddNumberToObject(o, "stdout_bytes", (double)c->out[0].total);
-    cJSON_AddNumberToObject(o, "stderr_bytes", (double)c->out[1].total);
-    cJSON_AddNumberToObject(o, "duration_ms", (double)c->duration_ms);
-    add_str_or_null(o, "containment", c->containment);
-    cJSON_AddBoolToObject(o, "executed", c->ran || (c->x.sent && !c->x.ended));
-    add_str_or_null(o, "evidence", c->evidence);
+    rexec_result r = {0};
+    call_outcome_fields(c, &r);
+    rx_result_json_outcome(o, &r);
 }
 
 static cJSON *secret_names(const rexec_call *c)
@@ -261,23 +274,13 @@ void rx_call_result(rexec_call *c, rexec_result *res)
     res->decision = c->decided ? rx_verdict_name(c->dec.verdict) : NULL;
     res->reason = call_reason(c);
     res->effective_risk = c->action ? rx_risk_name(c->action->risk) : NULL;
-    res->executed = c->ran || (c->x.sent && !c->x.ended);
-    res->exit_code = c->ran ? c->exit_code : -1;
-    res->signal = c->signal[0] ? c->signal : NULL;
-    res->timed_out = c->timed_out;
-    res->truncated = c->out[0].truncated || c->out[1].truncated;
-    res->stdout_bytes = c->out[0].total;
-    res->stderr_bytes = c->out[1].total;
-    res->stdout_sha256 = c->out[0].sha_hex[0] ? c->out[0].sha_hex : NULL;
-    res->duration_ms = c->duration_ms;
-    res->containment = c->containment[0] ? c->containment : NULL;
-    res->evidence = c->evidence;
+    call_outcome_fields(c, res);
     res->challenge_id = c->dec.challenge_id[0] ? c->dec.challenge_id : NULL;
     res->rendered = shown(c, &c->shown_rendered, (const char *)c->rendered.data);
     res->err = c->err.code;
     res->error = c->err.code ? shown(c, &c->shown_error, c->err.msg) : NULL;
     res->exit_status = c->err.code ? rexec_err_exit_code(c->err.code) : c->ran ? c->exit_code : 0;
-    if (c->capture && c->executed) {
+    if (c->capture && c->script_sent) {
         res->stdout_data = c->out[0].stored.data ? c->out[0].stored.data : (const unsigned char *)"";
         res->stdout_len = c->out[0].stored.len;
         res->stderr_data = c->out[1].stored.data ? c->out[1].stored.data : (const unsigned char *)"";

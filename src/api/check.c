@@ -92,7 +92,7 @@ static int check_send(check *k)
     rx_buf_init(&script, 1 << 20);
     int r = rx_render_check_script(&script, nonce);
     if (r == 0) {
-        rx_exec_opts xo = {script.data, script.len, NULL, 0, nonce, 30, 1};
+        rx_exec_opts xo = {script.data, script.len, NULL, 0, nonce, 30, 1, NULL, NULL};
         rx_exec_cb cb = {on_check_data, on_check_done, k};
         r = rx_pool_exec(k->ctx->pool, k->host, &xo, &cb, NULL);
     }

@@ -237,9 +237,7 @@ static void req_launch(serve_req *q)
         rexec_error e;
         req.host = sc->host;
         if (rexec_call_start(q->srv->ctx, &req, &cb, &sc->call, &e) != 0) {
-            rexec_result r = {.host = sc->host, .action = req.action, .exit_code = -1,
-                              .err = e.code, .error = e.msg,
-                              .exit_status = rexec_err_exit_code(e.code)};
+            rexec_result r = rexec_result_not_started(sc->host, req.action, e.code, e.msg);
             on_call_done(sc, &r);
             return; /* on_call_done launched the rest */
         }
@@ -372,9 +370,9 @@ static void req_cancel(serve_req *q)
     q->n = q->started;
     for (size_t i = 0; i < never; i++) {
         serve_call *sc = &q->calls[q->started + i];
-        rexec_result r = {.host = sc->host, .action = q->view.action, .exit_code = -1,
-                          .err = REXEC_ECANCELLED, .error = "cancelled before it started",
-                          .exit_status = rexec_err_exit_code(REXEC_ECANCELLED)};
+        char msg[320];
+        snprintf(msg, sizeof(msg), "%s: cancelled before it started", sc->host);
+        rexec_result r = rexec_result_not_started(sc->host, q->view.action, REXEC_ECANCELLED, msg);
         send_result(q, &r);
     }
     if (q->finished == q->n)

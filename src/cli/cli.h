@@ -51,6 +51,10 @@ const char *cli_opt_value(int argc, char **argv, int *i, const char *name, int *
 int cli_client_call(const char *socket_path, const char *op, const rexec_request *req,
                     const char *targets, int json, int parallel);
 
+/* rexec_ctx_new, and with $REXEC_DEBUG set, the context's log lines on stderr as
+ * "rexec: debug: ..." (the library never reads the environment itself). */
+int cli_ctx_new(rexec_ctx **out, uv_loop_t *loop, const char *workspace_dir, rexec_error *err);
+
 /* Help text of a command (NULL for the overview); shared by `rexec help X` and `X --help`. */
 const char *cli_help_text(const char *command);
 

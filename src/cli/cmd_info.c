@@ -69,7 +69,7 @@ static int list_cmd(const cli_global *g, int argc, char **argv, const char *what
     if (json < 0)
         return -json;
     uv_loop_init(&loop);
-    if (rexec_ctx_new(&ctx, &loop, g->workspace, &e) != 0) {
+    if (cli_ctx_new(&ctx, &loop, g->workspace, &e) != 0) {
         uv_loop_close(&loop);
         return cli_error(rexec_err_exit_code(e.code), "%s", e.msg);
     }
@@ -156,7 +156,7 @@ int cli_check(const cli_global *g, int argc, char **argv)
     if (socket)
         return cli_client_call(socket, "check", NULL, targets, k.json, 0);
     uv_loop_init(&loop);
-    if (rexec_ctx_new(&k.ctx, &loop, g->workspace, &e) != 0) {
+    if (cli_ctx_new(&k.ctx, &loop, g->workspace, &e) != 0) {
         uv_loop_close(&loop);
         return cli_error(rexec_err_exit_code(e.code), "%s", e.msg);
     }

@@ -124,9 +124,7 @@ static void start_call(run *r, host_call *h)
     if (h->grant[0])
         req.grant_id = h->grant;
     if (rexec_call_start(r->ctx, &req, &cb, &h->call, &e) != 0) {
-        rexec_result res = {.host = h->host, .action = req.action, .exit_code = -1,
-                            .err = e.code, .error = e.msg,
-                            .exit_status = rexec_err_exit_code(e.code)};
+        rexec_result res = rexec_result_not_started(h->host, req.action, e.code, e.msg);
         on_done(h, &res);
     }
 }
@@ -157,9 +155,9 @@ static void on_signal(uv_signal_t *s, int signum)
     /* hosts never started count as done */
     while (r->next < r->n_hosts) {
         host_call *h = &r->hosts[r->next++];
-        rexec_result res = {.host = h->host, .action = r->req.action, .exit_code = -1,
-                            .err = REXEC_ECANCELLED, .error = "cancelled before it started",
-                            .exit_status = 130};
+        char msg[320];
+        snprintf(msg, sizeof(msg), "%s: cancelled before it started", h->host);
+        rexec_result res = rexec_result_not_started(h->host, r->req.action, REXEC_ECANCELLED, msg);
         r->running++;
         on_done(h, &res);
     }
@@ -392,7 +390,7 @@ int cli_run(const cli_global *g, int argc, char **argv)
                                  o.parallel);
     } else if (rc == 0) {
         uv_loop_init(&r.loop);
-        if (rexec_ctx_new(&r.ctx, &r.loop, g->workspace, &e) != 0)
+        if (cli_ctx_new(&r.ctx, &r.loop, g->workspace, &e) != 0)
             rc = cli_error(rexec_err_exit_code(e.code), "%s", e.msg);
         else if (rexec_ctx_targets(r.ctx, o.targets, &names, &r.n_hosts, &e) != 0) {
             rc = cli_error(rexec_err_exit_code(e.code), "%s", e.msg);

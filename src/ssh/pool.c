@@ -180,7 +180,7 @@ static int conn_open(pool_host *ph)
                           .known_hosts = p->opts.known_hosts,
                           .connect_timeout_s = p->opts.connect_timeout_s,
                           .keepalive_s = p->opts.keepalive_s,
-                          .debug = p->opts.debug};
+                          .log = p->opts.log};
     rx_session_events ev = {on_session_ready, on_session_failed, on_session_freed, on_exec_slot, ph};
     rx_session *s = rx_session_new(p->loop, &so, &ev);
     if (s == NULL)

@@ -15,8 +15,8 @@
 #include <openssl/evp.h>
 
 #include "err.h"
-#include "exec.h"
 #include "session.h"
+#include "ssh_int.h"
 
 struct rx_session {
     uv_loop_t *loop;
@@ -35,7 +35,7 @@ struct rx_session {
     uint64_t last_rx;      /* loop time (ms) of the last bytes read from the server */
     int open_handles;      /* handles whose close callback is still due */
     int gai_pending;
-    rx_exec *execs;        /* attached execs, running or queued */
+    rx_chan_user *users;   /* attached channel users (execs), running or queued */
     int driving, again;    /* the drive loop is running / must run once more */
     int full;
     int closing;
@@ -53,9 +53,8 @@ const char *rx_session_state_name(rx_session_state st)
 
 static void session_set_state(rx_session *s, rx_session_state st)
 {
-    if (s->opts.debug)
-        fprintf(stderr, "rexec: debug: %s: %s -> %s\n", s->opts.host->name,
-                rx_session_state_name(s->state), rx_session_state_name(st));
+    rx_log(s->opts.log, REXEC_LOG_DEBUG, "%s: %s -> %s", s->opts.host->name,
+           rx_session_state_name(s->state), rx_session_state_name(st));
     s->state = st;
 }
 
@@ -114,16 +113,16 @@ static void session_drop_ssh(rx_session *s)
     s->ssh = NULL;
 }
 
-static void fail_execs(rx_session *s, const rexec_error *err)
+static void fail_users(rx_session *s, const rexec_error *err)
 {
-    rx_exec *e = s->execs;
-    s->execs = NULL;
-    while (e) {
-        rx_exec *next = *rx_exec_link(e);
-        *rx_exec_link(e) = NULL;
-        rx_exec_fail(e, err->code, err->msg);
-        rx_exec_finish(e);
-        e = next;
+    rx_chan_user *u = s->users;
+    s->users = NULL;
+    while (u) {
+        rx_chan_user *next = u->next;
+        u->next = NULL;
+        u->ops->fail(u, err->code, err->msg);
+        u->ops->finish(u);
+        u = next;
     }
 }
 
@@ -137,7 +136,7 @@ void rx_session_close(rx_session *s, const rexec_error *err)
         rx_fail(&cancelled, REXEC_ECANCELLED, "%s: connection closed", s->opts.host->name);
         err = &cancelled;
     }
-    fail_execs(s, err);
+    fail_users(s, err);
     session_drop_ssh(s);
     if (s->state != RX_SS_FAILED)
         session_set_state(s, RX_SS_CLOSED);
@@ -195,7 +194,7 @@ static void on_keepalive(uv_timer_t *t)
                      (double)quiet / 1000);
         return;
     }
-    if (s->execs != NULL) {
+    if (s->users != NULL) {
         libssh2_keepalive_send(s->ssh, &next);
         return;
     }
@@ -305,7 +304,7 @@ static void st_connected(rx_session *s)
 
 enum { ST_AGAIN = 0, ST_NEXT = 1, ST_FAILED = -1 };
 
-static int ssh_errmsg(rx_session *s, char *buf, size_t n)
+int rx_session_last_error(rx_session *s, char *buf, size_t n)
 {
     char *m = NULL;
     int e = libssh2_session_last_error(s->ssh, &m, NULL, 0);
@@ -320,7 +319,7 @@ static int st_handshake(rx_session *s)
     if (rc == LIBSSH2_ERROR_EAGAIN)
         return ST_AGAIN;
     if (rc != 0) {
-        ssh_errmsg(s, m, sizeof(m));
+        rx_session_last_error(s, m, sizeof(m));
         session_fail(s, REXEC_EHOST, "SSH handshake with %s port %d failed: %s",
                      s->opts.host->address, s->opts.host->port, m);
         return ST_FAILED;
@@ -470,7 +469,7 @@ static int st_auth(rx_session *s)
     if (rc == LIBSSH2_ERROR_EAGAIN)
         return ST_AGAIN;
     if (rc != 0) {
-        ssh_errmsg(s, m, sizeof(m));
+        rx_session_last_error(s, m, sizeof(m));
         session_fail(s, REXEC_EAUTH, "public key authentication as %s with %s failed: %s",
                      h->user, h->key, m);
         return ST_FAILED;
@@ -515,7 +514,7 @@ static int st_ping(rx_session *s)
 /* Steps every exec until none makes progress. Reading one channel can pull another's packets
  * (or its EOF) into libssh2's queue while the socket goes quiet, so a pass ends only when no
  * exec has anything pending in that queue either. Finished execs are collected in *done. */
-static int st_ready(rx_session *s, rx_exec **done)
+static int st_ready(rx_session *s, rx_chan_user **done)
 {
     int progress;
     if (s->pinging) {
@@ -525,20 +524,20 @@ static int st_ready(rx_session *s, rx_exec **done)
     }
     do {
         progress = 0;
-        rx_exec **pp = &s->execs;
+        rx_chan_user **pp = &s->users;
         while (*pp && !s->closing) {
-            rx_exec *e = *pp;
-            int r = rx_exec_step(e);
+            rx_chan_user *u = *pp;
+            int r = u->ops->step(u);
             if (r == RX_STEP_DONE) {
-                *pp = *rx_exec_link(e);
-                *rx_exec_link(e) = *done;
-                *done = e;
+                *pp = u->next;
+                u->next = *done;
+                *done = u;
                 progress = 1;
                 continue;
             }
-            if (r == RX_STEP_PROGRESS || rx_exec_pending(e))
+            if (r == RX_STEP_PROGRESS || u->ops->pending(u))
                 progress = 1;
-            pp = rx_exec_link(e);
+            pp = &u->next;
         }
     } while (progress && !s->closing);
     return ST_AGAIN;
@@ -562,12 +561,12 @@ static void session_update_poll(rx_session *s)
     }
 }
 
-static void finish_done(rx_exec *done)
+static void finish_done(rx_chan_user *done)
 {
     while (done) {
-        rx_exec *next = *rx_exec_link(done);
-        *rx_exec_link(done) = NULL;
-        rx_exec_finish(done);
+        rx_chan_user *next = done->next;
+        done->next = NULL;
+        done->ops->finish(done);
         done = next;
     }
 }
@@ -580,7 +579,7 @@ int rx_ssh_conn_gone(int code)
 
 static void session_drive(rx_session *s)
 {
-    rx_exec *done = NULL;
+    rx_chan_user *done = NULL;
     if (s->driving) {
         s->again = 1;
         return;
@@ -639,7 +638,7 @@ static void on_poll(uv_poll_t *p, int status, int events)
         session_fail(s, REXEC_ECONNLOST, "connection error: %s", uv_strerror(status));
         return;
     }
-    if (s->state == RX_SS_READY && s->execs == NULL && !s->pinging) {
+    if (s->state == RX_SS_READY && s->users == NULL && !s->pinging) {
         if (idle_peer_gone(s))
             session_fail(s, REXEC_ECONNLOST, "the server closed the connection");
         else
@@ -662,6 +661,42 @@ static ssize_t session_recv(libssh2_socket_t fd, void *buf, size_t len, int flag
     return n;
 }
 
+/* Cipher and MAC order, fastest first as measured with tests/bench/ssh_ceiling.c (AES-NI and
+ * SHA-NI machines; docs/PERFORMANCE.md); the tail keeps older servers. aes-gcm and the -etm MACs
+ * exist from libssh2 1.11: only the names this libssh2 supports are handed to it (1.10 strips
+ * unknown names itself with an overlapping memcpy). The client's order decides what is used. */
+static const char *const session_ciphers[] = {
+    "aes128-gcm@openssh.com", "aes256-gcm@openssh.com", "aes128-ctr", "aes256-ctr", "aes192-ctr",
+    "aes256-cbc", "aes192-cbc", "aes128-cbc", NULL};
+static const char *const session_macs[] = {
+    "hmac-sha2-256-etm@openssh.com", "hmac-sha2-512-etm@openssh.com", "hmac-sha2-256",
+    "hmac-sha2-512", "hmac-sha1", NULL};
+
+static void session_method_pref(LIBSSH2_SESSION *ssh, int cs, int sc, const char *const *want)
+{
+    const char **have = NULL;
+    char list[512] = "";
+    size_t len = 0;
+    int n = libssh2_session_supported_algs(ssh, cs, &have);
+    for (int i = 0; want[i] && n > 0; i++)
+        for (int j = 0; j < n; j++)
+            if (strcmp(want[i], have[j]) == 0 && len + strlen(want[i]) + 2 < sizeof(list))
+                len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s", len ? "," : "",
+                                        want[i]);
+    if (have)
+        libssh2_free(ssh, (void *)have);
+    if (len == 0) /* none known: libssh2's own order stays */
+        return;
+    libssh2_session_method_pref(ssh, cs, list);
+    libssh2_session_method_pref(ssh, sc, list);
+}
+
+static void session_method_prefs(LIBSSH2_SESSION *ssh)
+{
+    session_method_pref(ssh, LIBSSH2_METHOD_CRYPT_CS, LIBSSH2_METHOD_CRYPT_SC, session_ciphers);
+    session_method_pref(ssh, LIBSSH2_METHOD_MAC_CS, LIBSSH2_METHOD_MAC_SC, session_macs);
+}
+
 static int session_start(rx_session *s)
 {
     char port[16];
@@ -672,6 +707,7 @@ static int session_start(rx_session *s)
     if (s->ssh == NULL)
         return REXEC_ENOMEM;
     libssh2_session_set_blocking(s->ssh, 0);
+    session_method_prefs(s->ssh);
     union {
         LIBSSH2_RECV_FUNC((*f));
         void *p;
@@ -723,23 +759,25 @@ rx_session_state rx_session_failed_in(const rx_session *s) { return s->failed_in
 const rx_host *rx_session_host(const rx_session *s) { return s->opts.host; }
 LIBSSH2_SESSION *rx_session_ssh(rx_session *s) { return s->ssh; }
 uv_loop_t *rx_session_loop(rx_session *s) { return s->loop; }
+const rx_logger *rx_session_logger(const rx_session *s) { return s->opts.log; }
 int rx_session_full(const rx_session *s) { return s->full; }
 void rx_session_mark_full(rx_session *s) { s->full = 1; }
 
 int rx_session_channels(const rx_session *s)
 {
     int n = 0;
-    for (rx_exec *e = s->execs; e; e = *rx_exec_link(e))
-        n += rx_exec_holds_channel(e);
+    for (const rx_chan_user *u = s->users; u; u = u->next)
+        n += u->ops->holds_channel(u);
     return n;
 }
 
-void rx_session_attach(rx_session *s, rx_exec *e)
+void rx_session_attach(rx_session *s, rx_chan_user *u)
 {
-    rx_exec **pp = &s->execs;
+    rx_chan_user **pp = &s->users;
     while (*pp)
-        pp = rx_exec_link(*pp);
-    *pp = e;
+        pp = &(*pp)->next;
+    u->next = NULL;
+    *pp = u;
     rx_session_kick(s);
 }
 
