@@ -140,6 +140,12 @@ typedef struct rexec_callbacks {
  * err->msg naming the field at fault. The caller owns *out and releases it with rexec_ctx_close. */
 int rexec_ctx_new(rexec_ctx **out, uv_loop_t *loop, const char *workspace_dir, rexec_error *err);
 
+/* Loads the workspace's rexec.json again. On success the new configuration serves every call
+ * started from now on; calls in flight finish on the one they started with; hosts whose entry is
+ * unchanged keep their warm connections (*kept_warm, may be NULL, says how many). On failure
+ * (REXEC_ECONFIG naming the field) nothing changes. */
+int rexec_ctx_reload(rexec_ctx *ctx, size_t *kept_warm, rexec_error *err);
+
 /* Cancels what is running, closes connections, then frees ctx; on_closed (may be NULL) runs
  * from the loop once everything is released. */
 void rexec_ctx_close(rexec_ctx *ctx, void (*on_closed)(void *ud), void *ud);
@@ -183,6 +189,9 @@ typedef void (*rexec_log_fn)(void *ud, int level, const char *msg);
 void rexec_ctx_set_log(rexec_ctx *ctx, rexec_log_fn fn, void *ud);
 
 /* ---- Request documents --------------------------------------------------------------------- */
+
+/* The largest request document (`--request FILE`, a serve run object) in bytes. */
+#define REXEC_REQUEST_MAX_BYTES (64 * 1024)
 
 /* A `--request FILE` document (or a serve run object), parsed strictly: at most 64 KiB, UTF-8, no
  * duplicate or unknown keys, no non-finite numbers, no booleans where numbers are expected.
@@ -244,10 +253,15 @@ typedef struct rexec_check_result {
     int err;                 /* REXEC_OK or why not */
     const char *error;
     const char *facts;       /* "key=value" lines from the VM (bash, timeout, unshare, ...) */
-    const char *containment; /* the strongest containment the VM offers */
+    const char *containment; /* the strongest containment the VM offers, NULL when unknown */
     uint64_t duration_ms;
     int exit_status;         /* 0, 255 (unavailable) or 78 (unknown host) */
+    const char *warning;     /* e.g. the evidence volume is nearly full; NULL when none */
 } rexec_check_result;
+
+/* The result as one JSON object (`rexec check --json`, serve's "check" reply): host ok
+ * containment facts (an object) duration_ms warning error exit_status. malloc'd, NULL on ENOMEM. */
+char *rexec_check_result_to_json(const rexec_check_result *r);
 
 /* Checks host; on_done is called once from the loop. Returns 0 or ENOMEM (then calls nothing). */
 int rexec_check_start(rexec_ctx *ctx, const char *host,

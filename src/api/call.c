@@ -39,6 +39,7 @@ int rexec_ctx_new(rexec_ctx **out, uv_loop_t *loop, const char *workspace_dir, r
         free(ctx);
         return r ? r : rx_fail(err, REXEC_ENOMEM, "out of memory");
     }
+    rx_ctx_reload_init(ctx);
     *out = ctx;
     return 0;
 }
@@ -70,6 +71,7 @@ static void ctx_maybe_free(rexec_ctx *ctx)
     void (*cb)(void *) = ctx->on_closed;
     void *ud = ctx->closed_ud;
     rx_audit_close(ctx->audit);
+    rx_ctx_reload_free(ctx);
     rx_ctx_secrets_free(ctx);
     rx_ws_free(ctx->ws);
     free(ctx);
@@ -100,7 +102,7 @@ static void call_free(rexec_call *c)
     }
     free(c->given);
     free(c->values);
-    for (size_t i = 0; c->secret_values && i < c->n_secrets; i++)
+    for (size_t i = 0; c->secret_values && i < c->n_secrets + c->n_redact_only; i++)
         rx_buf_free(&c->secret_values[i]);
     free(c->secret_values);
     free(c->secrets);
@@ -338,7 +340,7 @@ static int call_decide(rexec_call *c, rexec_error *err)
                         .values = c->values, .rendered = (const char *)c->rendered.data,
                         .stdin_data = c->stdin_data, .stdin_len = c->stdin_len,
                         .grant_id = c->grant_id, .eval_only = c->eval_only,
-                        .redactor = c->ctx->redactor, .on_challenge = audit_challenge, .ud = c};
+                        .redactor = rx_ctx_redactor(c->ctx), .on_challenge = audit_challenge, .ud = c};
     int r = rx_gate_decide(&in, &c->dec, err);
     if (r != 0)
         return r;
@@ -350,14 +352,36 @@ static int call_decide(rexec_call *c, rexec_error *err)
     return 0;
 }
 
+/* The host key's passphrase (key_passphrase) goes to the redactor like any secret, so that
+ * nothing this call reports can show it; it is never rendered into the script. Unreadable: the
+ * connection reports that itself when it needs the value (auth.c). */
+static void call_passphrase_secret(rexec_call *c)
+{
+    rexec_error ignored;
+    size_t i = c->n_secrets;
+    const char *name = c->host->key_passphrase;
+    if (name == NULL)
+        return;
+    for (size_t k = 0; k < c->n_secrets; k++)
+        if (strcmp(c->secrets[k].name, name) == 0)
+            return; /* the action hands it out too: already redacted */
+    c->n_redact_only = 1;
+    if (rx_ws_secret_value(c->ctx->ws, name, &c->secret_values[i], &ignored) != 0) {
+        c->n_redact_only = 0;
+        rx_buf_free(&c->secret_values[i]);
+        return;
+    }
+    c->secrets[i] = (rx_secret){name, c->secret_values[i].data, c->secret_values[i].len};
+}
+
 /* Secret values, read only for an allowed call and only those the action lists; then the
  * redactor that every output path of this call goes through. */
 static int call_secrets(rexec_call *c, rexec_error *err)
 {
     const rx_action *a = c->action;
     int r = 0;
-    c->secret_values = calloc(a->n_secrets + 1, sizeof(rx_buf));
-    c->secrets = calloc(a->n_secrets + 1, sizeof(rx_secret));
+    c->secret_values = calloc(a->n_secrets + 2, sizeof(rx_buf));
+    c->secrets = calloc(a->n_secrets + 2, sizeof(rx_secret));
     if (c->secret_values == NULL || c->secrets == NULL)
         return rx_fail(err, REXEC_ENOMEM, "out of memory");
     for (size_t i = 0; r == 0 && i < a->n_secrets; i++, c->n_secrets++) {
@@ -365,6 +389,8 @@ static int call_secrets(rexec_call *c, rexec_error *err)
         c->secrets[i] = (rx_secret){a->secrets[i], c->secret_values[i].data,
                                     c->secret_values[i].len};
     }
+    if (r == 0)
+        call_passphrase_secret(c);
     return r;
 }
 
@@ -402,7 +428,8 @@ static int call_send(rexec_call *c, rexec_error *err)
                            .backstop_s = c->timeout_s + l->kill_after_s + CALL_BACKSTOP_SLACK_S,
                            .drain_s = CALL_DRAIN_S};
         rx_exec_cb cb = {on_exec_data, on_exec_done, c};
-        if ((r = rx_pool_exec(c->ctx->pool, c->host, &xo, &cb, &c->job)) != 0)
+        const rx_host *ph = rx_ctx_pool_host(c->ctx, c->host);
+        if ((r = rx_pool_exec(c->ctx->pool, ph, &xo, &cb, &c->job)) != 0)
             rx_fail(err, r, "out of memory");
     }
     rx_buf_free(&script);

@@ -23,17 +23,24 @@ struct rexec_ctx {
     rx_ws *ws;
     rx_pool *pool;
     rx_audit *audit; /* opened at the first call that needs it */
-    rx_redactor *redactor; /* every secret the workspace resolved at load (secrets.c) */
-    rx_buf *ws_values;     /* their values (wiped on free) */
-    rx_secret *ws_secrets;
-    size_t n_ws_secrets;
-    char *unresolved;      /* "secret X: why" lines for those it could not resolve, or NULL */
+    /* secrets.c: every secret the workspace resolved at load, and its redactor; the sets of
+     * earlier loads (serve reload) stay until close: running calls' streams point into them */
+    struct rx_secret_set *sset;
+    struct rx_secret_set **old_ssets;
+    size_t n_old_ssets;
     rx_logger log;   /* rexec_ctx_set_log; the pool and its sessions point here */
     rexec_call *calls; /* calls that have not reported yet */
     size_t calls_alive; /* calls whose memory is not released yet (their handle may be closing) */
     int closing;
     void (*on_closed)(void *ud);
     void *closed_ud;
+    /* reload.c: earlier workspaces (kept until close), the pool's host per ws->hosts[i], and
+     * the "hosts" of rexec.json as loaded, to tell unchanged entries at the next reload */
+    rx_ws **retired;
+    size_t n_retired;
+    const rx_host **pool_hosts;
+    cJSON *hosts_doc;
+    unsigned reloads;
 };
 
 /* One output stream: raw bytes -> redactor -> cap -> (capture, sha256, caller). */
@@ -69,6 +76,7 @@ struct rexec_call {
     rx_buf *secret_values;
     rx_secret *secrets;
     size_t n_secrets;
+    size_t n_redact_only; /* after n_secrets: redacted but never sent (the key's passphrase) */
     rx_redactor *redactor;
     call_stream out[2];
     char nonce[RX_NONCE_LEN + 1];
@@ -96,6 +104,15 @@ void rx_call_outcome(rexec_call *c);
 void rx_call_result(rexec_call *c, rexec_result *res);
 const char *rx_verdict_name(rx_verdict v);
 
+/* reload.c */
+void rx_ctx_reload_init(rexec_ctx *ctx);
+void rx_ctx_reload_free(rexec_ctx *ctx);
+/* The host object to hand the pool for h (of ctx->ws): an unchanged host keeps its connections. */
+const rx_host *rx_ctx_pool_host(const rexec_ctx *ctx, const rx_host *h);
+
+/* check.c: a check's result as the object of `check --json` and serve's "check" reply */
+cJSON *rx_check_json(const rexec_check_result *r);
+
 /* result_json.c */
 cJSON *rx_result_json(const rexec_result *r);
 /* The outcome fields (executed, exit_code, signal, timed_out, truncated, the byte counts,
@@ -108,10 +125,14 @@ const char *rx_signal_from_status(int rc);
 
 /* secrets.c: the workspace's redactor, built once per context. */
 int rx_ctx_secrets_load(rexec_ctx *ctx, rexec_error *err);
+/* A reload: the set of the new workspace nw becomes current; the old one is kept until close. */
+int rx_ctx_secrets_reload(rexec_ctx *ctx, const rx_ws *nw, rexec_error *err);
 void rx_ctx_secrets_free(rexec_ctx *ctx);
 /* A redactor of the call's own when a handed secret's value changed since the load (else the
  * workspace's serves). Returns 0, REXEC_ENOMEM or REXEC_ECONFIG. */
 int rx_call_build_redactor(rexec_call *c, rexec_error *err);
+/* The workspace's redactor (every secret resolved at load). */
+const rx_redactor *rx_ctx_redactor(const rexec_ctx *ctx);
 /* What every output path and record of c goes through: its own redactor or the workspace's. */
 const rx_redactor *rx_call_redactor(const rexec_call *c);
 

@@ -89,20 +89,35 @@ static const rx_redactor *call_redactor(rexec_call *c)
     return rx_call_redactor(c);
 }
 
+/* Room for a redacted text: a replacement marker can be longer than what it replaces. */
+#define REDACTED_TEXT_CAP(n) ((n) * 2 + 4096)
+
+/* s after the call's redactor, kept in b (initialised here, freed by the caller or with the
+ * call); NULL for NULL, "[REDACTED:UNAVAILABLE]" when it cannot be redacted. Every text that
+ * could carry a secret (messages, the rendered command, rationale) reaches a record or the
+ * caller only through here. */
+static const char *shown(rexec_call *c, rx_buf *b, const char *s)
+{
+    const rx_redactor *r = call_redactor(c);
+    rx_buf_init(b, s ? REDACTED_TEXT_CAP(strlen(s)) : 0);
+    if (s == NULL)
+        return NULL;
+    if (r == NULL || rx_redact_buf(r, s, strlen(s), b) != 0) {
+        rx_buf_free(b);
+        return "[REDACTED:UNAVAILABLE]";
+    }
+    return b->data ? (const char *)b->data : "";
+}
+
 /* Adds key: the redacted form of s (or null). */
 static void add_redacted(rexec_call *c, cJSON *o, const char *key, const char *s)
 {
     rx_buf b;
-    const rx_redactor *r = call_redactor(c);
-    if (s == NULL) {
+    const char *t = shown(c, &b, s);
+    if (t == NULL)
         cJSON_AddNullToObject(o, key);
-        return;
-    }
-    rx_buf_init(&b, strlen(s) * 2 + 4096);
-    if (r == NULL || rx_redact_buf(r, s, strlen(s), &b) != 0)
-        cJSON_AddStringToObject(o, key, "[REDACTED:UNAVAILABLE]");
     else
-        cJSON_AddStringToObject(o, key, b.data ? (const char *)b.data : "");
+        cJSON_AddStringToObject(o, key, t);
     rx_buf_free(&b);
 }
 
@@ -251,20 +266,6 @@ void rx_call_write_evidence(rexec_call *c)
 
 /* ---- the public result ---------------------------------------------------------------------- */
 
-/* The caller sees messages and the rendered command only after the redactor. */
-static const char *shown(rexec_call *c, rx_buf *b, const char *s)
-{
-    const rx_redactor *r = call_redactor(c);
-    if (s == NULL)
-        return NULL;
-    rx_buf_init(b, strlen(s) * 2 + 4096);
-    if (r == NULL || rx_redact_buf(r, s, strlen(s), b) != 0 || b->data == NULL) {
-        rx_buf_free(b);
-        return "[REDACTED:UNAVAILABLE]";
-    }
-    return (const char *)b->data;
-}
-
 void rx_call_result(rexec_call *c, rexec_result *res)
 {
     memset(res, 0, sizeof(*res));
@@ -272,7 +273,8 @@ void rx_call_result(rexec_call *c, rexec_result *res)
     res->host = c->host_name;
     res->action = c->action_name;
     res->decision = c->decided ? rx_verdict_name(c->dec.verdict) : NULL;
-    res->reason = call_reason(c);
+    /* the caller's result: no decision, no reason (the audit record keeps INVALID_*) */
+    res->reason = c->decided ? call_reason(c) : NULL;
     res->effective_risk = c->action ? rx_risk_name(c->action->risk) : NULL;
     call_outcome_fields(c, res);
     res->challenge_id = c->dec.challenge_id[0] ? c->dec.challenge_id : NULL;

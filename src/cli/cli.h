@@ -3,10 +3,11 @@
 #ifndef RX_CLI_H
 #define RX_CLI_H
 
-/* Options that come before the command (`rexec --workspace DIR run ...`). */
+/* Options that apply to every command, before or after it (`rexec run ... -w DIR`). */
 typedef struct cli_global {
     const char *workspace; /* --workspace, $REXEC_WORKSPACE, or "." */
     const char *socket;    /* --socket, $REXEC_SOCKET, or NULL */
+    int no_progress;       /* --no-progress: no progress line on a terminal */
 } cli_global;
 
 /* Every command: argv[0] is the command name; returns the process exit code (SPEC.md). */
@@ -16,6 +17,7 @@ int cli_run(const cli_global *g, int argc, char **argv);     /* run and eval */
 int cli_check(const cli_global *g, int argc, char **argv);
 int cli_hosts(const cli_global *g, int argc, char **argv);
 int cli_actions(const cli_global *g, int argc, char **argv);
+int cli_groups(const cli_global *g, int argc, char **argv);
 int cli_audit(const cli_global *g, int argc, char **argv);   /* audit verify|show */
 int cli_approve(const cli_global *g, int argc, char **argv);
 int cli_approvals(const cli_global *g, int argc, char **argv);

@@ -59,7 +59,20 @@ static void print_actions(const cJSON *list)
     }
 }
 
-/* hosts and actions: a listing from the workspace alone, no connection. */
+static void print_groups(const cJSON *list)
+{
+    const cJSON *g, *h;
+    printf("%-24s %s\n", "GROUP", "HOSTS");
+    cJSON_ArrayForEach(g, list) {
+        char hosts[1024] = "";
+        cJSON_ArrayForEach(h, cJSON_GetObjectItemCaseSensitive(g, "hosts"))
+            snprintf(hosts + strlen(hosts), sizeof(hosts) - strlen(hosts), "%s%s",
+                     hosts[0] ? "," : "", h->valuestring);
+        printf("%-24s %s\n", str(g, "name"), hosts[0] ? hosts : "-");
+    }
+}
+
+/* hosts, actions and groups: a listing from the workspace alone, no connection. */
 static int list_cmd(const cli_global *g, int argc, char **argv, const char *what)
 {
     uv_loop_t loop;
@@ -81,6 +94,8 @@ static int list_cmd(const cli_global *g, int argc, char **argv, const char *what
         printf("%s\n", text);
     else if (strcmp(what, "hosts") == 0)
         print_hosts(list);
+    else if (strcmp(what, "groups") == 0)
+        print_groups(list);
     else
         print_actions(list);
     cJSON_Delete(list);
@@ -99,6 +114,11 @@ int cli_hosts(const cli_global *g, int argc, char **argv)
 int cli_actions(const cli_global *g, int argc, char **argv)
 {
     return list_cmd(g, argc, argv, "actions");
+}
+
+int cli_groups(const cli_global *g, int argc, char **argv)
+{
+    return list_cmd(g, argc, argv, "groups");
 }
 
 /* ---- check ---------------------------------------------------------------------------------- */

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -203,21 +204,57 @@ static int load_hostkey_policy(const cJSON *o, const char *path, rx_host *h, rex
     return 0;
 }
 
+/* Like ssh: no "user" means the user rexec runs as. */
+static int host_default_user(rx_host *h, const char *path, rexec_error *err)
+{
+    char p[RX_JSON_PATH_MAX];
+    if (h->user)
+        return 0;
+    const struct passwd *pw = getpwuid(geteuid());
+    if (pw == NULL || pw->pw_name == NULL)
+        return rx_json_fail(err, C, rx_json_path_key(p, sizeof(p), path, "user"),
+                            "missing, and the current user (uid %u) has no name to default to",
+                            (unsigned)geteuid());
+    return dup_str(&h->user, pw->pw_name);
+}
+
+/* key_passphrase names a declared secret; checked once "secrets" is loaded. */
+static int check_host_secrets(rx_ws *ws, rexec_error *err)
+{
+    char p[RX_JSON_PATH_MAX], pk[RX_JSON_PATH_MAX];
+    for (size_t i = 0; i < ws->n_hosts; i++) {
+        const rx_host *h = &ws->hosts[i];
+        if (h->key_passphrase && rx_ws_secret(ws, h->key_passphrase) == NULL) {
+            rx_json_path_key(p, sizeof(p), "hosts", h->name);
+            return rx_json_fail(err, C, rx_json_path_key(pk, sizeof(pk), p, "key_passphrase"),
+                                "unknown secret \"%s\" (declare it under \"secrets\")",
+                                h->key_passphrase);
+        }
+    }
+    return 0;
+}
+
 static int load_host(rx_ws *ws, const cJSON *o, const char *path, rx_host *h, rexec_error *err)
 {
-    static const char *const keys[] = {"address", "port", "user", "key", "host_key", "allow",
-                                       "approve", "max_channels", "max_connections",
-                                       "containment", "description", NULL};
+    static const char *const keys[] = {"address", "port", "user", "key", "auth",
+                                       "key_passphrase", "host_key", "allow", "approve",
+                                       "max_channels", "max_connections", "containment",
+                                       "description", NULL};
+    static const char *const auth_names[] = {"key", "agent"};
     char *key = NULL, p[RX_JSON_PATH_MAX];
-    int r, cont = RX_CONT_PID_NAMESPACE;
+    int r, cont = RX_CONT_PID_NAMESPACE, auth = RX_AUTH_KEY;
     h->port = 22;
     h->allow = RX_L1;
     h->approve = RX_L2;
+    h->ws = ws;
     if ((r = rx_json_check_keys(o, path, keys, C, err)) != 0 ||
         (r = get_dup(o, "address", path, 1, &h->address, err)) != 0 ||
         (r = get_intv(o, "port", path, 1, 65535, &h->port, err)) != 0 ||
-        (r = get_dup(o, "user", path, 1, &h->user, err)) != 0 ||
-        (r = get_dup(o, "key", path, 1, &key, err)) != 0 ||
+        (r = get_dup(o, "user", path, 0, &h->user, err)) != 0 ||
+        (r = get_enum(o, "auth", path, auth_names, 2, &auth, err)) != 0 ||
+        (r = get_dup(o, "key", path, auth == RX_AUTH_KEY, &key, err)) != 0 ||
+        (r = get_dup(o, "key_passphrase", path, 0, &h->key_passphrase, err)) != 0 ||
+        (r = host_default_user(h, path, err)) != 0 ||
         (r = load_hostkey_policy(o, path, h, err)) != 0 ||
         (r = get_risk(o, "allow", path, &h->allow, err)) != 0 ||
         (r = get_risk(o, "approve", path, &h->approve, err)) != 0 ||
@@ -234,7 +271,13 @@ static int load_host(rx_ws *ws, const cJSON *o, const char *path, rx_host *h, re
                          rx_risk_name(h->allow));
         goto out;
     }
-    if ((h->key = rx_fs_join(ws->dir, key)) == NULL)
+    h->auth = (rx_auth_method)auth;
+    if (h->auth == RX_AUTH_AGENT && h->key_passphrase) {
+        r = rx_json_fail(err, C, rx_json_path_key(p, sizeof(p), path, "key_passphrase"),
+                         "not used with \"auth\": \"agent\" (the agent holds the key unlocked)");
+        goto out;
+    }
+    if (key && (h->key = rx_fs_join(ws->dir, key)) == NULL)
         r = REXEC_ENOMEM;
 out:
     free(key);
@@ -608,7 +651,7 @@ static int load_limits(rx_ws *ws, const cJSON *root, rexec_error *err)
     rx_limits *l = &ws->limits;
     int r;
     *l = (rx_limits){.timeout_s = 120, .kill_after_s = 5, .max_output_bytes = 1 << 20,
-                     .connect_timeout_s = 10, .parallel = 16, .max_channels = 8,
+                     .connect_timeout_s = 10, .parallel = 16, .max_channels = RX_DEFAULT_MAX_CHANNELS,
                      .keepalive_s = 15, .approval_ttl_s = 900, .max_stdin_bytes = 16 << 20};
     if ((r = rx_json_get_object(root, "limits", "", 0, &o, C, err)) != 0 || o == NULL)
         return r;
@@ -651,7 +694,8 @@ static int load_root(rx_ws *ws, const cJSON *root, rexec_error *err)
         (r = rx_json_check_keys(root, "", keys, C, err)) != 0 ||
         (r = load_limits(ws, root, err)) != 0 || (r = load_hosts(ws, root, err)) != 0 ||
         (r = load_groups(ws, root, err)) != 0 || (r = load_scope(ws, root, err)) != 0 ||
-        (r = load_secrets(ws, root, err)) != 0 || (r = load_actions(ws, root, err)) != 0 ||
+        (r = load_secrets(ws, root, err)) != 0 || (r = check_host_secrets(ws, err)) != 0 ||
+        (r = load_actions(ws, root, err)) != 0 ||
         (r = load_audit(ws, root, err)) != 0)
         return r;
     return 0;
@@ -733,6 +777,7 @@ void rx_ws_free(rx_ws *ws)
     for (size_t i = 0; i < ws->n_hosts; i++) {
         rx_host *h = &ws->hosts[i];
         free(h->name), free(h->address), free(h->user), free(h->key), free(h->fingerprint);
+        free(h->key_passphrase);
     }
     for (size_t i = 0; i < ws->n_groups; i++) {
         free(ws->groups[i].name);

@@ -71,12 +71,20 @@ typedef struct rx_action {
 
 typedef enum rx_hostkey_policy { RX_HK_STRICT = 0, RX_HK_ACCEPT_NEW, RX_HK_PINNED } rx_hostkey_policy;
 
+typedef enum rx_auth_method { RX_AUTH_KEY = 0, RX_AUTH_AGENT } rx_auth_method;
+
+struct rx_ws;
+
 typedef struct rx_host {
     char *name;
     char *address;
     int port;
-    char *user;
-    char *key;                /* absolute path of the private key */
+    char *user;               /* default: the user rexec runs as */
+    char *key;                /* absolute path: the private key (auth "key"), or the public key
+                                 of the agent identity to use (auth "agent"; NULL = any) */
+    rx_auth_method auth;
+    char *key_passphrase;     /* name of the secret holding the key's passphrase, or NULL */
+    const struct rx_ws *ws;   /* the workspace the host belongs to (its secrets) */
     rx_hostkey_policy hostkey;
     char *fingerprint;        /* RX_HK_PINNED: "SHA256:<base64>" */
     rx_risk allow;            /* highest level that runs without approval */
@@ -97,6 +105,10 @@ typedef struct rx_secret_source {
     char *env;  /* environment variable, or NULL */
     char *file; /* absolute path, or NULL */
 } rx_secret_source;
+
+/* Channels per connection when neither the host nor limits.max_channels says (below OpenSSH's
+ * MaxSessions default of 10, which the check and the pool's learning also respect). */
+#define RX_DEFAULT_MAX_CHANNELS 8
 
 typedef struct rx_limits {
     double timeout_s;          /* default 120 */

@@ -15,6 +15,11 @@ typedef enum exec_state { EX_OPEN = 0, EX_EXEC, EX_SEND, EX_RUN, EX_CLOSE, EX_DO
 static const char *const exec_state_names[] = {"OPEN", "EXEC", "SEND", "RUN", "CLOSE", "DONE"};
 
 #define MARK_BODY_MAX 160
+/* After the backstop asks the wrapper to stop (EOF), it gets the drain time and this much more
+ * before the connection is declared stuck. */
+#define EXEC_STOP_GRACE_MS 1000
+/* How long to wait for EOF from escapees after the end line, when the caller does not say. */
+#define EXEC_DRAIN_DEFAULT_S 2
 
 /* Strips the wrapper's status lines ("\036rexec:<nonce>:<body>\n") from stderr. Only the bytes
  * that match a prefix of the marker are held back; \036 appears once in the marker, so a failed
@@ -163,7 +168,7 @@ static void on_exec_timer(uv_timer_t *t)
         e->backstop_fired = 1;
         e->cancel_req = 1;
         e->timer_armed = 1;
-        uv_timer_start(&e->timer, on_exec_timer, (uint64_t)(e->drain_s * 1000) + 1000, 0);
+        uv_timer_start(&e->timer, on_exec_timer, (uint64_t)(e->drain_s * 1000) + EXEC_STOP_GRACE_MS, 0);
     } else {
         exec_error(e, REXEC_ECONNLOST,
                    "no end of call from the host within %.0f s: connection stuck, result unknown",
@@ -511,7 +516,7 @@ int rx_exec_start(rx_session *s, const rx_exec_opts *opts, const rx_exec_cb *cb,
     e->s = s;
     e->cb = *cb;
     e->backstop_s = opts->backstop_s;
-    e->drain_s = opts->drain_s > 0 ? opts->drain_s : 2;
+    e->drain_s = opts->drain_s > 0 ? opts->drain_s : EXEC_DRAIN_DEFAULT_S;
     mf_init(&e->mf, opts->nonce);
     uv_timer_init(rx_session_loop(s), &e->timer);
     e->timer.data = e;

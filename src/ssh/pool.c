@@ -186,7 +186,7 @@ static int conn_open(pool_host *ph)
     if (s == NULL)
         return REXEC_ENOMEM;
     int budget = ph->h->max_channels > 0 ? ph->h->max_channels : p->opts.default_channels;
-    ph->conns[ph->n_conns++] = (pool_conn){s, budget > 0 ? budget : 8};
+    ph->conns[ph->n_conns++] = (pool_conn){s, budget > 0 ? budget : RX_DEFAULT_MAX_CHANNELS};
     p->sessions_alive++;
     return 0;
 }

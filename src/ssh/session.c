@@ -14,7 +14,9 @@
 
 #include <openssl/evp.h>
 
+#include "auth.h"
 #include "err.h"
+#include "knownhosts.h"
 #include "session.h"
 #include "ssh_int.h"
 
@@ -36,6 +38,7 @@ struct rx_session {
     int open_handles;      /* handles whose close callback is still due */
     int gai_pending;
     rx_chan_user *users;   /* attached channel users (execs), running or queued */
+    rx_auth *auth;         /* AUTH state: agent connection, passphrase (auth.c) */
     int driving, again;    /* the drive loop is running / must run once more */
     int full;
     int closing;
@@ -103,6 +106,8 @@ static void session_close_socket(rx_session *s)
  * operation fail at once instead of waiting for a peer that may be gone. */
 static void session_drop_ssh(rx_session *s)
 {
+    rx_auth_free(s->auth);
+    s->auth = NULL;
     if (s->ssh == NULL)
         return;
     if (s->state == RX_SS_READY)
@@ -386,26 +391,60 @@ static int knownhost_append(rx_session *s, LIBSSH2_KNOWNHOSTS *kh, const char *k
     return r;
 }
 
+/* Reads known_hosts: plain lines into kh, markers into marks (knownhosts.c). */
+static int hostkey_read_file(rx_session *s, LIBSSH2_KNOWNHOSTS *kh, const char *key, size_t klen,
+                             rx_kh_marks *marks)
+{
+    char name[300];
+    rexec_error e;
+    knownhost_name(s->opts.host, name, sizeof(name));
+    if (rx_knownhosts_load(kh, s->opts.known_hosts, name, (const unsigned char *)key, klen, marks,
+                           &e) != 0) {
+        session_fail(s, REXEC_EHOSTKEY, "cannot read %s: %s", s->opts.known_hosts, e.msg);
+        return -1;
+    }
+    if (marks->skipped)
+        rx_log(s->opts.log, REXEC_LOG_DEBUG, "%s: %u line(s) of %s not understood by libssh2, ignored",
+               s->opts.host->name, marks->skipped, s->opts.known_hosts);
+    return 0;
+}
+
 static int hostkey_check_file(rx_session *s, const char *key, size_t klen, int type)
 {
     const rx_host *h = s->opts.host;
     struct libssh2_knownhost *found = NULL;
     char fp[80];
     int bits = knownhost_keybits(type), rc;
+    rx_kh_marks marks = {0};
     LIBSSH2_KNOWNHOSTS *kh = libssh2_knownhost_init(s->ssh);
     if (kh == NULL)
         return session_fail(s, REXEC_ENOMEM, "out of memory"), ST_FAILED;
+    fingerprint(s, fp, sizeof(fp));
     /* A missing file is an empty one: strict then refuses, accept-new creates it. */
-    if (access(s->opts.known_hosts, F_OK) == 0 &&
-        libssh2_knownhost_readfile(kh, s->opts.known_hosts, LIBSSH2_KNOWNHOST_FILE_OPENSSH) < 0) {
+    if (access(s->opts.known_hosts, F_OK) == 0 && hostkey_read_file(s, kh, key, klen, &marks) != 0) {
         libssh2_knownhost_free(kh);
-        session_fail(s, REXEC_EHOSTKEY, "cannot read %s", s->opts.known_hosts);
+        return ST_FAILED;
+    }
+    if (marks.revoked_line) {
+        libssh2_knownhost_free(kh);
+        session_fail(s, REXEC_EHOSTKEY,
+                     "REVOKED HOST KEY: %s of %s port %d is marked @revoked in %s line %u; "
+                     "refusing to connect",
+                     fp, h->address, h->port, s->opts.known_hosts, marks.revoked_line);
         return ST_FAILED;
     }
     rc = libssh2_knownhost_checkp(kh, h->address, h->port, key, klen,
                                   LIBSSH2_KNOWNHOST_TYPE_PLAIN | LIBSSH2_KNOWNHOST_KEYENC_RAW | bits,
                                   &found);
-    fingerprint(s, fp, sizeof(fp));
+    if (rc == LIBSSH2_KNOWNHOST_CHECK_NOTFOUND && marks.ca_line) {
+        libssh2_knownhost_free(kh);
+        session_fail(s, REXEC_EHOSTKEY,
+                     "host key %s of %s port %d: the only match in %s is the @cert-authority "
+                     "line %u, and host certificates are not supported by rexec; pin the host's "
+                     "own key instead",
+                     fp, h->address, h->port, s->opts.known_hosts, marks.ca_line);
+        return ST_FAILED;
+    }
     if (rc == LIBSSH2_KNOWNHOST_CHECK_NOTFOUND && h->hostkey == RX_HK_ACCEPT_NEW) {
         rc = knownhost_append(s, kh, key, klen, bits) == 0 ? LIBSSH2_KNOWNHOST_CHECK_MATCH : -1;
         if (rc != LIBSSH2_KNOWNHOST_CHECK_MATCH) {
@@ -462,16 +501,16 @@ static int st_hostkey(rx_session *s)
 
 static int st_auth(rx_session *s)
 {
-    const rx_host *h = s->opts.host;
-    char m[256];
-    int rc = libssh2_userauth_publickey_fromfile_ex(s->ssh, h->user, (unsigned)strlen(h->user),
-                                                    NULL, h->key, NULL);
-    if (rc == LIBSSH2_ERROR_EAGAIN)
+    rexec_error e;
+    if (s->auth == NULL && (s->auth = rx_auth_new()) == NULL)
+        return session_fail(s, REXEC_ENOMEM, "out of memory"), ST_FAILED;
+    int rc = rx_auth_step(s->auth, s->ssh, s->opts.host, s->opts.connect_timeout_s, &e);
+    if (rc == RX_AUTH_AGAIN)
         return ST_AGAIN;
-    if (rc != 0) {
-        rx_session_last_error(s, m, sizeof(m));
-        session_fail(s, REXEC_EAUTH, "public key authentication as %s with %s failed: %s",
-                     h->user, h->key, m);
+    rx_auth_free(s->auth); /* the agent's socket and the passphrase go now */
+    s->auth = NULL;
+    if (rc != RX_AUTH_DONE) {
+        session_fail(s, e.code, "%s", e.msg);
         return ST_FAILED;
     }
     uv_timer_stop(&s->timer);
@@ -653,9 +692,24 @@ static void on_poll(uv_poll_t *p, int status, int events)
 static ssize_t session_recv(libssh2_socket_t fd, void *buf, size_t len, int flags, void **abstract)
 {
     rx_session *s = *abstract;
+    if (fd != s->fd) /* the agent's socket: libssh2 reads it through us (auth.h) */
+        return rx_auth_agent_io(s->auth, 0, fd, buf, len, flags);
     ssize_t n = recv(fd, buf, len, flags);
     if (n > 0)
         s->last_rx = uv_now(s->loop);
+    if (n < 0)
+        return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+    return n;
+}
+
+/* libssh2's own send, except for the agent's socket (as session_recv). */
+static ssize_t session_send(libssh2_socket_t fd, const void *buf, size_t len, int flags,
+                            void **abstract)
+{
+    rx_session *s = *abstract;
+    if (fd != s->fd)
+        return rx_auth_agent_io(s->auth, 1, fd, (void *)buf, len, flags);
+    ssize_t n = send(fd, buf, len, flags);
     if (n < 0)
         return errno == EWOULDBLOCK ? -EAGAIN : -errno;
     return n;
@@ -713,6 +767,11 @@ static int session_start(rx_session *s)
         void *p;
     } recv_cb = {.f = session_recv};
     libssh2_session_callback_set(s->ssh, LIBSSH2_CALLBACK_RECV, recv_cb.p);
+    union {
+        LIBSSH2_SEND_FUNC((*f));
+        void *p;
+    } send_cb = {.f = session_send};
+    libssh2_session_callback_set(s->ssh, LIBSSH2_CALLBACK_SEND, send_cb.p);
     s->gai.data = s;
     if (uv_getaddrinfo(s->loop, &s->gai, on_resolved, s->opts.host->address, port, &hints) != 0)
         return REXEC_EHOST;
