@@ -14,12 +14,30 @@
  *
  * Conventions (after libuv): functions return 0 or a negative rexec_err; a function that takes a
  * callback and fails never calls it; a call's on_done is called exactly once otherwise.
+ *
+ * Threads: a rexec_ctx belongs to the thread that runs its uv_loop_t. Every function taking a
+ * ctx, a call, a server or a check, and every callback, runs on that thread; none may be called
+ * from another thread (use a uv_async_t to hand work over). Independent contexts on separate
+ * loops and threads do not share state. The pure helpers (rexec_strerror, rexec_err_name,
+ * rexec_err_exit_code, rexec_version, rexec_result_to_json, rexec_result_not_started,
+ * rexec_request_doc_parse/free) are safe from any thread.
+ *
+ * Lifetimes:
+ * - rexec_ctx: from rexec_ctx_new until rexec_ctx_close; memory is released from the loop,
+ *   after every call's on_done and the optional on_closed. Closing from inside on_done is safe.
+ * - rexec_call: from a successful rexec_call_start until on_done returns. rexec_call_cancel may
+ *   be called on it until then (also from inside on_done, where it does nothing); after on_done
+ *   has returned the handle is gone and must not be used.
+ * - rexec_result and every string in it: valid during on_done only; copy what you keep.
+ * - rexec_server: until its on_stopped callback; rexec_server_stop before rexec_ctx_close.
  */
 #ifndef REXEC_H
 #define REXEC_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <time.h>
 #include <uv.h>
 
 #ifdef __cplusplus
@@ -162,7 +180,8 @@ int rexec_call_start(rexec_ctx *ctx, const rexec_request *req, const rexec_callb
                      rexec_call **out, rexec_error *err);
 
 /* Asks a call to stop: the remote process tree is killed per the remote contract, then on_done
- * reports what happened. Safe to call more than once, and on a call that is already finishing. */
+ * reports what happened. Safe to call more than once, and on a call that is already finishing,
+ * up to and inside its on_done; never after on_done has returned (see Lifetimes above). */
 void rexec_call_cancel(rexec_call *call);
 
 /* The result of a call that never started on host: rexec_call_start failed (err from it), or a
@@ -223,6 +242,45 @@ int rexec_ctx_targets(const rexec_ctx *ctx, const char *targets, const char ***h
  * used or expired challenge) or REXEC_EAUDIT (approvals/ unusable), with
  * err->msg. */
 int rexec_approve_tty(rexec_ctx *ctx, const char *challenge_id, rexec_error *err);
+
+/* ---- The audit log, for `rexec audit` and other readers (docs/audit.md) ----------------- */
+
+/* rexec_audit_verify's statuses (also `rexec audit verify`'s exit codes). */
+enum {
+    REXEC_AUDIT_INTACT = 0,     /* every line whole, hashed and chained; every intent closed */
+    REXEC_AUDIT_TAMPERED = 1,   /* an edited, removed, reordered, truncated or foreign line */
+    REXEC_AUDIT_INCOMPLETE = 2, /* the chain is intact but an intent has no outcome */
+};
+#define REXEC_AUDIT_REPORT_JSON 1 /* flags: the report is one JSON object instead of text */
+
+/* Checks the workspace's audit files (rotated ones oldest first, then audit.log) as one chain,
+ * keyed with key_file when it is not NULL. Writes what it finds to report (may be NULL).
+ * Returns a REXEC_AUDIT_* status, or a negative rexec_err (REXEC_EAUDIT: a file cannot be read;
+ * REXEC_ECONFIG: the key is refused) with err->msg. Does not block writers for long. */
+int rexec_audit_verify(const char *workspace_dir, const char *key_file, int flags, FILE *report,
+                       rexec_error *err);
+
+/* The HMAC key file rexec.json names ("audit": {"key_file": "/abs/path"}), read on its own so
+ * that verifying works whatever else the file holds. *key_file is malloc'd (caller frees) or
+ * NULL when there is none. Returns 0 or REXEC_ECONFIG / REXEC_ENOMEM. */
+int rexec_audit_key_file(const char *workspace_dir, char **key_file, rexec_error *err);
+
+/* What rexec_audit_show selects. */
+typedef struct rexec_audit_query {
+    const char *run_id; /* only this run's records, or NULL */
+    time_t since;       /* only records at or after this time, when has_since */
+    int has_since;
+    int json;           /* print the stored JSON lines unchanged instead of a table */
+} rexec_audit_query;
+
+/* Prints the records q selects, oldest first, to out. Does not verify. Returns 0 or
+ * REXEC_EAUDIT naming the file that cannot be read. */
+int rexec_audit_show(const char *workspace_dir, const rexec_audit_query *q, FILE *out,
+                     rexec_error *err);
+
+/* Parses a TIME: ISO-8601 ("2026-12-02T10:00:00Z", "2026-12-02T10:00:00+01:00", "2026-12-02")
+ * or an age before now ("90s", "30m", "1h", "2d", "1w"). Returns 0 or -1. */
+int rexec_audit_parse_time(const char *s, time_t now, time_t *out);
 
 /* ---- serve ---------------------------------------------------------------------------------- */
 
