@@ -40,8 +40,22 @@
 #include <time.h>
 #include <uv.h>
 
+#include <rexec/version.h>
+
 #ifdef __cplusplus
 extern "C" {
+#endif
+
+/* REXEC_API marks what librexec.so exports: the library is built with -fvisibility=hidden, so
+ * only what this header declares is visible (internal rx_* names are not). The pragma below makes
+ * every declaration in this header visible too, so a function added without REXEC_API is still
+ * exported; tests/install/t_install.sh checks that each one is. */
+#if defined(__GNUC__) && __GNUC__ >= 4
+#define REXEC_API __attribute__((visibility("default")))
+#pragma GCC visibility push(default)
+#define REXEC_VISIBILITY_PUSHED_
+#else
+#define REXEC_API
 #endif
 
 /* X(name, exit code, message): one table gives the error enum, its exit codes and its strings. */
@@ -73,11 +87,11 @@ typedef enum rexec_err {
 } rexec_err;
 
 /* A static string for an error ("host unavailable"); "unknown error" for values not in the map. */
-const char *rexec_strerror(int err);
+REXEC_API const char *rexec_strerror(int err);
 /* The error's name without prefix ("HOST", "CONFIG"); "UNKNOWN" otherwise. */
-const char *rexec_err_name(int err);
-/* The process exit code SPEC.md documents for an error (0 for REXEC_OK). */
-int rexec_err_exit_code(int err);
+REXEC_API const char *rexec_err_name(int err);
+/* The process exit code docs/exit-codes.md documents for an error (0 for REXEC_OK). */
+REXEC_API int rexec_err_exit_code(int err);
 
 /* An error with a message that names the host, action, parameter or JSON path at fault.
  * Messages never hold a secret value: everything that reaches msg passed the redactor. */
@@ -86,7 +100,11 @@ typedef struct rexec_error {
     char msg[1024];
 } rexec_error;
 
-const char *rexec_version(void);
+/* rexec's version at run time, "0.1.0"; REXEC_VERSION_STRING is the one compiled against. */
+REXEC_API const char *rexec_version(void);
+/* The versions of the libraries in use at run time, one "name version" per line:
+ * "libssh2 1.10.0\nlibuv 1.44.2\nOpenSSL 3.0.15 3 Sep 2024\ncJSON 1.7.15" (static text). */
+REXEC_API const char *rexec_dependency_versions(void);
 
 /* ---- Calls ---------------------------------------------------------------------------------- */
 
@@ -137,7 +155,7 @@ typedef struct rexec_result {
     const char *rendered;    /* the rendered command, secrets by name only (eval) */
     int err;                 /* REXEC_OK or the rexec_err that ended the call */
     const char *error;       /* message for err, or NULL */
-    int exit_status;         /* what a CLI should exit with for this call, per SPEC.md */
+    int exit_status;         /* what a CLI should exit with for this call (docs/exit-codes.md) */
     const unsigned char *stdout_data; /* with capture: the stored stdout */
     size_t stdout_len;
     const unsigned char *stderr_data;
@@ -156,17 +174,17 @@ typedef struct rexec_callbacks {
 
 /* Loads the workspace (rexec.json) and prepares a pool on loop. Returns 0 or a rexec_err with
  * err->msg naming the field at fault. The caller owns *out and releases it with rexec_ctx_close. */
-int rexec_ctx_new(rexec_ctx **out, uv_loop_t *loop, const char *workspace_dir, rexec_error *err);
+REXEC_API int rexec_ctx_new(rexec_ctx **out, uv_loop_t *loop, const char *workspace_dir, rexec_error *err);
 
 /* Loads the workspace's rexec.json again. On success the new configuration serves every call
  * started from now on; calls in flight finish on the one they started with; hosts whose entry is
  * unchanged keep their warm connections (*kept_warm, may be NULL, says how many). On failure
  * (REXEC_ECONFIG naming the field) nothing changes. */
-int rexec_ctx_reload(rexec_ctx *ctx, size_t *kept_warm, rexec_error *err);
+REXEC_API int rexec_ctx_reload(rexec_ctx *ctx, size_t *kept_warm, rexec_error *err);
 
 /* Cancels what is running, closes connections, then frees ctx; on_closed (may be NULL) runs
  * from the loop once everything is released. */
-void rexec_ctx_close(rexec_ctx *ctx, void (*on_closed)(void *ud), void *ud);
+REXEC_API void rexec_ctx_close(rexec_ctx *ctx, void (*on_closed)(void *ud), void *ud);
 
 /* The workspace secrets that could not be resolved when ctx was created, one "secret NAME: why"
  * line each (names and sources, never values), or NULL when all were. Every resolved secret is
@@ -176,24 +194,24 @@ const char *rexec_ctx_unresolved_secrets(const rexec_ctx *ctx);
 /* Starts a call. On success returns 0, stores the call in *out (may be NULL) and will call
  * cb->on_done exactly once. On failure returns a rexec_err, fills err and calls nothing: this
  * happens only for errors that precede any decision (NOMEM, an unusable request pointer). */
-int rexec_call_start(rexec_ctx *ctx, const rexec_request *req, const rexec_callbacks *cb,
+REXEC_API int rexec_call_start(rexec_ctx *ctx, const rexec_request *req, const rexec_callbacks *cb,
                      rexec_call **out, rexec_error *err);
 
 /* Asks a call to stop: the remote process tree is killed per the remote contract, then on_done
  * reports what happened. Safe to call more than once, and on a call that is already finishing,
  * up to and inside its on_done; never after on_done has returned (see Lifetimes above). */
-void rexec_call_cancel(rexec_call *call);
+REXEC_API void rexec_call_cancel(rexec_call *call);
 
 /* The result of a call that never started on host: rexec_call_start failed (err from it), or a
  * fan-out or a client ended before it reached this host (REXEC_ECANCELLED). executed is 0,
  * exit_code -1, exit_status the error's. host, action and msg are borrowed, not copied. The one
  * way front ends build such a result, so it looks the same everywhere. */
-rexec_result rexec_result_not_started(const char *host, const char *action, int err,
+REXEC_API rexec_result rexec_result_not_started(const char *host, const char *action, int err,
                                       const char *msg);
 
 /* The result as one JSON object (the fields of `rexec run --json`); stdout/stderr that are not
  * UTF-8 text come as stdout_base64/stderr_base64. malloc'd text, or NULL on ENOMEM. */
-char *rexec_result_to_json(const rexec_result *r);
+REXEC_API char *rexec_result_to_json(const rexec_result *r);
 
 /* ---- Logging ------------------------------------------------------------------------------- */
 
@@ -205,7 +223,7 @@ char *rexec_result_to_json(const rexec_result *r);
  * loop thread only. */
 enum { REXEC_LOG_DEBUG = 0, REXEC_LOG_INFO = 1, REXEC_LOG_WARN = 2 };
 typedef void (*rexec_log_fn)(void *ud, int level, const char *msg);
-void rexec_ctx_set_log(rexec_ctx *ctx, rexec_log_fn fn, void *ud);
+REXEC_API void rexec_ctx_set_log(rexec_ctx *ctx, rexec_log_fn fn, void *ud);
 
 /* ---- Request documents --------------------------------------------------------------------- */
 
@@ -217,21 +235,21 @@ void rexec_ctx_set_log(rexec_ctx *ctx, rexec_log_fn fn, void *ud);
  * On success *view borrows from *doc (free the doc after the last use of view). Errors are
  * REXEC_EREQUEST with err->msg naming the JSON path. */
 typedef struct rexec_request_doc rexec_request_doc;
-int rexec_request_doc_parse(const char *text, size_t len, rexec_request_doc **doc,
+REXEC_API int rexec_request_doc_parse(const char *text, size_t len, rexec_request_doc **doc,
                             rexec_request *view, rexec_error *err);
-void rexec_request_doc_free(rexec_request_doc *doc);
+REXEC_API void rexec_request_doc_free(rexec_request_doc *doc);
 
 /* ---- The workspace, for listings ------------------------------------------------------------ */
 
 /* The inventory (what = "hosts"), the catalog ("actions") or the groups ("groups") as a JSON
  * array text (malloc'd, caller frees), for `rexec hosts`, `rexec actions` and serve. Never holds
  * a secret value: secrets appear by name. NULL on ENOMEM or an unknown what. */
-char *rexec_ctx_list_json(const rexec_ctx *ctx, const char *what);
+REXEC_API char *rexec_ctx_list_json(const rexec_ctx *ctx, const char *what);
 
 /* Expands TARGETS ("h1", "h1,h2", "@group") into host names. *hosts is a malloc'd array of
  * borrowed strings (valid while ctx lives); the caller frees the array. Unknown names are
  * REXEC_ECONFIG naming the host or group. */
-int rexec_ctx_targets(const rexec_ctx *ctx, const char *targets, const char ***hosts, size_t *n,
+REXEC_API int rexec_ctx_targets(const rexec_ctx *ctx, const char *targets, const char ***hosts, size_t *n,
                       rexec_error *err);
 
 /* ---- Approvals ------------------------------------------------------------------------------ */
@@ -241,7 +259,7 @@ int rexec_ctx_targets(const rexec_ctx *ctx, const char *targets, const char ***h
  * single-use grant. Blocks. Returns 0, or REXEC_EDENIED (no terminal, wrong code, unknown,
  * used or expired challenge) or REXEC_EAUDIT (approvals/ unusable), with
  * err->msg. */
-int rexec_approve_tty(rexec_ctx *ctx, const char *challenge_id, rexec_error *err);
+REXEC_API int rexec_approve_tty(rexec_ctx *ctx, const char *challenge_id, rexec_error *err);
 
 /* ---- The audit log, for `rexec audit` and other readers (docs/audit.md) ----------------- */
 
@@ -292,14 +310,14 @@ typedef struct rexec_server_opts {
     double idle_timeout_s; /* close a client idle this long with nothing running; 0 = never */
 } rexec_server_opts;
 
-int rexec_server_start(rexec_ctx *ctx, const rexec_server_opts *opts, rexec_server **out,
+REXEC_API int rexec_server_start(rexec_ctx *ctx, const rexec_server_opts *opts, rexec_server **out,
                        rexec_error *err);
 /* Stops accepting (the socket file goes at once), cancels calls in flight, sends their results,
  * closes the clients; on_stopped runs from the loop when all is released. */
-void rexec_server_stop(rexec_server *s, void (*on_stopped)(void *ud), void *ud);
+REXEC_API void rexec_server_stop(rexec_server *s, void (*on_stopped)(void *ud), void *ud);
 
 /* The workspace's fan-out default (limits.parallel). */
-int rexec_ctx_parallel(const rexec_ctx *ctx);
+REXEC_API int rexec_ctx_parallel(const rexec_ctx *ctx);
 
 /* ---- Checks --------------------------------------------------------------------------------- */
 
@@ -319,12 +337,17 @@ typedef struct rexec_check_result {
 
 /* The result as one JSON object (`rexec check --json`, serve's "check" reply): host ok
  * containment facts (an object) duration_ms warning error exit_status. malloc'd, NULL on ENOMEM. */
-char *rexec_check_result_to_json(const rexec_check_result *r);
+REXEC_API char *rexec_check_result_to_json(const rexec_check_result *r);
 
 /* Checks host; on_done is called once from the loop. Returns 0 or ENOMEM (then calls nothing). */
-int rexec_check_start(rexec_ctx *ctx, const char *host,
+REXEC_API int rexec_check_start(rexec_ctx *ctx, const char *host,
                       void (*on_done)(void *ud, const rexec_check_result *r), void *ud,
                       rexec_error *err);
+
+#ifdef REXEC_VISIBILITY_PUSHED_
+#pragma GCC visibility pop
+#undef REXEC_VISIBILITY_PUSHED_
+#endif
 
 #ifdef __cplusplus
 }

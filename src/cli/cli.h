@@ -10,7 +10,7 @@ typedef struct cli_global {
     int no_progress;       /* --no-progress: no progress line on a terminal */
 } cli_global;
 
-/* Every command: argv[0] is the command name; returns the process exit code (SPEC.md). */
+/* Every command: argv[0] is the command name; returns the process exit code (docs/exit-codes.md). */
 typedef int (*cli_cmd_fn)(const cli_global *g, int argc, char **argv);
 
 int cli_run(const cli_global *g, int argc, char **argv);     /* run and eval */
@@ -22,6 +22,7 @@ int cli_audit(const cli_global *g, int argc, char **argv);   /* audit verify|sho
 int cli_approve(const cli_global *g, int argc, char **argv);
 int cli_approvals(const cli_global *g, int argc, char **argv);
 int cli_serve(const cli_global *g, int argc, char **argv);
+int cli_complete(const cli_global *g, int argc, char **argv); /* hidden: bash completion */
 
 /* Prints "rexec: <msg>\n" to stderr (the message must already be redacted) and returns code. */
 int cli_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -54,7 +54,7 @@ static const struct command commands[] = {
     {"run", cli_run},         {"eval", cli_run},           {"check", cli_check},
     {"hosts", cli_hosts},     {"actions", cli_actions},    {"audit", cli_audit},
     {"approve", cli_approve}, {"approvals", cli_approvals}, {"serve", cli_serve},
-    {"groups", cli_groups},   {"help", cli_help},
+    {"groups", cli_groups},   {"help", cli_help},           {"__complete", cli_complete},
 };
 
 /* `rexec X --help` is `rexec help X`, for every command. */
@@ -147,7 +147,7 @@ int main(int argc, char **argv)
             json_errors = 1; /* before any error, also a usage error in the options */
     for (; i < argc && argv[i][0] == '-'; i++) {
         if (strcmp(argv[i], "--version") == 0 || strcmp(argv[i], "-V") == 0) {
-            printf("rexec %s\n", rexec_version());
+            printf("rexec %s\n%s\n", rexec_version(), rexec_dependency_versions());
             return 0;
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             fputs(cli_help_text(NULL), stdout);
