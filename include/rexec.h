@@ -129,7 +129,11 @@ typedef struct rexec_request {
     const char *rationale; /* recorded in the audit log */
     const char *hypothesis_id;
     int eval_only;         /* the gate's decision only: nothing runs, no audit intent */
-    int capture;           /* keep the redacted streams in the result (for --json / serve) */
+    int capture;           /* keep the redacted streams in the result (for --json / serve), up to
+                            * limits.max_result_bytes each */
+    /* Instead of stdin_data: a regular file streamed into the command's stdin as the channel
+     * takes it (flat memory whatever its size; the gate hashes it first). */
+    const char *stdin_path;
 } rexec_request;
 
 /* What a call did. Strings are owned by the call and valid during on_done only. */
@@ -145,7 +149,7 @@ typedef struct rexec_result {
     const char *signal;      /* "KILL", "TERM", ... when the command died of a signal, else NULL */
     int timed_out;           /* the action's timeout really fired */
     int truncated;           /* some redacted output went past max_output_bytes */
-    uint64_t stdout_bytes;   /* redacted bytes produced (before the cap) */
+    uint64_t stdout_bytes;   /* bytes produced: redacted up to the cap, then counted raw */
     uint64_t stderr_bytes;
     const char *stdout_sha256; /* of the stored (redacted, capped) stdout */
     uint64_t duration_ms;
@@ -160,6 +164,10 @@ typedef struct rexec_result {
     size_t stdout_len;
     const unsigned char *stderr_data;
     size_t stderr_len;
+    /* with capture: stdout_data/stderr_data hold less than the stream produced (the evidence
+     * keeps up to max_output_bytes; the result at most limits.max_result_bytes) */
+    int stdout_truncated_in_result, stderr_truncated_in_result;
+    int cap_killed; /* the action's on_cap "kill" stopped the command when output passed the cap */
 } rexec_result;
 
 enum { REXEC_STDOUT = 1, REXEC_STDERR = 2 };

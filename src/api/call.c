@@ -109,9 +109,10 @@ static void call_free(rexec_call *c)
     rx_redactor_free(c->redactor);
     for (int i = 0; i < 2; i++) {
         rx_redact_stream_free(c->out[i].rs);
-        rx_buf_free(&c->out[i].stored);
+        rx_buf_free(&c->out[i].result);
         EVP_MD_CTX_free(c->out[i].sha);
     }
+    rx_evidence_abort(c->ev); /* a call that never ran leaves no evidence */
     if (c->stdin_data)
         OPENSSL_clear_free(c->stdin_data, c->stdin_len);
     rx_buf_free(&c->rendered);
@@ -179,30 +180,53 @@ static void call_end_early(rexec_call *c)
 
 /* ---- output streams ------------------------------------------------------------------------- */
 
-/* Redacted bytes arrive here: counted, capped, hashed, kept and shown. The cap applies to
- * redacted bytes, so it can never cut a secret into an unredacted prefix. */
+static void stream_past_cap(call_stream *st, size_t len)
+{
+    rexec_call *c = st->call;
+    if (len == 0)
+        return;
+    st->truncated = 1;
+    if (c->action->on_cap_kill && c->job && !c->cap_killed) {
+        c->cap_killed = 1; /* the wrapper's watchdog stops the command on EOF */
+        rx_pool_cancel(c->job);
+    }
+}
+
+/* Redacted bytes arrive here: counted, capped, hashed, written to evidence, shown, and with
+ * capture kept for the result. The cap applies to redacted bytes, so it can never cut a secret
+ * into an unredacted prefix. */
 static void stream_sink(void *ud, const unsigned char *data, size_t len)
 {
     call_stream *st = ud;
     rexec_call *c = st->call;
-    size_t keep = rx_buf_add_capped(&st->stored, data, len); /* for evidence, --json, serve */
+    uint64_t room = st->cap - st->kept;
+    size_t keep = len < room ? len : (size_t)room;
     st->total += len;
+    st->kept += keep;
+    st->full = st->kept == st->cap;
     if (keep < len)
-        st->truncated = 1;
+        stream_past_cap(st, len - keep);
     if (keep == 0)
         return;
+    if (c->capture && rx_buf_add_capped(&st->result, data, keep) < keep)
+        st->result_truncated = 1;
     EVP_DigestUpdate(st->sha, data, keep);
+    if (c->ev)
+        rx_evidence_append(c->ev, st->id == REXEC_STDOUT ? 0 : 1, data, keep);
     if (c->cb.on_output)
         c->cb.on_output(c->cb.ud, st->id, data, keep);
 }
 
 static int streams_init(rexec_call *c, uint64_t cap)
 {
+    uint64_t rcap = c->ctx->ws->limits.max_result_bytes;
     for (int i = 0; i < 2; i++) {
         call_stream *st = &c->out[i];
         st->call = c;
         st->id = i == 0 ? REXEC_STDOUT : REXEC_STDERR;
-        rx_buf_init(&st->stored, (size_t)cap);
+        st->cap = cap;
+        st->full = cap == 0;
+        rx_buf_init(&st->result, (size_t)(rcap < cap ? rcap : cap));
         st->sha = EVP_MD_CTX_new();
         st->rs = rx_redact_stream_new(rx_call_redactor(c), stream_sink, st);
         if (st->sha == NULL || st->rs == NULL || !EVP_DigestInit_ex(st->sha, EVP_sha256(), NULL))
@@ -225,10 +249,18 @@ static void streams_finish(rexec_call *c)
     }
 }
 
+/* Past the cap the bytes are only counted: no redaction, no copy (the stream's own held-back
+ * bytes still come out of the redactor at its end). */
 static void on_exec_data(void *ud, int stream, const unsigned char *data, size_t len)
 {
     rexec_call *c = ud;
-    rx_redact_feed(c->out[stream == REXEC_STDOUT ? 0 : 1].rs, data, len);
+    call_stream *st = &c->out[stream == REXEC_STDOUT ? 0 : 1];
+    if (st->full) {
+        st->total += len;
+        stream_past_cap(st, len);
+        return;
+    }
+    rx_redact_feed(st->rs, data, len);
 }
 
 static void on_exec_done(void *ud, const rx_exec_result *x)
@@ -401,7 +433,10 @@ static int call_redactor(rexec_call *c, rexec_error *err)
         return r;
     uint64_t cap = c->action->max_output_bytes ? c->action->max_output_bytes
                                                : c->ctx->ws->limits.max_output_bytes;
-    return streams_init(c, cap) ? rx_fail(err, REXEC_ENOMEM, "out of memory") : 0;
+    if (streams_init(c, cap))
+        return rx_fail(err, REXEC_ENOMEM, "out of memory");
+    /* Evidence is written as the output arrives: no writable evidence, no run. */
+    return rx_evidence_open(&c->ev, c->ctx->ws->dir, c->run_id, rx_call_redactor(c), err);
 }
 
 static int call_send(rexec_call *c, rexec_error *err)

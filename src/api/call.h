@@ -43,13 +43,19 @@ struct rexec_ctx {
     unsigned reloads;
 };
 
-/* One output stream: raw bytes -> redactor -> cap -> (capture, sha256, caller). */
+/* One output stream: raw bytes -> redactor -> cap -> (evidence file, sha256, caller, and with
+ * capture the result buffer). Once the cap is reached the stream is full: later bytes are only
+ * counted, not redacted or copied. Nothing here grows with the output beyond the result cap. */
 typedef struct call_stream {
     rexec_call *call;
     int id; /* REXEC_STDOUT or REXEC_STDERR */
     rx_redact_stream *rs;
-    rx_buf stored;   /* the redacted bytes up to the cap */
-    uint64_t total;  /* redacted bytes produced, before the cap */
+    uint64_t cap;    /* max_output_bytes: kept in evidence and shown */
+    uint64_t kept;   /* redacted bytes kept (<= cap) */
+    rx_buf result;   /* with capture: the first limits.max_result_bytes of what was kept */
+    int result_truncated;
+    int full;        /* kept == cap: stop redacting */
+    uint64_t total;  /* bytes produced: redacted up to the cap, raw after */
     int truncated;
     EVP_MD_CTX *sha;
     char sha_hex[65];
@@ -93,6 +99,12 @@ struct rexec_call {
     char containment[32];
     rexec_error err; /* err.code != 0: the call ended with this error */
     char *evidence;
+    rx_evidence *ev; /* open from before the run until the call's end */
+    int cap_killed;
+    int stdin_fd;    /* stdin_path, open while it streams; -1 */
+    uint64_t stdin_sent;
+    EVP_MD_CTX *stdin_sha; /* of what was sent, checked against the gate's */
+    char stdin_hex[65];    /* the gate's hash of stdin_path */
     rx_buf shown_error, shown_rendered; /* redacted copies handed to the caller */
     uv_timer_t defer;
 };

@@ -252,10 +252,14 @@ void rx_call_write_evidence(rexec_call *c)
     add_outcome(c, meta);
     cJSON_AddBoolToObject(meta, "stdout_truncated", c->out[0].truncated);
     cJSON_AddBoolToObject(meta, "stderr_truncated", c->out[1].truncated);
+    cJSON_AddBoolToObject(meta, "cap_killed", c->cap_killed);
     add_redacted(c, meta, "error", c->err.code ? c->err.msg : NULL);
-    if (rx_evidence_write(c->ctx->ws->dir, c->run_id, c->out[0].stored.data, c->out[0].stored.len,
-                          c->out[1].stored.data, c->out[1].stored.len, meta, call_redactor(c), &path,
-                          &e) != 0) {
+    const char *sha[2] = {c->out[0].sha_hex, c->out[1].sha_hex};
+    rx_evidence *ev = c->ev;
+    c->ev = NULL; /* committed or removed, and freed, here */
+    if (ev == NULL)
+        rx_fail(&e, REXEC_EAUDIT, "evidence for run %s was not opened", c->run_id);
+    if (ev == NULL || rx_evidence_commit(ev, meta, sha, &path, &e) != 0) {
         if (c->err.code == 0)
             c->err = e;
     } else {
@@ -282,10 +286,14 @@ void rx_call_result(rexec_call *c, rexec_result *res)
     res->err = c->err.code;
     res->error = c->err.code ? shown(c, &c->shown_error, c->err.msg) : NULL;
     res->exit_status = c->err.code ? rexec_err_exit_code(c->err.code) : c->ran ? c->exit_code : 0;
+    res->cap_killed = c->cap_killed;
     if (c->capture && c->script_sent) {
-        res->stdout_data = c->out[0].stored.data ? c->out[0].stored.data : (const unsigned char *)"";
-        res->stdout_len = c->out[0].stored.len;
-        res->stderr_data = c->out[1].stored.data ? c->out[1].stored.data : (const unsigned char *)"";
-        res->stderr_len = c->out[1].stored.len;
+        const call_stream *o = &c->out[0], *e = &c->out[1];
+        res->stdout_data = o->result.data ? o->result.data : (const unsigned char *)"";
+        res->stdout_len = o->result.len;
+        res->stderr_data = e->result.data ? e->result.data : (const unsigned char *)"";
+        res->stderr_len = e->result.len;
+        res->stdout_truncated_in_result = o->result_truncated || o->truncated;
+        res->stderr_truncated_in_result = e->result_truncated || e->truncated;
     }
 }

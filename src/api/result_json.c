@@ -70,6 +70,9 @@ cJSON *rx_result_json(const rexec_result *r)
     rx_result_json_outcome(o, r);
     rx_json_add_bytes(o, "stdout", r->stdout_data, r->stdout_len);
     rx_json_add_bytes(o, "stderr", r->stderr_data, r->stderr_len);
+    cJSON_AddBoolToObject(o, "stdout_truncated_in_result", r->stdout_truncated_in_result);
+    cJSON_AddBoolToObject(o, "stderr_truncated_in_result", r->stderr_truncated_in_result);
+    cJSON_AddBoolToObject(o, "cap_killed", r->cap_killed);
     rx_json_add_str(o, "challenge_id", r->challenge_id);
     rx_json_add_str(o, "rendered", r->rendered);
     rx_json_add_str(o, "error", r->error);

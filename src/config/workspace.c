@@ -593,8 +593,9 @@ static int load_action(const rx_ws *ws, const cJSON *o, const char *path, rx_act
 {
     static const char *const keys[] = {"risk", "command", "params", "secrets", "network",
                                        "state_changing", "timeout_s", "max_output_bytes",
-                                       "containment", "cwd", "description", NULL};
-    int r, risk = -1, cont = RX_CONT_NONE;
+                                       "containment", "cwd", "description", "on_cap", NULL};
+    static const char *const on_cap_names[] = {"keep", "kill"};
+    int r, risk = -1, cont = RX_CONT_NONE, on_cap = 0;
     if ((r = rx_json_want(o, path, cJSON_Object, C, err)) != 0 ||
         (r = rx_json_check_keys(o, path, keys, C, err)) != 0 ||
         (r = get_enum(o, "risk", path, risk_names, 4, &risk, err)) != 0 ||
@@ -606,6 +607,7 @@ static int load_action(const rx_ws *ws, const cJSON *o, const char *path, rx_act
         (r = get_seconds(o, "timeout_s", path, 0.001, &a->timeout_s, err)) != 0 ||
         (r = get_u64(o, "max_output_bytes", path, 0, 1LL << 40, &a->max_output_bytes, err)) ||
         (r = get_enum(o, "containment", path, cont_names, 4, &cont, err)) != 0 ||
+        (r = get_enum(o, "on_cap", path, on_cap_names, 2, &on_cap, err)) != 0 ||
         (r = get_dup(o, "cwd", path, 0, &a->cwd, err)) != 0 ||
         (r = get_dup(o, "description", path, 0, &a->description, err)) != 0)
         return r;
@@ -613,6 +615,7 @@ static int load_action(const rx_ws *ws, const cJSON *o, const char *path, rx_act
         return rx_json_fail(err, C, path, "missing \"risk\" (L0, L1, L2 or L3)");
     a->risk = a->declared_risk = (rx_risk)risk;
     a->containment = (rx_containment)cont;
+    a->on_cap_kill = on_cap == 1;
     if (a->state_changing && a->risk < RX_L2)
         a->risk_floor_reason = "state_changing", a->risk = RX_L2;
     action_floors(a);
@@ -646,13 +649,15 @@ static int load_limits(rx_ws *ws, const cJSON *root, rexec_error *err)
 {
     static const char *const keys[] = {"timeout_s", "kill_after_s", "max_output_bytes",
                                        "connect_timeout_s", "parallel", "max_channels",
-                                       "keepalive_s", "approval_ttl_s", "max_stdin_bytes", NULL};
+                                       "keepalive_s", "approval_ttl_s", "max_stdin_bytes",
+                                       "max_result_bytes", NULL};
     const cJSON *o = NULL;
     rx_limits *l = &ws->limits;
     int r;
     *l = (rx_limits){.timeout_s = 120, .kill_after_s = 5, .max_output_bytes = 1 << 20,
                      .connect_timeout_s = 10, .parallel = 16, .max_channels = RX_DEFAULT_MAX_CHANNELS,
-                     .keepalive_s = 15, .approval_ttl_s = 900, .max_stdin_bytes = 16 << 20};
+                     .keepalive_s = 15, .approval_ttl_s = 900, .max_stdin_bytes = 16 << 20,
+                     .max_result_bytes = 1 << 20};
     if ((r = rx_json_get_object(root, "limits", "", 0, &o, C, err)) != 0 || o == NULL)
         return r;
     if ((r = rx_json_check_keys(o, "limits", keys, C, err)) != 0 ||
@@ -664,7 +669,8 @@ static int load_limits(rx_ws *ws, const cJSON *root, rexec_error *err)
         (r = get_intv(o, "max_channels", "limits", 1, 64, &l->max_channels, err)) != 0 ||
         (r = get_seconds(o, "keepalive_s", "limits", 0, &l->keepalive_s, err)) != 0 ||
         (r = get_seconds(o, "approval_ttl_s", "limits", 1, &l->approval_ttl_s, err)) != 0 ||
-        (r = get_u64(o, "max_stdin_bytes", "limits", 0, 1LL << 34, &l->max_stdin_bytes, err)))
+        (r = get_u64(o, "max_stdin_bytes", "limits", 0, 1LL << 34, &l->max_stdin_bytes, err)) ||
+        (r = get_u64(o, "max_result_bytes", "limits", 0, 1LL << 32, &l->max_result_bytes, err)))
         return r;
     return 0;
 }

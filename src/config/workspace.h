@@ -65,6 +65,7 @@ typedef struct rx_action {
     size_t n_params;
     double timeout_s;          /* 0 = limits.timeout_s */
     uint64_t max_output_bytes; /* 0 = limits.max_output_bytes */
+    int on_cap_kill;           /* "on_cap": "kill": stop the command once output passes the cap */
     rx_containment containment; /* the minimum this action accepts */
     char *cwd;                  /* working directory on the VM; NULL = the login directory */
 } rx_action;
@@ -120,6 +121,7 @@ typedef struct rx_limits {
     double keepalive_s;        /* default 15 */
     double approval_ttl_s;     /* default 900 */
     uint64_t max_stdin_bytes;  /* default 16 MiB */
+    uint64_t max_result_bytes; /* per stream kept in a --json/serve result, default 1 MiB */
 } rx_limits;
 
 typedef struct rx_ws {
