@@ -254,6 +254,12 @@ REXEC_API void rexec_request_doc_free(rexec_request_doc *doc);
  * a secret value: secrets appear by name. NULL on ENOMEM or an unknown what. */
 REXEC_API char *rexec_ctx_list_json(const rexec_ctx *ctx, const char *what);
 
+/* `rexec hosts import-ssh-config [PATTERN]`: inventory entries ({"ssh_alias": NAME}) for the
+ * concrete Host names of the ssh config ($REXEC_SSH_CONFIG, else ~/.ssh/config) matching the
+ * glob PATTERN (NULL: all), each resolved by `ssh -G`. *text: JSON members to paste under
+ * "hosts"; *notes: names skipped and why. Both malloc'd. Returns 0 or REXEC_ECONFIG. */
+int rexec_ssh_config_import(const char *pattern, char **text, char **notes, rexec_error *err);
+
 /* Expands TARGETS ("h1", "h1,h2", "@group") into host names. *hosts is a malloc'd array of
  * borrowed strings (valid while ctx lives); the caller frees the array. Unknown names are
  * REXEC_ECONFIG naming the host or group. */

@@ -106,8 +106,28 @@ static int list_cmd(const cli_global *g, int argc, char **argv, const char *what
     return rc;
 }
 
+/* Prints entries to paste into rexec.json; reads no workspace. */
+static int import_ssh_config(int argc, char **argv)
+{
+    char *text = NULL, *notes = NULL;
+    rexec_error e;
+    if (argc > 3)
+        return cli_error(64, "hosts import-ssh-config: at most one PATTERN (see `rexec help hosts`)");
+    if (rexec_ssh_config_import(argc == 3 ? argv[2] : NULL, &text, &notes, &e) != 0)
+        return cli_error(rexec_err_exit_code(e.code), "%s", e.msg);
+    fputs(notes, stderr);
+    if (*text == '\0')
+        fprintf(stderr, "rexec: no Host in the ssh config matches\n");
+    fputs(text, stdout);
+    int empty = *text == '\0';
+    free(text), free(notes);
+    return empty ? 1 : 0;
+}
+
 int cli_hosts(const cli_global *g, int argc, char **argv)
 {
+    if (argc >= 2 && strcmp(argv[1], "import-ssh-config") == 0)
+        return import_ssh_config(argc, argv);
     return list_cmd(g, argc, argv, "hosts");
 }
 

@@ -79,7 +79,12 @@ static const char check_help[] =
     "Exit 0 when every host is fine, 255 when one is unavailable, 78 for an unknown host.\n";
 
 static const char hosts_help[] =
-    "usage: rexec hosts [--json]\n\nLists the inventory of rexec.json. No connection is made.\n";
+    "usage: rexec hosts [--json]\n"
+    "       rexec hosts import-ssh-config [PATTERN]\n\n"
+    "Lists the inventory of rexec.json. No connection is made.\n\n"
+    "import-ssh-config prints inventory entries ({\"ssh_alias\": NAME}) to paste under \"hosts\"\n"
+    "for each Host of ~/.ssh/config ($REXEC_SSH_CONFIG if set) whose name matches the glob\n"
+    "PATTERN, each resolved by `ssh -G NAME` (shown in its description). Exit 1 if none.\n";
 
 static const char actions_help[] =
     "usage: rexec actions [--json]\n\nLists the catalog: each action's effective risk, its\n"

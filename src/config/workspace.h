@@ -72,6 +72,8 @@ typedef struct rx_action {
 
 typedef enum rx_hostkey_policy { RX_HK_STRICT = 0, RX_HK_ACCEPT_NEW, RX_HK_PINNED } rx_hostkey_policy;
 
+#define RX_MAX_JUMPS 4 /* proxy_jump hops to reach a host */
+
 typedef enum rx_auth_method { RX_AUTH_KEY = 0, RX_AUTH_AGENT } rx_auth_method;
 
 struct rx_ws;
@@ -86,6 +88,10 @@ typedef struct rx_host {
     rx_auth_method auth;
     char *key_passphrase;     /* name of the secret holding the key's passphrase, or NULL */
     const struct rx_ws *ws;   /* the workspace the host belongs to (its secrets) */
+    char *ssh_alias;          /* resolved with `ssh -G` at load (sshconfig.h), or NULL */
+    char *known_hosts_extra;  /* the alias's UserKnownHostsFile, read besides known_hosts */
+    char *proxy_jump;         /* the inventory host to jump through, or NULL */
+    const struct rx_host *jump; /* proxy_jump resolved (after load) */
     rx_hostkey_policy hostkey;
     char *fingerprint;        /* RX_HK_PINNED: "SHA256:<base64>" */
     rx_risk allow;            /* highest level that runs without approval */

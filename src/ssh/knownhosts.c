@@ -110,14 +110,14 @@ static void marker_line(const char *line, const char *end, unsigned lineno, cons
         return;
     if (ml == 15 && strncmp(marker, "@cert-authority", 15) == 0) {
         if (m->ca_line == 0)
-            m->ca_line = lineno;
+            m->ca_line = lineno, m->ca_path = m->path;
         return;
     }
     if (!(ml == 8 && strncmp(marker, "@revoked", 8) == 0) || (blob = malloc(bl)) == NULL)
         return; /* an unknown marker: OpenSSH ignores the line too */
     int len = b64_decode(b64, bl, blob, bl);
     if (len >= 0 && (size_t)len == klen && memcmp(blob, key, klen) == 0 && m->revoked_line == 0)
-        m->revoked_line = lineno;
+        m->revoked_line = lineno, m->revoked_path = m->path;
     free(blob);
 }
 
@@ -127,10 +127,10 @@ int rx_knownhosts_load(LIBSSH2_KNOWNHOSTS *kh, const char *path, const char *nam
     char *text = NULL;
     size_t len = 0;
     unsigned lineno = 0;
-    memset(m, 0, sizeof(*m));
     int r = rx_fs_read_file(path, KH_MAX_BYTES, &text, &len, REXEC_EHOSTKEY, err);
     if (r != 0)
         return r;
+    m->path = path;
     for (const char *line = text, *end; line < text + len; line = end + 1) {
         end = memchr(line, '\n', (size_t)(text + len - line));
         if (end == NULL)

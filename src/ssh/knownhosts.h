@@ -13,11 +13,15 @@
 
 typedef struct rx_kh_marks {
     unsigned revoked_line; /* first "@revoked" line for this host whose key is the server's */
+    const char *revoked_path; /* ... in this file */
     unsigned ca_line;      /* first "@cert-authority" line whose patterns match the host */
+    const char *ca_path;
+    const char *path;      /* the file being read */
     unsigned skipped;      /* plain lines libssh2 could not parse (ignored, as ssh does) */
 } rx_kh_marks;
 
-/* Reads path: its plain lines into kh, its marker lines checked against name (the known_hosts
+/* Reads path (m is zeroed by the caller; several files may be read into one kh and m, the
+ * first mark found is kept): its plain lines into kh, its marker lines checked against name (the known_hosts
  * name: "addr" or "[addr]:port") and the server's key blob. Returns 0, or REXEC_EHOSTKEY naming
  * the file when it cannot be read. */
 int rx_knownhosts_load(LIBSSH2_KNOWNHOSTS *kh, const char *path, const char *name,

@@ -397,10 +397,14 @@ static int hostkey_read_file(rx_session *s, LIBSSH2_KNOWNHOSTS *kh, const char *
 {
     char name[300];
     rexec_error e;
+    const char *extra = s->opts.host->known_hosts_extra;
     knownhost_name(s->opts.host, name, sizeof(name));
-    if (rx_knownhosts_load(kh, s->opts.known_hosts, name, (const unsigned char *)key, klen, marks,
-                           &e) != 0) {
-        session_fail(s, REXEC_EHOSTKEY, "cannot read %s: %s", s->opts.known_hosts, e.msg);
+    if ((access(s->opts.known_hosts, F_OK) == 0 &&
+         rx_knownhosts_load(kh, s->opts.known_hosts, name, (const unsigned char *)key, klen,
+                            marks, &e) != 0) ||
+        (extra && rx_knownhosts_load(kh, extra, name, (const unsigned char *)key, klen, marks,
+                                     &e) != 0)) {
+        session_fail(s, REXEC_EHOSTKEY, "%s", e.msg);
         return -1;
     }
     if (marks->skipped)
@@ -421,7 +425,7 @@ static int hostkey_check_file(rx_session *s, const char *key, size_t klen, int t
         return session_fail(s, REXEC_ENOMEM, "out of memory"), ST_FAILED;
     fingerprint(s, fp, sizeof(fp));
     /* A missing file is an empty one: strict then refuses, accept-new creates it. */
-    if (access(s->opts.known_hosts, F_OK) == 0 && hostkey_read_file(s, kh, key, klen, &marks) != 0) {
+    if (hostkey_read_file(s, kh, key, klen, &marks) != 0) {
         libssh2_knownhost_free(kh);
         return ST_FAILED;
     }
@@ -430,7 +434,7 @@ static int hostkey_check_file(rx_session *s, const char *key, size_t klen, int t
         session_fail(s, REXEC_EHOSTKEY,
                      "REVOKED HOST KEY: %s of %s port %d is marked @revoked in %s line %u; "
                      "refusing to connect",
-                     fp, h->address, h->port, s->opts.known_hosts, marks.revoked_line);
+                     fp, h->address, h->port, marks.revoked_path, marks.revoked_line);
         return ST_FAILED;
     }
     rc = libssh2_knownhost_checkp(kh, h->address, h->port, key, klen,
@@ -442,7 +446,7 @@ static int hostkey_check_file(rx_session *s, const char *key, size_t klen, int t
                      "host key %s of %s port %d: the only match in %s is the @cert-authority "
                      "line %u, and host certificates are not supported by rexec; pin the host's "
                      "own key instead",
-                     fp, h->address, h->port, s->opts.known_hosts, marks.ca_line);
+                     fp, h->address, h->port, marks.ca_path, marks.ca_line);
         return ST_FAILED;
     }
     if (rc == LIBSSH2_KNOWNHOST_CHECK_NOTFOUND && h->hostkey == RX_HK_ACCEPT_NEW) {
@@ -464,9 +468,11 @@ static int hostkey_check_file(rx_session *s, const char *key, size_t klen, int t
                      h->address, h->port, fp, s->opts.known_hosts);
     else
         session_fail(s, REXEC_EHOSTKEY,
-                     "host key %s of %s port %d is not in %s (host_key is \"strict\"; add it, or "
-                     "use \"accept-new\" to trust on first use)",
-                     fp, h->address, h->port, s->opts.known_hosts);
+                     "host key %s of %s port %d is not in %s%s%s (host_key is \"strict\"; add it, "
+                     "or use \"accept-new\" to trust on first use)",
+                     fp, h->address, h->port, s->opts.known_hosts,
+                     h->known_hosts_extra ? " nor in " : "",
+                     h->known_hosts_extra ? h->known_hosts_extra : "");
     return ST_FAILED;
 }
 
@@ -753,6 +759,8 @@ static void session_method_prefs(LIBSSH2_SESSION *ssh)
 
 static int session_start(rx_session *s)
 {
+    if (s->opts.host->jump != NULL)
+        return REXEC_EHOST; /* proxy_jump: reached through jump.c, never directly */
     char port[16];
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_NUMERICSERV};
