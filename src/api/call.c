@@ -1,4 +1,4 @@
-/* The path of one call (DESIGN.md): workspace -> gate -> render -> audit intent -> pool/exec ->
+/* The path of one call (docs/architecture.md): workspace -> gate -> render -> audit intent -> pool/exec ->
  * redactor -> caps -> sinks -> evidence -> audit outcome -> report. The CLI and `serve` reach
  * it only through include/rexec.h. */
 #include <stdio.h>
@@ -217,7 +217,7 @@ static void stream_sink(void *ud, const unsigned char *data, size_t len)
         c->cb.on_output(c->cb.ud, st->id, data, keep);
 }
 
-static int streams_init(rexec_call *c, uint64_t cap)
+RX_UNITTEST_STATIC int streams_init(rexec_call *c, uint64_t cap)
 {
     uint64_t rcap = c->ctx->ws->limits.max_result_bytes;
     for (int i = 0; i < 2; i++) {
@@ -235,23 +235,24 @@ static int streams_init(rexec_call *c, uint64_t cap)
     return 0;
 }
 
-static void streams_finish(rexec_call *c)
+RX_UNITTEST_STATIC void streams_finish(rexec_call *c)
 {
     for (int i = 0; i < 2; i++) {
         call_stream *st = &c->out[i];
-        unsigned char md[32];
+        unsigned char md[EVP_MAX_MD_SIZE];
         unsigned int n = 0;
         if (st->rs == NULL)
             continue;
         rx_redact_finish(st->rs);
         EVP_DigestFinal_ex(st->sha, md, &n);
-        rx_hex_encode(md, 32, st->sha_hex);
+        rx_hex_encode(md, n, st->sha_hex); /* SHA-256: n is 32, sha_hex holds 64 + NUL */
     }
 }
 
 /* Past the cap the bytes are only counted: no redaction, no copy (the stream's own held-back
  * bytes still come out of the redactor at its end). */
-static void on_exec_data(void *ud, int stream, const unsigned char *data, size_t len)
+RX_UNITTEST_STATIC void on_exec_data(void *ud, int stream, const unsigned char *data,
+                                     size_t len)
 {
     rexec_call *c = ud;
     call_stream *st = &c->out[stream == REXEC_STDOUT ? 0 : 1];

@@ -148,4 +148,12 @@ const rx_redactor *rx_ctx_redactor(const rexec_ctx *ctx);
 /* What every output path and record of c goes through: its own redactor or the workspace's. */
 const rx_redactor *rx_call_redactor(const rexec_call *c);
 
+#ifdef REXEC_UNITTEST
+/* call.c's output path, for tests/unit/test_cap.c: raw bytes of one stream in
+ * (on_exec_data), redacted, capped, hashed and kept out. */
+int streams_init(rexec_call *c, uint64_t cap);
+void streams_finish(rexec_call *c);
+void on_exec_data(void *ud, int stream, const unsigned char *data, size_t len);
+#endif
+
 #endif
