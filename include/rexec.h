@@ -298,6 +298,8 @@ typedef struct rexec_audit_query {
     time_t since;       /* only records at or after this time, when has_since */
     int has_since;
     int json;           /* print the stored JSON lines unchanged instead of a table */
+    const char *host;   /* only records of this host, or NULL */
+    const char *action; /* only records of this action, or NULL */
 } rexec_audit_query;
 
 /* Prints the records q selects, oldest first, to out. Does not verify. Returns 0 or
@@ -308,6 +310,16 @@ int rexec_audit_show(const char *workspace_dir, const rexec_audit_query *q, FILE
 /* Parses a TIME: ISO-8601 ("2026-12-02T10:00:00Z", "2026-12-02T10:00:00+01:00", "2026-12-02")
  * or an age before now ("90s", "30m", "1h", "2d", "1w"). Returns 0 or -1. */
 int rexec_audit_parse_time(const char *s, time_t now, time_t *out);
+
+/* Retention (docs/audit.md, "Retention"). rexec_audit_prune removes the rotated audit files
+ * older than before (whole files, oldest first, never audit.log, never an intent without its
+ * outcome) after chaining a "prune" record and writing audit/anchor.json, from which
+ * rexec_audit_verify checks the rest. *files / *records (may be NULL) say what went. */
+int rexec_audit_prune(const char *workspace_dir, const char *key_file, time_t before,
+                      size_t *files, size_t *records, rexec_error *err);
+/* Removes evidence/<run_id>/ of runs older than before, except the newest keep. */
+int rexec_evidence_prune(const char *workspace_dir, time_t before, size_t keep, size_t *removed,
+                         size_t *kept, uint64_t *bytes_freed, rexec_error *err);
 
 /* ---- serve ---------------------------------------------------------------------------------- */
 
