@@ -149,8 +149,18 @@ int rexec_call_start(rexec_ctx *ctx, const rexec_request *req, const rexec_callb
                      rexec_call **out, rexec_error *err);
 
 /* Asks a call to stop: the remote process tree is killed per the remote contract, then on_done
- * reports what happened. Safe to call more than once, and on a call that is already finishing. */
+ * reports what happened. Safe to call more than once, and on a call that is already finishing,
+ * up to its on_done: once on_done has returned the call is freed (from the loop), so forget the
+ * pointer there (a later cancel is a use-after-free). A paused call is resumed by the cancel. */
 void rexec_call_cancel(rexec_call *call);
+
+/* Flow control for a consumer of on_output that cannot keep up (serve's slow client): while a
+ * call is paused, rexec stops reading its output from the host, so the SSH channel's window
+ * fills and the command on the VM waits in its write(). Nothing is dropped; on_output resumes
+ * where it stopped. The call's own timeout still runs on the VM; rexec's backstop and keepalive
+ * do not count the paused time against the connection. Same validity rule as cancel. */
+void rexec_call_pause(rexec_call *call);
+void rexec_call_resume(rexec_call *call);
 
 /* The result as one JSON object (the fields of `rexec run --json`); stdout/stderr that are not
  * UTF-8 text come as stdout_base64/stderr_base64. malloc'd text, or NULL on ENOMEM. */

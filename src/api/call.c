@@ -371,8 +371,11 @@ static int call_send(rexec_call *c, rexec_error *err)
     if ((r = rx_render_script(&in, &script, err)) == 0 &&
         (r = rx_call_audit(c, "intent", err)) == 0) { /* no intent record, no run */
         c->intent_written = 1;
-        rx_exec_opts xo = {script.data, script.len, c->stdin_data, c->stdin_len, c->nonce,
-                           c->timeout_s + l->kill_after_s + CALL_BACKSTOP_SLACK_S, CALL_DRAIN_S};
+        rx_exec_opts xo = {.script = script.data, .script_len = script.len,
+                           .stdin_data = c->stdin_data, .stdin_len = c->stdin_len,
+                           .nonce = c->nonce,
+                           .backstop_s = c->timeout_s + l->kill_after_s + CALL_BACKSTOP_SLACK_S,
+                           .drain_s = CALL_DRAIN_S, .setup_s = l->connect_timeout_s};
         rx_exec_cb cb = {on_exec_data, on_exec_done, c};
         if ((r = rx_pool_exec(c->ctx->pool, c->host, &xo, &cb, &c->job)) != 0)
             rx_fail(err, r, "out of memory");
@@ -422,7 +425,26 @@ void rexec_call_cancel(rexec_call *c)
 {
     if (c->finished || c->cancelled)
         return;
+    rexec_call_resume(c); /* the cancelled call's output must drain for its end line to come */
     c->cancelled = 1;
     if (c->job)
         rx_pool_cancel(c->job);
+}
+
+void rexec_call_pause(rexec_call *c)
+{
+    if (c->finished || c->cancelled || c->paused)
+        return;
+    c->paused = 1;
+    if (c->job)
+        rx_pool_pause(c->job, 1);
+}
+
+void rexec_call_resume(rexec_call *c)
+{
+    if (c->finished || !c->paused)
+        return;
+    c->paused = 0;
+    if (c->job)
+        rx_pool_pause(c->job, 0);
 }

@@ -69,7 +69,7 @@ struct rexec_call {
     rx_pool_job *job;
     uint64_t t0_ns;
     uint64_t duration_ms;
-    int intent_written, executed, cancelled, finished;
+    int intent_written, executed, cancelled, finished, paused;
     rx_exec_result x;
     int ran;            /* the command started and the wrapper reported its end */
     int exit_code;      /* -1 when there is none */

@@ -38,8 +38,10 @@ struct rx_exec {
     double backstop_s, drain_s;
     uv_timer_t timer;    /* backstop while running, drain after the end line */
     int timer_armed, backstop_fired, drain_expired, drain_armed;
-    int gave_up;         /* the backstop ran out: the connection is stuck */
+    int gave_up;         /* the backstop or the set-up deadline ran out: the connection is stuck */
+    double setup_s;
     int cancel_req, eof_sent;
+    int paused;          /* the consumer asked us to stop reading (rx_exec_pause) */
     int opening, exec_sent; /* a libssh2 request is in flight and must be completed */
     marker_filter mf;
     rx_exec_result res;
@@ -143,10 +145,27 @@ static void mf_flush(rx_exec *e)
 
 /* ---- timers --------------------------------------------------------------------------------- */
 
+static void arm(rx_exec *e, double seconds);
+
 static void on_exec_timer(uv_timer_t *t)
 {
     rx_exec *e = t->data;
     e->timer_armed = 0;
+    if (!e->res.sent) { /* the set-up deadline: channel open, exec request or script send hang */
+        exec_error(e, REXEC_ETIMEDOUT,
+                   "%s: the connection does not answer: the call was not started within %.1f s "
+                   "(stuck in %s; connect_timeout_s); nothing ran",
+                   rx_session_host(e->s)->name, e->setup_s, exec_state_names[e->state]);
+        e->gave_up = 1;
+        rx_session_kick(e->s);
+        return;
+    }
+    /* Output we have not read yet is not a stuck connection: the consumer holds it back. Look
+     * again a second later; the paused time does not count against the host. */
+    if (e->paused) {
+        arm(e, 1.0);
+        return;
+    }
     if (e->res.ended) {
         e->drain_expired = 1; /* escapees keep the streams open: stop waiting for them */
     } else if (!e->backstop_fired) {
@@ -158,8 +177,8 @@ static void on_exec_timer(uv_timer_t *t)
         uv_timer_start(&e->timer, on_exec_timer, (uint64_t)(e->drain_s * 1000) + 1000, 0);
     } else {
         exec_error(e, REXEC_ECONNLOST,
-                   "no end of call from the host within %.0f s: connection stuck, result unknown",
-                   e->backstop_s);
+                   "%s: no end of call from the host within %.0f s: connection stuck, result "
+                   "unknown", rx_session_host(e->s)->name, e->backstop_s);
         e->drain_expired = 1;
         e->gave_up = 1;
     }
@@ -201,7 +220,7 @@ static int st_open(rx_exec *e)
 {
     char m[200];
     if (e->cancel_req && !e->opening) {
-        exec_error(e, REXEC_ECANCELLED, "cancelled before it started");
+        exec_error(e, REXEC_ECANCELLED, "%s: cancelled before it started", rx_session_host(e->s)->name);
         exec_set_state(e, EX_DONE);
         return RX_STEP_DONE;
     }
@@ -236,7 +255,7 @@ static int st_exec(rx_exec *e)
 {
     char m[200];
     if (e->cancel_req && !e->exec_sent) {
-        exec_error(e, REXEC_ECANCELLED, "cancelled before it started");
+        exec_error(e, REXEC_ECANCELLED, "%s: cancelled before it started", rx_session_host(e->s)->name);
         return lost(e);
     }
     int rc = libssh2_channel_exec(e->ch, "bash -s");
@@ -260,6 +279,8 @@ static int read_streams(rx_exec *e)
 {
     unsigned char buf[32768];
     int got = 0;
+    if (e->paused)
+        return 0;
     for (int stream = 0; stream < 2; stream++) {
         for (;;) {
             ssize_t n = libssh2_channel_read_ex(e->ch, stream, (char *)buf, sizeof(buf));
@@ -286,7 +307,7 @@ static int st_send(rx_exec *e)
 {
     int progress = 0;
     if (e->cancel_req && e->off == 0) { /* bash gets an empty script and exits */
-        exec_error(e, REXEC_ECANCELLED, "cancelled before it started");
+        exec_error(e, REXEC_ECANCELLED, "%s: cancelled before it started", rx_session_host(e->s)->name);
         return lost(e);
     }
     while (e->off < e->len && !(e->cancel_req && e->off >= e->script_len)) {
@@ -377,6 +398,8 @@ static int st_close(rx_exec *e)
 
 int rx_exec_step(rx_exec *e)
 {
+    if (e->gave_up && e->state < EX_RUN)
+        exec_set_state(e, EX_CLOSE); /* st_close leaves a stuck channel to libssh2 */
     switch (e->state) {
     case EX_OPEN: return st_open(e);
     case EX_EXEC: return st_exec(e);
@@ -389,10 +412,15 @@ int rx_exec_step(rx_exec *e)
 
 int rx_exec_pending(rx_exec *e)
 {
-    if (e->ch == NULL || e->state < EX_SEND || e->state > EX_RUN)
+    if (e->ch == NULL || e->state < EX_SEND || e->state > EX_RUN || e->paused)
         return 0;
     return libssh2_poll_channel_read(e->ch, 0) > 0 || libssh2_poll_channel_read(e->ch, 1) > 0 ||
            (e->state == EX_RUN && libssh2_channel_eof(e->ch));
+}
+
+int rx_exec_hung(const rx_exec *e)
+{
+    return e->gave_up;
 }
 
 int rx_exec_holds_channel(const rx_exec *e)
@@ -459,10 +487,26 @@ int rx_exec_start(rx_session *s, const rx_exec_opts *opts, const rx_exec_cb *cb,
     mf_init(&e->mf, opts->nonce);
     uv_timer_init(rx_session_loop(s), &e->timer);
     e->timer.data = e;
+    e->setup_s = opts->setup_s;
+    if (e->setup_s > 0)
+        arm(e, e->setup_s);
     if (out)
         *out = e;
     rx_session_attach(s, e);
     return 0;
+}
+
+void rx_exec_pause(rx_exec *e, int on)
+{
+    if (e->finished || e->paused == on)
+        return;
+    e->paused = on;
+    rx_session_kick(e->s); /* resumed: read what waits; paused: stop watching for it */
+}
+
+int rx_exec_paused(const rx_exec *e)
+{
+    return e->paused && e->state >= EX_SEND && e->state <= EX_RUN;
 }
 
 void rx_exec_cancel(rx_exec *e)

@@ -41,6 +41,8 @@ typedef struct rx_exec_opts {
     const char *nonce;   /* RX_NONCE_LEN hex chars, as rendered into the script */
     double backstop_s;   /* the controller's own limit: timeout + kill-after + slack */
     double drain_s;      /* after the end line: how long to wait for EOF from escapees */
+    double setup_s;      /* channel open + exec request + script sent within this (0: none);
+                          * past it the call ends ETIMEDOUT and the connection is judged hung */
 } rx_exec_opts;
 
 /* Queues an exec on session s (it starts when s is READY and has room). Returns 0 or ENOMEM;
@@ -51,11 +53,17 @@ int rx_exec_start(rx_session *s, const rx_exec_opts *opts, const rx_exec_cb *cb,
  * command, whose end is then reported as usual (cancelled = 1). */
 void rx_exec_cancel(rx_exec *e);
 
+/* Stops (on = 1) or resumes reading the channel: unread, the channel's window fills and the
+ * remote command blocks in its write. The backstop does not expire while paused. */
+void rx_exec_pause(rx_exec *e, int on);
+int rx_exec_paused(const rx_exec *e);
+
 /* For session.c. */
 enum { RX_STEP_AGAIN = 0, RX_STEP_PROGRESS = 1, RX_STEP_DONE = 2 };
 int rx_exec_step(rx_exec *e);    /* runs the channel as far as it goes without blocking */
 int rx_exec_pending(rx_exec *e); /* libssh2 holds data or an EOF this exec has not seen */
 int rx_exec_holds_channel(const rx_exec *e);
+int rx_exec_hung(const rx_exec *e); /* it ended because the connection stopped answering */
 void rx_exec_fail(rx_exec *e, int code, const char *msg); /* the session died */
 void rx_exec_finish(rx_exec *e);  /* calls on_done and frees (after a DONE step or a fail) */
 rx_exec **rx_exec_link(rx_exec *e); /* the session's list of execs runs through here */

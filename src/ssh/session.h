@@ -12,6 +12,9 @@
 #include "workspace.h"
 
 typedef struct rx_session rx_session;
+
+/* Unanswered keepalive probes before a READY connection is declared dead (ServerAliveCountMax). */
+#define RX_KEEPALIVE_COUNT 3
 typedef struct rx_exec rx_exec;
 
 typedef enum rx_session_state {
