@@ -9,7 +9,7 @@
 #include "session.h"
 
 #define POOL_MAX_CONNS 8
-#define POOL_MAX_CONNECT_RETRIES 16 /* MaxStartups drops: see backoff_ms */
+#define POOL_MAX_CONNECT_RETRIES 8 /* MaxStartups drops: see backoff_ms (about 15 s in all) */
 #define POOL_MAX_SETUP_RETRIES 2   /* a call whose channel set-up failed before it sent anything */
 
 typedef struct pool_conn {
