@@ -14,16 +14,48 @@
  *
  * Conventions (after libuv): functions return 0 or a negative rexec_err; a function that takes a
  * callback and fails never calls it; a call's on_done is called exactly once otherwise.
+ *
+ * Threads: a rexec_ctx belongs to the thread that runs its uv_loop_t. Every function taking a
+ * ctx, a call, a server or a check, and every callback, runs on that thread; none may be called
+ * from another thread (use a uv_async_t to hand work over). Independent contexts on separate
+ * loops and threads do not share state. The pure helpers (rexec_strerror, rexec_err_name,
+ * rexec_err_exit_code, rexec_version, rexec_result_to_json, rexec_result_not_started,
+ * rexec_request_doc_parse/free) are safe from any thread.
+ *
+ * Lifetimes:
+ * - rexec_ctx: from rexec_ctx_new until rexec_ctx_close; memory is released from the loop,
+ *   after every call's on_done and the optional on_closed. Closing from inside on_done is safe.
+ * - rexec_call: from a successful rexec_call_start until on_done returns. rexec_call_cancel may
+ *   be called on it until then (also from inside on_done, where it does nothing); after on_done
+ *   has returned the handle is gone and must not be used.
+ * - rexec_result and every string in it: valid during on_done only; copy what you keep.
+ * - rexec_server: until its on_stopped callback; rexec_server_stop before rexec_ctx_close.
  */
 #ifndef REXEC_H
 #define REXEC_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <time.h>
 #include <uv.h>
+
+#include <rexec/version.h>
 
 #ifdef __cplusplus
 extern "C" {
+#endif
+
+/* REXEC_API marks what librexec.so exports: the library is built with -fvisibility=hidden, so
+ * only what this header declares is visible (internal rx_* names are not). The pragma below makes
+ * every declaration in this header visible too, so a function added without REXEC_API is still
+ * exported; tests/install/t_install.sh checks that each one is. */
+#if defined(__GNUC__) && __GNUC__ >= 4
+#define REXEC_API __attribute__((visibility("default")))
+#pragma GCC visibility push(default)
+#define REXEC_VISIBILITY_PUSHED_
+#else
+#define REXEC_API
 #endif
 
 /* X(name, exit code, message): one table gives the error enum, its exit codes and its strings. */
@@ -46,18 +78,20 @@ extern "C" {
 typedef enum rexec_err {
     REXEC_OK = 0,
 #define REXEC_ERR_ENUM_(name, code, msg) REXEC_E##name,
-    REXEC_ERR_FIRST_ = -100,
+    /* Far below -errno (libuv's UV_E* are -errno, down to UV_EOF = -4095), so a rexec_err and a
+     * libuv or errno code can never be mistaken for each other. */
+    REXEC_ERR_FIRST_ = -30000,
     REXEC_ERR_MAP(REXEC_ERR_ENUM_)
 #undef REXEC_ERR_ENUM_
     REXEC_ERR_LAST_
 } rexec_err;
 
 /* A static string for an error ("host unavailable"); "unknown error" for values not in the map. */
-const char *rexec_strerror(int err);
+REXEC_API const char *rexec_strerror(int err);
 /* The error's name without prefix ("HOST", "CONFIG"); "UNKNOWN" otherwise. */
-const char *rexec_err_name(int err);
-/* The process exit code SPEC.md documents for an error (0 for REXEC_OK). */
-int rexec_err_exit_code(int err);
+REXEC_API const char *rexec_err_name(int err);
+/* The process exit code docs/exit-codes.md documents for an error (0 for REXEC_OK). */
+REXEC_API int rexec_err_exit_code(int err);
 
 /* An error with a message that names the host, action, parameter or JSON path at fault.
  * Messages never hold a secret value: everything that reaches msg passed the redactor. */
@@ -66,7 +100,11 @@ typedef struct rexec_error {
     char msg[1024];
 } rexec_error;
 
-const char *rexec_version(void);
+/* rexec's version at run time, "0.1.0"; REXEC_VERSION_STRING is the one compiled against. */
+REXEC_API const char *rexec_version(void);
+/* The versions of the libraries in use at run time, one "name version" per line:
+ * "libssh2 1.10.0\nlibuv 1.44.2\nOpenSSL 3.0.15 3 Sep 2024\ncJSON 1.7.15" (static text). */
+REXEC_API const char *rexec_dependency_versions(void);
 
 /* ---- Calls ---------------------------------------------------------------------------------- */
 
@@ -91,7 +129,11 @@ typedef struct rexec_request {
     const char *rationale; /* recorded in the audit log */
     const char *hypothesis_id;
     int eval_only;         /* the gate's decision only: nothing runs, no audit intent */
-    int capture;           /* keep the redacted streams in the result (for --json / serve) */
+    int capture;           /* keep the redacted streams in the result (for --json / serve), up to
+                            * limits.max_result_bytes each */
+    /* Instead of stdin_data: a regular file streamed into the command's stdin as the channel
+     * takes it (flat memory whatever its size; the gate hashes it first). */
+    const char *stdin_path;
 } rexec_request;
 
 /* What a call did. Strings are owned by the call and valid during on_done only. */
@@ -107,7 +149,7 @@ typedef struct rexec_result {
     const char *signal;      /* "KILL", "TERM", ... when the command died of a signal, else NULL */
     int timed_out;           /* the action's timeout really fired */
     int truncated;           /* some redacted output went past max_output_bytes */
-    uint64_t stdout_bytes;   /* redacted bytes produced (before the cap) */
+    uint64_t stdout_bytes;   /* bytes produced: redacted up to the cap, then counted raw */
     uint64_t stderr_bytes;
     const char *stdout_sha256; /* of the stored (redacted, capped) stdout */
     uint64_t duration_ms;
@@ -117,11 +159,15 @@ typedef struct rexec_result {
     const char *rendered;    /* the rendered command, secrets by name only (eval) */
     int err;                 /* REXEC_OK or the rexec_err that ended the call */
     const char *error;       /* message for err, or NULL */
-    int exit_status;         /* what a CLI should exit with for this call, per SPEC.md */
+    int exit_status;         /* what a CLI should exit with for this call (docs/exit-codes.md) */
     const unsigned char *stdout_data; /* with capture: the stored stdout */
     size_t stdout_len;
     const unsigned char *stderr_data;
     size_t stderr_len;
+    /* with capture: stdout_data/stderr_data hold less than the stream produced (the evidence
+     * keeps up to max_output_bytes; the result at most limits.max_result_bytes) */
+    int stdout_truncated_in_result, stderr_truncated_in_result;
+    int cap_killed; /* the action's on_cap "kill" stopped the command when output passed the cap */
 } rexec_result;
 
 enum { REXEC_STDOUT = 1, REXEC_STDERR = 2 };
@@ -136,58 +182,92 @@ typedef struct rexec_callbacks {
 
 /* Loads the workspace (rexec.json) and prepares a pool on loop. Returns 0 or a rexec_err with
  * err->msg naming the field at fault. The caller owns *out and releases it with rexec_ctx_close. */
-int rexec_ctx_new(rexec_ctx **out, uv_loop_t *loop, const char *workspace_dir, rexec_error *err);
+REXEC_API int rexec_ctx_new(rexec_ctx **out, uv_loop_t *loop, const char *workspace_dir, rexec_error *err);
+
+/* Loads the workspace's rexec.json again. On success the new configuration serves every call
+ * started from now on; calls in flight finish on the one they started with; hosts whose entry is
+ * unchanged keep their warm connections (*kept_warm, may be NULL, says how many). On failure
+ * (REXEC_ECONFIG naming the field) nothing changes. */
+REXEC_API int rexec_ctx_reload(rexec_ctx *ctx, size_t *kept_warm, rexec_error *err);
 
 /* Cancels what is running, closes connections, then frees ctx; on_closed (may be NULL) runs
  * from the loop once everything is released. */
-void rexec_ctx_close(rexec_ctx *ctx, void (*on_closed)(void *ud), void *ud);
+REXEC_API void rexec_ctx_close(rexec_ctx *ctx, void (*on_closed)(void *ud), void *ud);
 
 /* Starts a call. On success returns 0, stores the call in *out (may be NULL) and will call
  * cb->on_done exactly once. On failure returns a rexec_err, fills err and calls nothing: this
  * happens only for errors that precede any decision (NOMEM, an unusable request pointer). */
-int rexec_call_start(rexec_ctx *ctx, const rexec_request *req, const rexec_callbacks *cb,
+REXEC_API int rexec_call_start(rexec_ctx *ctx, const rexec_request *req, const rexec_callbacks *cb,
                      rexec_call **out, rexec_error *err);
 
 /* Asks a call to stop: the remote process tree is killed per the remote contract, then on_done
  * reports what happened. Safe to call more than once, and on a call that is already finishing,
- * up to its on_done: once on_done has returned the call is freed (from the loop), so forget the
- * pointer there (a later cancel is a use-after-free). A paused call is resumed by the cancel. */
-void rexec_call_cancel(rexec_call *call);
+ * up to and inside its on_done; never after on_done has returned (see Lifetimes above). A
+ * paused call is resumed by the cancel. */
+REXEC_API void rexec_call_cancel(rexec_call *call);
+
+/* The result of a call that never started on host: rexec_call_start failed (err from it), or a
+ * fan-out or a client ended before it reached this host (REXEC_ECANCELLED). executed is 0,
+ * exit_code -1, exit_status the error's. host, action and msg are borrowed, not copied. The one
+ * way front ends build such a result, so it looks the same everywhere. */
+REXEC_API rexec_result rexec_result_not_started(const char *host, const char *action, int err,
+                                      const char *msg);
 
 /* Flow control for a consumer of on_output that cannot keep up (serve's slow client): while a
  * call is paused, rexec stops reading its output from the host, so the SSH channel's window
  * fills and the command on the VM waits in its write(). Nothing is dropped; on_output resumes
  * where it stopped. The call's own timeout still runs on the VM; rexec's backstop and keepalive
  * do not count the paused time against the connection. Same validity rule as cancel. */
-void rexec_call_pause(rexec_call *call);
-void rexec_call_resume(rexec_call *call);
+REXEC_API void rexec_call_pause(rexec_call *call);
+REXEC_API void rexec_call_resume(rexec_call *call);
 
 /* The result as one JSON object (the fields of `rexec run --json`); stdout/stderr that are not
  * UTF-8 text come as stdout_base64/stderr_base64. malloc'd text, or NULL on ENOMEM. */
-char *rexec_result_to_json(const rexec_result *r);
+REXEC_API char *rexec_result_to_json(const rexec_result *r);
+
+/* ---- Logging ------------------------------------------------------------------------------- */
+
+/* Where ctx's diagnostic lines go (after curl's CURLOPT_DEBUGFUNCTION): connection and channel
+ * state transitions at REXEC_LOG_DEBUG, conditions worth an operator's eye at REXEC_LOG_WARN.
+ * msg is one line without a newline, valid during the call; it never holds a secret value.
+ * The library itself never reads the environment to decide this and never writes to stderr.
+ * fn NULL (the default) discards everything. Set it before starting calls; called from the
+ * loop thread only. */
+enum { REXEC_LOG_DEBUG = 0, REXEC_LOG_INFO = 1, REXEC_LOG_WARN = 2 };
+typedef void (*rexec_log_fn)(void *ud, int level, const char *msg);
+REXEC_API void rexec_ctx_set_log(rexec_ctx *ctx, rexec_log_fn fn, void *ud);
 
 /* ---- Request documents --------------------------------------------------------------------- */
+
+/* The largest request document (`--request FILE`, a serve run object) in bytes. */
+#define REXEC_REQUEST_MAX_BYTES (64 * 1024)
 
 /* A `--request FILE` document (or a serve run object), parsed strictly: at most 64 KiB, UTF-8, no
  * duplicate or unknown keys, no non-finite numbers, no booleans where numbers are expected.
  * On success *view borrows from *doc (free the doc after the last use of view). Errors are
  * REXEC_EREQUEST with err->msg naming the JSON path. */
 typedef struct rexec_request_doc rexec_request_doc;
-int rexec_request_doc_parse(const char *text, size_t len, rexec_request_doc **doc,
+REXEC_API int rexec_request_doc_parse(const char *text, size_t len, rexec_request_doc **doc,
                             rexec_request *view, rexec_error *err);
-void rexec_request_doc_free(rexec_request_doc *doc);
+REXEC_API void rexec_request_doc_free(rexec_request_doc *doc);
 
 /* ---- The workspace, for listings ------------------------------------------------------------ */
 
 /* The inventory (what = "hosts"), the catalog ("actions") or the groups ("groups") as a JSON
  * array text (malloc'd, caller frees), for `rexec hosts`, `rexec actions` and serve. Never holds
  * a secret value: secrets appear by name. NULL on ENOMEM or an unknown what. */
-char *rexec_ctx_list_json(const rexec_ctx *ctx, const char *what);
+REXEC_API char *rexec_ctx_list_json(const rexec_ctx *ctx, const char *what);
+
+/* `rexec hosts import-ssh-config [PATTERN]`: inventory entries ({"ssh_alias": NAME}) for the
+ * concrete Host names of the ssh config ($REXEC_SSH_CONFIG, else ~/.ssh/config) matching the
+ * glob PATTERN (NULL: all), each resolved by `ssh -G`. *text: JSON members to paste under
+ * "hosts"; *notes: names skipped and why. Both malloc'd. Returns 0 or REXEC_ECONFIG. */
+int rexec_ssh_config_import(const char *pattern, char **text, char **notes, rexec_error *err);
 
 /* Expands TARGETS ("h1", "h1,h2", "@group") into host names. *hosts is a malloc'd array of
  * borrowed strings (valid while ctx lives); the caller frees the array. Unknown names are
  * REXEC_ECONFIG naming the host or group. */
-int rexec_ctx_targets(const rexec_ctx *ctx, const char *targets, const char ***hosts, size_t *n,
+REXEC_API int rexec_ctx_targets(const rexec_ctx *ctx, const char *targets, const char ***hosts, size_t *n,
                       rexec_error *err);
 
 /* ---- Approvals ------------------------------------------------------------------------------ */
@@ -197,7 +277,46 @@ int rexec_ctx_targets(const rexec_ctx *ctx, const char *targets, const char ***h
  * single-use grant. Blocks. Returns 0, or REXEC_EDENIED (no terminal, wrong code, unknown,
  * used or expired challenge) or REXEC_EAUDIT (approvals/ unusable), with
  * err->msg. */
-int rexec_approve_tty(rexec_ctx *ctx, const char *challenge_id, rexec_error *err);
+REXEC_API int rexec_approve_tty(rexec_ctx *ctx, const char *challenge_id, rexec_error *err);
+
+/* ---- The audit log, for `rexec audit` and other readers (docs/audit.md) ----------------- */
+
+/* rexec_audit_verify's statuses (also `rexec audit verify`'s exit codes). */
+enum {
+    REXEC_AUDIT_INTACT = 0,     /* every line whole, hashed and chained; every intent closed */
+    REXEC_AUDIT_TAMPERED = 1,   /* an edited, removed, reordered, truncated or foreign line */
+    REXEC_AUDIT_INCOMPLETE = 2, /* the chain is intact but an intent has no outcome */
+};
+#define REXEC_AUDIT_REPORT_JSON 1 /* flags: the report is one JSON object instead of text */
+
+/* Checks the workspace's audit files (rotated ones oldest first, then audit.log) as one chain,
+ * keyed with key_file when it is not NULL. Writes what it finds to report (may be NULL).
+ * Returns a REXEC_AUDIT_* status, or a negative rexec_err (REXEC_EAUDIT: a file cannot be read;
+ * REXEC_ECONFIG: the key is refused) with err->msg. Does not block writers for long. */
+int rexec_audit_verify(const char *workspace_dir, const char *key_file, int flags, FILE *report,
+                       rexec_error *err);
+
+/* The HMAC key file rexec.json names ("audit": {"key_file": "/abs/path"}), read on its own so
+ * that verifying works whatever else the file holds. *key_file is malloc'd (caller frees) or
+ * NULL when there is none. Returns 0 or REXEC_ECONFIG / REXEC_ENOMEM. */
+int rexec_audit_key_file(const char *workspace_dir, char **key_file, rexec_error *err);
+
+/* What rexec_audit_show selects. */
+typedef struct rexec_audit_query {
+    const char *run_id; /* only this run's records, or NULL */
+    time_t since;       /* only records at or after this time, when has_since */
+    int has_since;
+    int json;           /* print the stored JSON lines unchanged instead of a table */
+} rexec_audit_query;
+
+/* Prints the records q selects, oldest first, to out. Does not verify. Returns 0 or
+ * REXEC_EAUDIT naming the file that cannot be read. */
+int rexec_audit_show(const char *workspace_dir, const rexec_audit_query *q, FILE *out,
+                     rexec_error *err);
+
+/* Parses a TIME: ISO-8601 ("2026-12-02T10:00:00Z", "2026-12-02T10:00:00+01:00", "2026-12-02")
+ * or an age before now ("90s", "30m", "1h", "2d", "1w"). Returns 0 or -1. */
+int rexec_audit_parse_time(const char *s, time_t now, time_t *out);
 
 /* ---- serve ---------------------------------------------------------------------------------- */
 
@@ -209,14 +328,14 @@ typedef struct rexec_server_opts {
     double idle_timeout_s; /* close a client idle this long with nothing running; 0 = never */
 } rexec_server_opts;
 
-int rexec_server_start(rexec_ctx *ctx, const rexec_server_opts *opts, rexec_server **out,
+REXEC_API int rexec_server_start(rexec_ctx *ctx, const rexec_server_opts *opts, rexec_server **out,
                        rexec_error *err);
 /* Stops accepting (the socket file goes at once), cancels calls in flight, sends their results,
  * closes the clients; on_stopped runs from the loop when all is released. */
-void rexec_server_stop(rexec_server *s, void (*on_stopped)(void *ud), void *ud);
+REXEC_API void rexec_server_stop(rexec_server *s, void (*on_stopped)(void *ud), void *ud);
 
 /* The workspace's fan-out default (limits.parallel). */
-int rexec_ctx_parallel(const rexec_ctx *ctx);
+REXEC_API int rexec_ctx_parallel(const rexec_ctx *ctx);
 
 /* ---- Checks --------------------------------------------------------------------------------- */
 
@@ -228,15 +347,25 @@ typedef struct rexec_check_result {
     int err;                 /* REXEC_OK or why not */
     const char *error;
     const char *facts;       /* "key=value" lines from the VM (bash, timeout, unshare, ...) */
-    const char *containment; /* the strongest containment the VM offers */
+    const char *containment; /* the strongest containment the VM offers, NULL when unknown */
     uint64_t duration_ms;
     int exit_status;         /* 0, 255 (unavailable) or 78 (unknown host) */
+    const char *warning;     /* e.g. the evidence volume is nearly full; NULL when none */
 } rexec_check_result;
 
+/* The result as one JSON object (`rexec check --json`, serve's "check" reply): host ok
+ * containment facts (an object) duration_ms warning error exit_status. malloc'd, NULL on ENOMEM. */
+REXEC_API char *rexec_check_result_to_json(const rexec_check_result *r);
+
 /* Checks host; on_done is called once from the loop. Returns 0 or ENOMEM (then calls nothing). */
-int rexec_check_start(rexec_ctx *ctx, const char *host,
+REXEC_API int rexec_check_start(rexec_ctx *ctx, const char *host,
                       void (*on_done)(void *ud, const rexec_check_result *r), void *ud,
                       rexec_error *err);
+
+#ifdef REXEC_VISIBILITY_PUSHED_
+#pragma GCC visibility pop
+#undef REXEC_VISIBILITY_PUSHED_
+#endif
 
 #ifdef __cplusplus
 }

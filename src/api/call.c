@@ -32,17 +32,24 @@ int rexec_ctx_new(rexec_ctx **out, uv_loop_t *loop, const char *workspace_dir, r
                        .connect_timeout_s = ctx->ws->limits.connect_timeout_s,
                        .keepalive_s = ctx->ws->limits.keepalive_s,
                        .default_channels = ctx->ws->limits.max_channels,
-                       .debug = getenv("REXEC_DEBUG") != NULL};
+                       .log = &ctx->log};
     if ((ctx->pool = rx_pool_new(loop, &po)) == NULL) {
         rx_ws_free(ctx->ws);
         free(ctx);
         return rx_fail(err, REXEC_ENOMEM, "out of memory");
     }
+    rx_ctx_reload_init(ctx);
     *out = ctx;
     return 0;
 }
 
 static void ctx_maybe_free(rexec_ctx *ctx);
+
+void rexec_ctx_set_log(rexec_ctx *ctx, rexec_log_fn fn, void *ud)
+{
+    ctx->log.fn = fn;
+    ctx->log.ud = ud;
+}
 
 static void on_pool_closed(void *ud)
 {
@@ -63,6 +70,7 @@ static void ctx_maybe_free(rexec_ctx *ctx)
     void (*cb)(void *) = ctx->on_closed;
     void *ud = ctx->closed_ud;
     rx_audit_close(ctx->audit);
+    rx_ctx_reload_free(ctx);
     rx_ws_free(ctx->ws);
     free(ctx);
     if (cb)
@@ -92,16 +100,17 @@ static void call_free(rexec_call *c)
     }
     free(c->given);
     free(c->values);
-    for (size_t i = 0; c->secret_values && i < c->n_secrets; i++)
+    for (size_t i = 0; c->secret_values && i < c->n_secrets + c->n_redact_only; i++)
         rx_buf_free(&c->secret_values[i]);
     free(c->secret_values);
     free(c->secrets);
     rx_redactor_free(c->redactor);
     for (int i = 0; i < 2; i++) {
         rx_redact_stream_free(c->out[i].rs);
-        rx_buf_free(&c->out[i].stored);
+        rx_buf_free(&c->out[i].result);
         EVP_MD_CTX_free(c->out[i].sha);
     }
+    rx_evidence_abort(c->ev); /* a call that never ran leaves no evidence */
     if (c->stdin_data)
         OPENSSL_clear_free(c->stdin_data, c->stdin_len);
     rx_buf_free(&c->rendered);
@@ -140,7 +149,7 @@ static void call_finish(rexec_call *c)
     c->duration_ms = (uv_hrtime() - c->t0_ns) / 1000000;
     if (c->intent_written) {
         rexec_error e;
-        if (c->executed)
+        if (c->script_sent)
             rx_call_write_evidence(c);
         if (rx_call_audit(c, "outcome", &e) != 0)
             c->err = e; /* the trail is broken: that outranks the command's own status */
@@ -169,30 +178,53 @@ static void call_end_early(rexec_call *c)
 
 /* ---- output streams ------------------------------------------------------------------------- */
 
-/* Redacted bytes arrive here: counted, capped, hashed, kept and shown. The cap applies to
- * redacted bytes, so it can never cut a secret into an unredacted prefix. */
+static void stream_past_cap(call_stream *st, size_t len)
+{
+    rexec_call *c = st->call;
+    if (len == 0)
+        return;
+    st->truncated = 1;
+    if (c->action->on_cap_kill && c->job && !c->cap_killed) {
+        c->cap_killed = 1; /* the wrapper's watchdog stops the command on EOF */
+        rx_pool_cancel(c->job);
+    }
+}
+
+/* Redacted bytes arrive here: counted, capped, hashed, written to evidence, shown, and with
+ * capture kept for the result. The cap applies to redacted bytes, so it can never cut a secret
+ * into an unredacted prefix. */
 static void stream_sink(void *ud, const unsigned char *data, size_t len)
 {
     call_stream *st = ud;
     rexec_call *c = st->call;
-    size_t keep = rx_buf_add_capped(&st->stored, data, len); /* for evidence, --json, serve */
+    uint64_t room = st->cap - st->kept;
+    size_t keep = len < room ? len : (size_t)room;
     st->total += len;
+    st->kept += keep;
+    st->full = st->kept == st->cap;
     if (keep < len)
-        st->truncated = 1;
+        stream_past_cap(st, len - keep);
     if (keep == 0)
         return;
+    if (c->capture && rx_buf_add_capped(&st->result, data, keep) < keep)
+        st->result_truncated = 1;
     EVP_DigestUpdate(st->sha, data, keep);
+    if (c->ev)
+        rx_evidence_append(c->ev, st->id == REXEC_STDOUT ? 0 : 1, data, keep);
     if (c->cb.on_output)
         c->cb.on_output(c->cb.ud, st->id, data, keep);
 }
 
 static int streams_init(rexec_call *c, uint64_t cap)
 {
+    uint64_t rcap = c->ctx->ws->limits.max_result_bytes;
     for (int i = 0; i < 2; i++) {
         call_stream *st = &c->out[i];
         st->call = c;
         st->id = i == 0 ? REXEC_STDOUT : REXEC_STDERR;
-        rx_buf_init(&st->stored, (size_t)cap);
+        st->cap = cap;
+        st->full = cap == 0;
+        rx_buf_init(&st->result, (size_t)(rcap < cap ? rcap : cap));
         st->sha = EVP_MD_CTX_new();
         st->rs = rx_redact_stream_new(c->redactor, stream_sink, st);
         if (st->sha == NULL || st->rs == NULL || !EVP_DigestInit_ex(st->sha, EVP_sha256(), NULL))
@@ -215,10 +247,18 @@ static void streams_finish(rexec_call *c)
     }
 }
 
+/* Past the cap the bytes are only counted: no redaction, no copy (the stream's own held-back
+ * bytes still come out of the redactor at its end). */
 static void on_exec_data(void *ud, int stream, const unsigned char *data, size_t len)
 {
     rexec_call *c = ud;
-    rx_redact_feed(c->out[stream == REXEC_STDOUT ? 0 : 1].rs, data, len);
+    call_stream *st = &c->out[stream == REXEC_STDOUT ? 0 : 1];
+    if (st->full) {
+        st->total += len;
+        stream_past_cap(st, len);
+        return;
+    }
+    rx_redact_feed(st->rs, data, len);
 }
 
 static void on_exec_done(void *ud, const rx_exec_result *x)
@@ -226,7 +266,7 @@ static void on_exec_done(void *ud, const rx_exec_result *x)
     rexec_call *c = ud;
     c->job = NULL;
     c->x = *x;
-    c->executed = x->sent; /* once the script is on the wire it may have run */
+    c->script_sent = x->sent; /* once the script is on the wire it may have run */
     streams_finish(c);
     rx_call_outcome(c);
     call_finish(c);
@@ -325,14 +365,36 @@ static int call_decide(rexec_call *c, rexec_error *err)
     return 0;
 }
 
+/* The host key's passphrase (key_passphrase) goes to the redactor like any secret, so that
+ * nothing this call reports can show it; it is never rendered into the script. Unreadable: the
+ * connection reports that itself when it needs the value (auth.c). */
+static void call_passphrase_secret(rexec_call *c)
+{
+    rexec_error ignored;
+    size_t i = c->n_secrets;
+    const char *name = c->host->key_passphrase;
+    if (name == NULL)
+        return;
+    for (size_t k = 0; k < c->n_secrets; k++)
+        if (strcmp(c->secrets[k].name, name) == 0)
+            return; /* the action hands it out too: already redacted */
+    c->n_redact_only = 1;
+    if (rx_ws_secret_value(c->ctx->ws, name, &c->secret_values[i], &ignored) != 0) {
+        c->n_redact_only = 0;
+        rx_buf_free(&c->secret_values[i]);
+        return;
+    }
+    c->secrets[i] = (rx_secret){name, c->secret_values[i].data, c->secret_values[i].len};
+}
+
 /* Secret values, read only for an allowed call and only those the action lists; then the
  * redactor that every output path of this call goes through. */
 static int call_secrets(rexec_call *c, rexec_error *err)
 {
     const rx_action *a = c->action;
     int r = 0;
-    c->secret_values = calloc(a->n_secrets + 1, sizeof(rx_buf));
-    c->secrets = calloc(a->n_secrets + 1, sizeof(rx_secret));
+    c->secret_values = calloc(a->n_secrets + 2, sizeof(rx_buf));
+    c->secrets = calloc(a->n_secrets + 2, sizeof(rx_secret));
     if (c->secret_values == NULL || c->secrets == NULL)
         return rx_fail(err, REXEC_ENOMEM, "out of memory");
     for (size_t i = 0; r == 0 && i < a->n_secrets; i++, c->n_secrets++) {
@@ -340,17 +402,22 @@ static int call_secrets(rexec_call *c, rexec_error *err)
         c->secrets[i] = (rx_secret){a->secrets[i], c->secret_values[i].data,
                                     c->secret_values[i].len};
     }
+    if (r == 0)
+        call_passphrase_secret(c);
     return r;
 }
 
 static int call_redactor(rexec_call *c, rexec_error *err)
 {
-    int r = rx_redactor_new(&c->redactor, c->secrets, c->n_secrets, err);
+    int r = rx_redactor_new(&c->redactor, c->secrets, c->n_secrets + c->n_redact_only, err);
     if (r != 0)
         return r;
     uint64_t cap = c->action->max_output_bytes ? c->action->max_output_bytes
                                                : c->ctx->ws->limits.max_output_bytes;
-    return streams_init(c, cap) ? rx_fail(err, REXEC_ENOMEM, "out of memory") : 0;
+    if (streams_init(c, cap))
+        return rx_fail(err, REXEC_ENOMEM, "out of memory");
+    /* Evidence is written as the output arrives: no writable evidence, no run. */
+    return rx_evidence_open(&c->ev, c->ctx->ws->dir, c->run_id, c->redactor, err);
 }
 
 static int call_send(rexec_call *c, rexec_error *err)
@@ -377,7 +444,8 @@ static int call_send(rexec_call *c, rexec_error *err)
                            .backstop_s = c->timeout_s + l->kill_after_s + CALL_BACKSTOP_SLACK_S,
                            .drain_s = CALL_DRAIN_S, .setup_s = l->connect_timeout_s};
         rx_exec_cb cb = {on_exec_data, on_exec_done, c};
-        if ((r = rx_pool_exec(c->ctx->pool, c->host, &xo, &cb, &c->job)) != 0)
+        const rx_host *ph = rx_ctx_pool_host(c->ctx, c->host);
+        if ((r = rx_pool_exec(c->ctx->pool, ph, &xo, &cb, &c->job)) != 0)
             rx_fail(err, r, "out of memory");
     }
     rx_buf_free(&script);

@@ -23,20 +23,34 @@ struct rexec_ctx {
     rx_ws *ws;
     rx_pool *pool;
     rx_audit *audit; /* opened at the first call that needs it */
+    rx_logger log;   /* rexec_ctx_set_log; the pool and its sessions point here */
     rexec_call *calls; /* calls that have not reported yet */
     size_t calls_alive; /* calls whose memory is not released yet (their handle may be closing) */
     int closing;
     void (*on_closed)(void *ud);
     void *closed_ud;
+    /* reload.c: earlier workspaces (kept until close), the pool's host per ws->hosts[i], and
+     * the "hosts" of rexec.json as loaded, to tell unchanged entries at the next reload */
+    rx_ws **retired;
+    size_t n_retired;
+    const rx_host **pool_hosts;
+    cJSON *hosts_doc;
+    unsigned reloads;
 };
 
-/* One output stream: raw bytes -> redactor -> cap -> (capture, sha256, caller). */
+/* One output stream: raw bytes -> redactor -> cap -> (evidence file, sha256, caller, and with
+ * capture the result buffer). Once the cap is reached the stream is full: later bytes are only
+ * counted, not redacted or copied. Nothing here grows with the output beyond the result cap. */
 typedef struct call_stream {
     rexec_call *call;
     int id; /* REXEC_STDOUT or REXEC_STDERR */
     rx_redact_stream *rs;
-    rx_buf stored;   /* the redacted bytes up to the cap */
-    uint64_t total;  /* redacted bytes produced, before the cap */
+    uint64_t cap;    /* max_output_bytes: kept in evidence and shown */
+    uint64_t kept;   /* redacted bytes kept (<= cap) */
+    rx_buf result;   /* with capture: the first limits.max_result_bytes of what was kept */
+    int result_truncated;
+    int full;        /* kept == cap: stop redacting */
+    uint64_t total;  /* bytes produced: redacted up to the cap, raw after */
     int truncated;
     EVP_MD_CTX *sha;
     char sha_hex[65];
@@ -63,13 +77,14 @@ struct rexec_call {
     rx_buf *secret_values;
     rx_secret *secrets;
     size_t n_secrets;
+    size_t n_redact_only; /* after n_secrets: redacted but never sent (the key's passphrase) */
     rx_redactor *redactor;
     call_stream out[2];
     char nonce[RX_NONCE_LEN + 1];
     rx_pool_job *job;
     uint64_t t0_ns;
     uint64_t duration_ms;
-    int intent_written, executed, cancelled, finished, paused;
+    int intent_written, script_sent, cancelled, finished, paused; /* script_sent: on the wire */
     rx_exec_result x;
     int ran;            /* the command started and the wrapper reported its end */
     int exit_code;      /* -1 when there is none */
@@ -78,6 +93,12 @@ struct rexec_call {
     char containment[32];
     rexec_error err; /* err.code != 0: the call ended with this error */
     char *evidence;
+    rx_evidence *ev; /* open from before the run until the call's end */
+    int cap_killed;
+    int stdin_fd;    /* stdin_path, open while it streams; -1 */
+    uint64_t stdin_sent;
+    EVP_MD_CTX *stdin_sha; /* of what was sent, checked against the gate's */
+    char stdin_hex[65];    /* the gate's hash of stdin_path */
     rx_buf shown_error, shown_rendered; /* redacted copies handed to the caller */
     uv_timer_t defer;
 };
@@ -89,8 +110,21 @@ void rx_call_outcome(rexec_call *c);
 void rx_call_result(rexec_call *c, rexec_result *res);
 const char *rx_verdict_name(rx_verdict v);
 
+/* reload.c */
+void rx_ctx_reload_init(rexec_ctx *ctx);
+void rx_ctx_reload_free(rexec_ctx *ctx);
+/* The host object to hand the pool for h (of ctx->ws): an unchanged host keeps its connections. */
+const rx_host *rx_ctx_pool_host(const rexec_ctx *ctx, const rx_host *h);
+
+/* check.c: a check's result as the object of `check --json` and serve's "check" reply */
+cJSON *rx_check_json(const rexec_check_result *r);
+
 /* result_json.c */
 cJSON *rx_result_json(const rexec_result *r);
+/* The outcome fields (executed, exit_code, signal, timed_out, truncated, the byte counts,
+ * stdout_sha256, duration_ms, containment, evidence) of r added to o: the one serialisation the
+ * result, the audit record and evidence meta.json share. A NULL string is null. */
+void rx_result_json_outcome(cJSON *o, const rexec_result *r);
 void rx_json_add_bytes(cJSON *o, const char *key, const unsigned char *p, size_t n);
 void rx_json_add_str(cJSON *o, const char *key, const char *v); /* null for NULL */
 const char *rx_signal_from_status(int rc);

@@ -91,20 +91,35 @@ static const rx_redactor *call_redactor(rexec_call *c)
     return c->redactor;
 }
 
+/* Room for a redacted text: a replacement marker can be longer than what it replaces. */
+#define REDACTED_TEXT_CAP(n) ((n) * 2 + 4096)
+
+/* s after the call's redactor, kept in b (initialised here, freed by the caller or with the
+ * call); NULL for NULL, "[REDACTED:UNAVAILABLE]" when it cannot be redacted. Every text that
+ * could carry a secret (messages, the rendered command, rationale) reaches a record or the
+ * caller only through here. */
+static const char *shown(rexec_call *c, rx_buf *b, const char *s)
+{
+    const rx_redactor *r = call_redactor(c);
+    rx_buf_init(b, s ? REDACTED_TEXT_CAP(strlen(s)) : 0);
+    if (s == NULL)
+        return NULL;
+    if (r == NULL || rx_redact_buf(r, s, strlen(s), b) != 0) {
+        rx_buf_free(b);
+        return "[REDACTED:UNAVAILABLE]";
+    }
+    return b->data ? (const char *)b->data : "";
+}
+
 /* Adds key: the redacted form of s (or null). */
 static void add_redacted(rexec_call *c, cJSON *o, const char *key, const char *s)
 {
     rx_buf b;
-    const rx_redactor *r = call_redactor(c);
-    if (s == NULL) {
+    const char *t = shown(c, &b, s);
+    if (t == NULL)
         cJSON_AddNullToObject(o, key);
-        return;
-    }
-    rx_buf_init(&b, strlen(s) * 2 + 4096);
-    if (r == NULL || rx_redact_buf(r, s, strlen(s), &b) != 0)
-        cJSON_AddStringToObject(o, key, "[REDACTED:UNAVAILABLE]");
     else
-        cJSON_AddStringToObject(o, key, b.data ? (const char *)b.data : "");
+        cJSON_AddStringToObject(o, key, t);
     rx_buf_free(&b);
 }
 
@@ -152,22 +167,35 @@ static void add_decision(rexec_call *c, cJSON *o)
     add_str_or_null(o, "challenge_id", c->dec.challenge_id);
 }
 
+/* "executed": the command started on the host, or its script went out and no end came back,
+ * so it may have run. The one definition, for the result, the audit record and evidence. */
+static int call_executed(const rexec_call *c)
+{
+    return c->ran || (c->x.sent && !c->x.ended);
+}
+
+/* The outcome part of the public result, with no allocation: rx_call_result and the records
+ * below fill it the same way, so they cannot disagree. */
+static void call_outcome_fields(const rexec_call *c, rexec_result *res)
+{
+    res->executed = call_executed(c);
+    res->exit_code = c->ran ? c->exit_code : -1;
+    res->signal = c->signal[0] ? c->signal : NULL;
+    res->timed_out = c->timed_out;
+    res->truncated = c->out[0].truncated || c->out[1].truncated;
+    res->stdout_bytes = c->out[0].total;
+    res->stderr_bytes = c->out[1].total;
+    res->stdout_sha256 = c->out[0].sha_hex[0] ? c->out[0].sha_hex : NULL;
+    res->duration_ms = c->duration_ms;
+    res->containment = c->containment[0] ? c->containment : NULL;
+    res->evidence = c->evidence;
+}
+
 static void add_outcome(rexec_call *c, cJSON *o)
 {
-    if (c->exit_code >= 0)
-        cJSON_AddNumberToObject(o, "exit_code", c->exit_code);
-    else
-        cJSON_AddNullToObject(o, "exit_code");
-    add_str_or_null(o, "signal", c->signal);
-    cJSON_AddBoolToObject(o, "timed_out", c->timed_out);
-    cJSON_AddBoolToObject(o, "truncated", c->out[0].truncated || c->out[1].truncated);
-    add_str_or_null(o, "stdout_sha256", c->out[0].sha_hex);
-    cJSON_AddNumberToObject(o, "stdout_bytes", (double)c->out[0].total);
-    cJSON_AddNumberToObject(o, "stderr_bytes", (double)c->out[1].total);
-    cJSON_AddNumberToObject(o, "duration_ms", (double)c->duration_ms);
-    add_str_or_null(o, "containment", c->containment);
-    cJSON_AddBoolToObject(o, "executed", c->ran || (c->x.sent && !c->x.ended));
-    add_str_or_null(o, "evidence", c->evidence);
+    rexec_result r = {0};
+    call_outcome_fields(c, &r);
+    rx_result_json_outcome(o, &r);
 }
 
 static cJSON *secret_names(const rexec_call *c)
@@ -226,10 +254,14 @@ void rx_call_write_evidence(rexec_call *c)
     add_outcome(c, meta);
     cJSON_AddBoolToObject(meta, "stdout_truncated", c->out[0].truncated);
     cJSON_AddBoolToObject(meta, "stderr_truncated", c->out[1].truncated);
+    cJSON_AddBoolToObject(meta, "cap_killed", c->cap_killed);
     add_redacted(c, meta, "error", c->err.code ? c->err.msg : NULL);
-    if (rx_evidence_write(c->ctx->ws->dir, c->run_id, c->out[0].stored.data, c->out[0].stored.len,
-                          c->out[1].stored.data, c->out[1].stored.len, meta, c->redactor, &path,
-                          &e) != 0) {
+    const char *sha[2] = {c->out[0].sha_hex, c->out[1].sha_hex};
+    rx_evidence *ev = c->ev;
+    c->ev = NULL; /* committed or removed, and freed, here */
+    if (ev == NULL)
+        rx_fail(&e, REXEC_EAUDIT, "evidence for run %s was not opened", c->run_id);
+    if (ev == NULL || rx_evidence_commit(ev, meta, sha, &path, &e) != 0) {
         if (c->err.code == 0)
             c->err = e;
     } else {
@@ -240,20 +272,6 @@ void rx_call_write_evidence(rexec_call *c)
 
 /* ---- the public result ---------------------------------------------------------------------- */
 
-/* The caller sees messages and the rendered command only after the redactor. */
-static const char *shown(rexec_call *c, rx_buf *b, const char *s)
-{
-    const rx_redactor *r = call_redactor(c);
-    if (s == NULL)
-        return NULL;
-    rx_buf_init(b, strlen(s) * 2 + 4096);
-    if (r == NULL || rx_redact_buf(r, s, strlen(s), b) != 0 || b->data == NULL) {
-        rx_buf_free(b);
-        return "[REDACTED:UNAVAILABLE]";
-    }
-    return (const char *)b->data;
-}
-
 void rx_call_result(rexec_call *c, rexec_result *res)
 {
     memset(res, 0, sizeof(*res));
@@ -261,28 +279,23 @@ void rx_call_result(rexec_call *c, rexec_result *res)
     res->host = c->host_name;
     res->action = c->action_name;
     res->decision = c->decided ? rx_verdict_name(c->dec.verdict) : NULL;
-    res->reason = call_reason(c);
+    /* the caller's result: no decision, no reason (the audit record keeps INVALID_*) */
+    res->reason = c->decided ? call_reason(c) : NULL;
     res->effective_risk = c->action ? rx_risk_name(c->action->risk) : NULL;
-    res->executed = c->ran || (c->x.sent && !c->x.ended);
-    res->exit_code = c->ran ? c->exit_code : -1;
-    res->signal = c->signal[0] ? c->signal : NULL;
-    res->timed_out = c->timed_out;
-    res->truncated = c->out[0].truncated || c->out[1].truncated;
-    res->stdout_bytes = c->out[0].total;
-    res->stderr_bytes = c->out[1].total;
-    res->stdout_sha256 = c->out[0].sha_hex[0] ? c->out[0].sha_hex : NULL;
-    res->duration_ms = c->duration_ms;
-    res->containment = c->containment[0] ? c->containment : NULL;
-    res->evidence = c->evidence;
+    call_outcome_fields(c, res);
     res->challenge_id = c->dec.challenge_id[0] ? c->dec.challenge_id : NULL;
     res->rendered = shown(c, &c->shown_rendered, (const char *)c->rendered.data);
     res->err = c->err.code;
     res->error = c->err.code ? shown(c, &c->shown_error, c->err.msg) : NULL;
     res->exit_status = c->err.code ? rexec_err_exit_code(c->err.code) : c->ran ? c->exit_code : 0;
-    if (c->capture && c->executed) {
-        res->stdout_data = c->out[0].stored.data ? c->out[0].stored.data : (const unsigned char *)"";
-        res->stdout_len = c->out[0].stored.len;
-        res->stderr_data = c->out[1].stored.data ? c->out[1].stored.data : (const unsigned char *)"";
-        res->stderr_len = c->out[1].stored.len;
+    res->cap_killed = c->cap_killed;
+    if (c->capture && c->script_sent) {
+        const call_stream *o = &c->out[0], *e = &c->out[1];
+        res->stdout_data = o->result.data ? o->result.data : (const unsigned char *)"";
+        res->stdout_len = o->result.len;
+        res->stderr_data = e->result.data ? e->result.data : (const unsigned char *)"";
+        res->stderr_len = e->result.len;
+        res->stdout_truncated_in_result = o->result_truncated || o->truncated;
+        res->stderr_truncated_in_result = e->result_truncated || e->truncated;
     }
 }

@@ -2,9 +2,11 @@
  * remote contract needs (remote/check.sh). Nothing of the catalog runs; no audit record. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 
 #include "call.h"
 #include "err.h"
+#include "fsutil.h"
 
 typedef struct check {
     rexec_ctx *ctx;
@@ -42,9 +44,32 @@ static void fact(const check *k, const char *key, char *out, size_t n)
     }
 }
 
+/* The evidence volume nearly full (less than REXEC_EVIDENCE_MIN_FREE_PCT, default 10, percent
+ * free): every executed call writes evidence, and a full volume makes every call exit 74. */
+static const char *evidence_space_warning(const rexec_ctx *ctx, char *out, size_t n)
+{
+    struct statvfs v;
+    const char *env = getenv("REXEC_EVIDENCE_MIN_FREE_PCT");
+    double min_pct = env && *env ? atof(env) : 10.0;
+    char *dir = rx_fs_join(ctx->ws->dir, "evidence");
+    int r = dir ? statvfs(dir, &v) : -1;
+    if (r != 0)
+        r = statvfs(ctx->ws->dir, &v); /* no evidence yet: the workspace's volume */
+    free(dir);
+    if (r != 0 || v.f_blocks == 0)
+        return NULL;
+    double free_pct = 100.0 * (double)v.f_bavail / (double)v.f_blocks;
+    if (free_pct >= min_pct)
+        return NULL;
+    snprintf(out, n, "the evidence volume is nearly full: %.1f%% free (%llu MiB); prune with "
+                     "`rexec evidence prune --older-than 30d`",
+             free_pct, (unsigned long long)((double)v.f_bavail * (double)v.f_frsize / 1048576.0));
+    return out;
+}
+
 static void check_report(check *k)
 {
-    char bash[64], tmo[8], cont[32];
+    char bash[64], tmo[8], cont[32], warning[256];
     fact(k, "bash", bash, sizeof(bash));
     fact(k, "timeout", tmo, sizeof(tmo));
     fact(k, "containment", cont, sizeof(cont));
@@ -58,7 +83,8 @@ static void check_report(check *k)
                             .facts = k->facts.data ? (const char *)k->facts.data : "",
                             .containment = cont[0] ? cont : NULL,
                             .duration_ms = (uv_hrtime() - k->t0) / 1000000,
-                            .exit_status = rexec_err_exit_code(k->err.code)};
+                            .exit_status = rexec_err_exit_code(k->err.code),
+                            .warning = evidence_space_warning(k->ctx, warning, sizeof(warning))};
     k->on_done(k->ud, &r);
     uv_close((uv_handle_t *)&k->defer, on_check_closed);
 }
@@ -83,6 +109,14 @@ static void on_check_done(void *ud, const rx_exec_result *x)
     check_report(k);
 }
 
+/* The check script is the wrapper's functions and a probe: a few KiB. */
+#define CHECK_SCRIPT_MAX (1 << 20)
+/* The facts the VM prints (key=value lines); more is cut. */
+#define CHECK_FACTS_MAX (64 * 1024)
+/* The probe runs no user command: if it has not ended in this long, the connection is stuck. */
+#define CHECK_BACKSTOP_S 30
+#define CHECK_DRAIN_S 1
+
 static int check_send(check *k)
 {
     rx_buf script;
@@ -90,14 +124,14 @@ static int check_send(check *k)
     if (rx_nonce_new(nonce) != 0)
         return rx_fail(&k->err, REXEC_EINTERNAL, "%s: no randomness for the check's nonce",
                        k->host_name);
-    rx_buf_init(&script, 1 << 20);
+    rx_buf_init(&script, CHECK_SCRIPT_MAX);
     int r = rx_render_check_script(&script, nonce);
     if (r == 0) {
         rx_exec_opts xo = {.script = script.data, .script_len = script.len, .nonce = nonce,
-                           .backstop_s = 30, .drain_s = 1,
+                           .backstop_s = CHECK_BACKSTOP_S, .drain_s = CHECK_DRAIN_S,
                            .setup_s = k->ctx->ws->limits.connect_timeout_s};
         rx_exec_cb cb = {on_check_data, on_check_done, k};
-        r = rx_pool_exec(k->ctx->pool, k->host, &xo, &cb, NULL);
+        r = rx_pool_exec(k->ctx->pool, rx_ctx_pool_host(k->ctx, k->host), &xo, &cb, NULL);
     }
     rx_buf_free(&script);
     if (r != 0) /* each failure with its own class, not all as out of memory */
@@ -118,7 +152,7 @@ int rexec_check_start(rexec_ctx *ctx, const char *host,
     k->on_done = on_done;
     k->ud = ud;
     k->t0 = uv_hrtime();
-    rx_buf_init(&k->facts, 64 * 1024);
+    rx_buf_init(&k->facts, CHECK_FACTS_MAX);
     uv_timer_init(ctx->loop, &k->defer);
     k->defer.data = k;
     k->host = rx_ws_host(ctx->ws, host);
@@ -130,4 +164,47 @@ int rexec_check_start(rexec_ctx *ctx, const char *host,
     if (k->err.code)
         uv_timer_start(&k->defer, on_check_defer, 0, 0);
     return 0;
+}
+
+/* "key=value" lines as one object: {"bash": "5.2.15", "timeout": "yes", ...}. */
+static cJSON *facts_json(const char *facts)
+{
+    cJSON *o = cJSON_CreateObject();
+    for (const char *p = facts ? facts : ""; o && *p;) {
+        const char *eol = strchr(p, '\n'), *eq;
+        size_t len = eol ? (size_t)(eol - p) : strlen(p);
+        char *line = strndup(p, len);
+        if (line && (eq = strchr(line, '=')) != NULL && eq != line) {
+            line[eq - line] = 0;
+            if (!cJSON_HasObjectItem(o, line))
+                cJSON_AddStringToObject(o, line, eq + 1);
+        }
+        free(line);
+        p += len + (eol != NULL);
+    }
+    return o;
+}
+
+cJSON *rx_check_json(const rexec_check_result *r)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (o == NULL)
+        return NULL;
+    rx_json_add_str(o, "host", r->host);
+    cJSON_AddBoolToObject(o, "ok", r->ok);
+    rx_json_add_str(o, "containment", r->containment);
+    cJSON_AddItemToObject(o, "facts", facts_json(r->facts));
+    cJSON_AddNumberToObject(o, "duration_ms", (double)r->duration_ms);
+    rx_json_add_str(o, "warning", r->warning);
+    rx_json_add_str(o, "error", r->error);
+    cJSON_AddNumberToObject(o, "exit_status", r->exit_status);
+    return o;
+}
+
+char *rexec_check_result_to_json(const rexec_check_result *r)
+{
+    cJSON *o = rx_check_json(r);
+    char *text = o ? cJSON_PrintUnformatted(o) : NULL;
+    cJSON_Delete(o);
+    return text;
 }

@@ -46,6 +46,24 @@ void rx_json_add_bytes(cJSON *o, const char *key, const unsigned char *p, size_t
     free(b);
 }
 
+void rx_result_json_outcome(cJSON *o, const rexec_result *r)
+{
+    cJSON_AddBoolToObject(o, "executed", r->executed);
+    if (r->exit_code >= 0)
+        cJSON_AddNumberToObject(o, "exit_code", r->exit_code);
+    else
+        cJSON_AddNullToObject(o, "exit_code");
+    rx_json_add_str(o, "signal", r->signal);
+    cJSON_AddBoolToObject(o, "timed_out", r->timed_out);
+    cJSON_AddBoolToObject(o, "truncated", r->truncated);
+    cJSON_AddNumberToObject(o, "stdout_bytes", (double)r->stdout_bytes);
+    cJSON_AddNumberToObject(o, "stderr_bytes", (double)r->stderr_bytes);
+    rx_json_add_str(o, "stdout_sha256", r->stdout_sha256);
+    cJSON_AddNumberToObject(o, "duration_ms", (double)r->duration_ms);
+    rx_json_add_str(o, "containment", r->containment);
+    rx_json_add_str(o, "evidence", r->evidence);
+}
+
 cJSON *rx_result_json(const rexec_result *r)
 {
     cJSON *o = cJSON_CreateObject();
@@ -57,27 +75,25 @@ cJSON *rx_result_json(const rexec_result *r)
     rx_json_add_str(o, "decision", r->decision);
     rx_json_add_str(o, "reason", r->reason);
     rx_json_add_str(o, "effective_risk", r->effective_risk);
-    cJSON_AddBoolToObject(o, "executed", r->executed);
-    if (r->exit_code >= 0)
-        cJSON_AddNumberToObject(o, "exit_code", r->exit_code);
-    else
-        cJSON_AddNullToObject(o, "exit_code");
-    rx_json_add_str(o, "signal", r->signal);
-    cJSON_AddBoolToObject(o, "timed_out", r->timed_out);
-    cJSON_AddBoolToObject(o, "truncated", r->truncated);
+    rx_result_json_outcome(o, r);
     rx_json_add_bytes(o, "stdout", r->stdout_data, r->stdout_len);
     rx_json_add_bytes(o, "stderr", r->stderr_data, r->stderr_len);
-    cJSON_AddNumberToObject(o, "stdout_bytes", (double)r->stdout_bytes);
-    cJSON_AddNumberToObject(o, "stderr_bytes", (double)r->stderr_bytes);
-    rx_json_add_str(o, "stdout_sha256", r->stdout_sha256);
-    cJSON_AddNumberToObject(o, "duration_ms", (double)r->duration_ms);
-    rx_json_add_str(o, "containment", r->containment);
-    rx_json_add_str(o, "evidence", r->evidence);
+    cJSON_AddBoolToObject(o, "stdout_truncated_in_result", r->stdout_truncated_in_result);
+    cJSON_AddBoolToObject(o, "stderr_truncated_in_result", r->stderr_truncated_in_result);
+    cJSON_AddBoolToObject(o, "cap_killed", r->cap_killed);
     rx_json_add_str(o, "challenge_id", r->challenge_id);
     rx_json_add_str(o, "rendered", r->rendered);
     rx_json_add_str(o, "error", r->error);
     cJSON_AddNumberToObject(o, "exit_status", r->exit_status);
     return o;
+}
+
+rexec_result rexec_result_not_started(const char *host, const char *action, int err,
+                                      const char *msg)
+{
+    rexec_result r = {.host = host, .action = action, .exit_code = -1, .err = err,
+                      .error = msg, .exit_status = rexec_err_exit_code(err)};
+    return r;
 }
 
 char *rexec_result_to_json(const rexec_result *r)

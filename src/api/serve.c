@@ -277,14 +277,10 @@ static void send_result(serve_req *q, const rexec_result *r)
     rexec_result c = *r;
     int cut_out = c.stdout_len > SERVE_RESULT_MAX, cut_err = c.stderr_len > SERVE_RESULT_MAX;
     if (cut_out)
-        c.stdout_len = SERVE_RESULT_MAX;
+        c.stdout_len = SERVE_RESULT_MAX, c.stdout_truncated_in_result = 1;
     if (cut_err)
-        c.stderr_len = SERVE_RESULT_MAX;
+        c.stderr_len = SERVE_RESULT_MAX, c.stderr_truncated_in_result = 1;
     cJSON *o = rx_result_json(&c);
-    if (o && (cut_out || cut_err)) {
-        cJSON_AddBoolToObject(o, "stdout_truncated_in_result", cut_out);
-        cJSON_AddBoolToObject(o, "stderr_truncated_in_result", cut_err);
-    }
     if (q->cl && (o == NULL || client_send(q->cl, add_head(o, q->id, "result")) != 0) &&
         !q->cl->closing)
         send_result_bare(q, r);
@@ -315,9 +311,7 @@ static void req_launch(serve_req *q)
         rexec_error e;
         req.host = sc->host;
         if (rexec_call_start(q->srv->ctx, &req, &cb, &sc->call, &e) != 0) {
-            rexec_result r = {.host = sc->host, .action = req.action, .exit_code = -1,
-                              .err = e.code, .error = e.msg,
-                              .exit_status = rexec_err_exit_code(e.code)};
+            rexec_result r = rexec_result_not_started(sc->host, req.action, e.code, e.msg);
             on_call_done(sc, &r);
             return; /* on_call_done launched the rest */
         }
@@ -330,16 +324,12 @@ static void on_check_done(void *ud, const rexec_check_result *r)
 {
     serve_call *sc = ud;
     serve_req *q = sc->req;
-    cJSON *o = reply(q, "check");
-    rx_json_add_str(o, "host", r->host);
-    cJSON_AddBoolToObject(o, "ok", r->ok);
-    rx_json_add_str(o, "containment", r->containment);
-    rx_json_add_str(o, "facts", r->facts);
-    cJSON_AddNumberToObject(o, "duration_ms", (double)r->duration_ms);
-    rx_json_add_str(o, "error", r->error);
-    cJSON_AddNumberToObject(o, "exit_status", r->exit_status);
-    client_send(q->cl, o);
-    cJSON_Delete(o);
+    cJSON *o = rx_check_json(r);
+    if (o) {
+        add_head(o, q->id, "check");
+        client_send(q->cl, o);
+        cJSON_Delete(o);
+    }
     if (r->exit_status > q->worst)
         q->worst = r->exit_status;
     if (++q->finished == q->n)
@@ -473,11 +463,9 @@ static void req_cancel(serve_req *q)
     q->n = q->started;
     for (size_t i = 0; i < never; i++) {
         serve_call *sc = &q->calls[q->started + i];
-        char msg[300];
+        char msg[320];
         snprintf(msg, sizeof(msg), "%s: cancelled before it started", sc->host);
-        rexec_result r = {.host = sc->host, .action = q->view.action, .exit_code = -1,
-                          .err = REXEC_ECANCELLED, .error = msg,
-                          .exit_status = rexec_err_exit_code(REXEC_ECANCELLED)};
+        rexec_result r = rexec_result_not_started(sc->host, q->view.action, REXEC_ECANCELLED, msg);
         send_result(q, &r);
     }
     if (q->finished == q->n)
@@ -530,6 +518,26 @@ static int do_simple(serve_client *cl, const cJSON *root, const char *op, rexec_
     return 0;
 }
 
+/* {"op":"reload"}: rexec.json again; a file that does not load is refused with its error and the
+ * running configuration stays (rexec_ctx_reload). */
+static int do_reload(serve_client *cl, const cJSON *root, rexec_error *err)
+{
+    static const char *const keys[] = {"op", "id", NULL};
+    size_t warm = 0;
+    int r = rx_json_check_keys(root, "", keys, REXEC_EREQUEST, err);
+    if (r == 0)
+        r = rexec_ctx_reload(cl->srv->ctx, &warm, err);
+    if (r != 0)
+        return r;
+    cJSON *o = reply_to(cJSON_GetObjectItemCaseSensitive(root, "id"), "reloaded");
+    cJSON_AddNumberToObject(o, "hosts", (double)cl->srv->ctx->ws->n_hosts);
+    cJSON_AddNumberToObject(o, "actions", (double)cl->srv->ctx->ws->n_actions);
+    cJSON_AddNumberToObject(o, "kept_warm", (double)warm);
+    client_send(cl, o);
+    cJSON_Delete(o);
+    return 0;
+}
+
 static void handle_line(serve_client *cl, const char *line, size_t len)
 {
     cJSON *root = NULL;
@@ -551,12 +559,14 @@ static void handle_line(serve_client *cl, const char *line, size_t len)
         r = start_check(cl, root, &e);
     else if (r == 0 && strcmp(op, "cancel") == 0)
         r = do_cancel(cl, root, &e);
+    else if (r == 0 && strcmp(op, "reload") == 0)
+        r = do_reload(cl, root, &e);
     else if (r == 0 && (strcmp(op, "ping") == 0 || strcmp(op, "hosts") == 0 ||
-                        strcmp(op, "actions") == 0))
+                        strcmp(op, "actions") == 0 || strcmp(op, "groups") == 0))
         r = do_simple(cl, root, op, &e);
     else if (r == 0)
         r = rx_fail(&e, REXEC_EREQUEST, "op: unknown \"%s\" (run, eval, check, cancel, ping, "
-                                        "hosts, actions)", op);
+                                        "hosts, actions, groups, reload)", op);
     if (r != 0)
         send_error(cl, root && cJSON_IsObject(root) ? cJSON_GetObjectItemCaseSensitive(root, "id")
                                                     : NULL,
@@ -627,7 +637,9 @@ static void feed_lines(serve_client *cl, const char *p, size_t n)
         if (p[i] != '\n') {
             if (rx_buf_addc(&cl->line, (unsigned char)p[i]) != 0 && !cl->overlong) {
                 cl->overlong = 1;
-                send_error(cl, NULL, REXEC_EREQUEST, "request line longer than 68 KiB");
+                char m[64];
+                snprintf(m, sizeof(m), "request line longer than %d KiB", SERVE_LINE_MAX / 1024);
+                send_error(cl, NULL, REXEC_EREQUEST, m);
             }
             continue;
         }

@@ -55,6 +55,24 @@ const char *rexec_version(void)
     return REXEC_VERSION;
 }
 
+int rx_log_on(const rx_logger *l, int level)
+{
+    (void)level;
+    return l != NULL && l->fn != NULL;
+}
+
+void rx_log(const rx_logger *l, int level, const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+    if (!rx_log_on(l, level))
+        return;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    l->fn(l->ud, level, line);
+}
+
 int rx_fail(rexec_error *err, int code, const char *fmt, ...)
 {
     if (err == NULL)

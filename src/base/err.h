@@ -12,4 +12,15 @@ int rx_fail(rexec_error *err, int code, const char *fmt, ...)
 /* Prefixes an existing message: "hosts.lab1: " + old message. Returns err->code. */
 int rx_fail_prefix(rexec_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* A log sink (rexec_ctx_set_log); modules below the API hold a pointer to the ctx's one. */
+typedef struct rx_logger {
+    rexec_log_fn fn;
+    void *ud;
+} rx_logger;
+
+/* 1 when l would take lines of this level (so callers can skip building them). */
+int rx_log_on(const rx_logger *l, int level);
+/* Formats one line and hands it to l; nothing when l or l->fn is NULL. */
+void rx_log(const rx_logger *l, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 #endif

@@ -8,58 +8,12 @@
 
 #include "err.h"
 #include "jsonx.h"
+#include "utf8.h"
 
 #define KEY_SHOW_MAX 64
 
 /* ---- Text helpers ------------------------------------------------------------------------- */
 
-/* Length of the UTF-8 sequence starting at p[0..n), or 0 when it is not well-formed. The second
- * byte's range carries the rules against overlongs (E0, F0), surrogates (ED) and > U+10FFFF (F4). */
-static size_t utf8_seq(const unsigned char *p, size_t n)
-{
-    unsigned char c = p[0], lo = 0x80, hi = 0xBF;
-    size_t need;
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xC2 && c <= 0xDF)
-        need = 2;
-    else if (c >= 0xE0 && c <= 0xEF)
-        need = 3;
-    else if (c >= 0xF0 && c <= 0xF4)
-        need = 4;
-    else
-        return 0; /* continuation byte, C0/C1 (always overlong) or F5..FF */
-    if (c == 0xE0)
-        lo = 0xA0;
-    else if (c == 0xED)
-        hi = 0x9F;
-    else if (c == 0xF0)
-        lo = 0x90;
-    else if (c == 0xF4)
-        hi = 0x8F;
-    if (n < need || p[1] < lo || p[1] > hi)
-        return 0;
-    for (size_t i = 2; i < need; i++)
-        if (p[i] < 0x80 || p[i] > 0xBF)
-            return 0;
-    return need;
-}
-
-int rx_utf8_check(const void *p, size_t len, size_t *bad)
-{
-    const unsigned char *s = p;
-    size_t i = 0;
-    while (i < len) {
-        size_t n = utf8_seq(s + i, len - i);
-        if (n == 0) {
-            if (bad)
-                *bad = i;
-            return -1;
-        }
-        i += n;
-    }
-    return 0;
-}
 
 const char *rx_msg_quote(char *dst, size_t cap, const void *v, size_t len, size_t max_show)
 {

@@ -28,6 +28,7 @@
 #include <cjson/cJSON.h>
 
 #include "rexec.h"
+#include "utf8.h"
 
 #define RX_JSON_MAX_DEPTH 64  /* arrays and objects nested deeper are refused */
 #define RX_JSON_PATH_MAX 256  /* a path longer than this is cut, ending in "..." */
@@ -98,12 +99,6 @@ int rx_json_check_keys(const cJSON *obj, const char *path, const char *const all
                        rexec_error *err);
 
 /* ---- Text helpers shared by the validators ------------------------------------------------- */
-
-/* Checks that p[0..len) is well-formed UTF-8 (RFC 3629): no overlong forms, no surrogates
- * (U+D800..U+DFFF), nothing above U+10FFFF, no truncated or stray continuation bytes.
- * NUL is valid UTF-8: callers that refuse it check it themselves. Returns 0, or -1 with the
- * offset of the first bad byte in *bad (bad may be NULL). */
-int rx_utf8_check(const void *p, size_t len, size_t *bad);
 
 /* Renders a value for a message: "\"value\"" when it is at most max_show bytes of printable
  * ASCII, else "(N bytes)", so a message never carries control characters or a wall of text.

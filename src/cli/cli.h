@@ -3,23 +3,26 @@
 #ifndef RX_CLI_H
 #define RX_CLI_H
 
-/* Options that come before the command (`rexec --workspace DIR run ...`). */
+/* Options that apply to every command, before or after it (`rexec run ... -w DIR`). */
 typedef struct cli_global {
     const char *workspace; /* --workspace, $REXEC_WORKSPACE, or "." */
     const char *socket;    /* --socket, $REXEC_SOCKET, or NULL */
+    int no_progress;       /* --no-progress: no progress line on a terminal */
 } cli_global;
 
-/* Every command: argv[0] is the command name; returns the process exit code (SPEC.md). */
+/* Every command: argv[0] is the command name; returns the process exit code (docs/exit-codes.md). */
 typedef int (*cli_cmd_fn)(const cli_global *g, int argc, char **argv);
 
 int cli_run(const cli_global *g, int argc, char **argv);     /* run and eval */
 int cli_check(const cli_global *g, int argc, char **argv);
 int cli_hosts(const cli_global *g, int argc, char **argv);
 int cli_actions(const cli_global *g, int argc, char **argv);
+int cli_groups(const cli_global *g, int argc, char **argv);
 int cli_audit(const cli_global *g, int argc, char **argv);   /* audit verify|show */
 int cli_approve(const cli_global *g, int argc, char **argv);
 int cli_approvals(const cli_global *g, int argc, char **argv);
 int cli_serve(const cli_global *g, int argc, char **argv);
+int cli_complete(const cli_global *g, int argc, char **argv); /* hidden: bash completion */
 
 /* Prints "rexec: <msg>\n" to stderr (the message must already be redacted) and returns code. */
 int cli_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -50,6 +53,10 @@ const char *cli_opt_value(int argc, char **argv, int *i, const char *name, int *
  * `rexec serve`; returns the exit status a direct call would have. */
 int cli_client_call(const char *socket_path, const char *op, const rexec_request *req,
                     const char *targets, int json, int parallel);
+
+/* rexec_ctx_new, and with $REXEC_DEBUG set, the context's log lines on stderr as
+ * "rexec: debug: ..." (the library never reads the environment itself). */
+int cli_ctx_new(rexec_ctx **out, uv_loop_t *loop, const char *workspace_dir, rexec_error *err);
 
 /* Help text of a command (NULL for the overview); shared by `rexec help X` and `X --help`. */
 const char *cli_help_text(const char *command);

@@ -16,7 +16,8 @@
 
 #include "cli.h"
 
-#define CLIENT_MAX_STDIN (46 * 1024) /* its base64 and the rest of the request fit 64 KiB */
+/* the base64 of stdin (4/3 of it) and the rest of the request fit REXEC_REQUEST_MAX_BYTES */
+#define CLIENT_MAX_STDIN (REXEC_REQUEST_MAX_BYTES / 4 * 3 - 2048)
 
 static volatile sig_atomic_t interrupted;
 
@@ -199,14 +200,35 @@ static void on_result(client *c, const cJSON *o)
     free(err);
 }
 
+/* The reply's facts object back into "key=value" lines, as a direct check reports them. */
+static char *facts_text(const cJSON *o)
+{
+    const cJSON *f;
+    size_t cap = 1, n = 0;
+    char *t = calloc(1, 1);
+    cJSON_ArrayForEach(f, cJSON_GetObjectItemCaseSensitive(o, "facts")) {
+        if (!cJSON_IsString(f) || t == NULL)
+            continue;
+        size_t need = strlen(f->string) + strlen(f->valuestring) + 2;
+        char *b = realloc(t, cap += need);
+        if (b == NULL)
+            break;
+        t = b;
+        n += (size_t)sprintf(t + n, "%s=%s\n", f->string, f->valuestring);
+    }
+    return t;
+}
+
 static void on_check(client *c, const cJSON *o)
 {
+    char *facts = facts_text(o);
     rexec_check_result r = {.host = js(o, "host"), .ok = jb(o, "ok"), .error = js(o, "error"),
-                            .facts = js(o, "facts") ? js(o, "facts") : "",
-                            .containment = js(o, "containment"),
+                            .facts = facts ? facts : "",
+                            .containment = js(o, "containment"), .warning = js(o, "warning"),
                             .duration_ms = (uint64_t)jn(o, "duration_ms", 0),
                             .exit_status = (int)jn(o, "exit_status", 70)};
     cli_show_check(&r, c->json);
+    free(facts);
 }
 
 /* One reply line; returns 1 when the request is over. */

@@ -8,10 +8,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "audit.h"
 #include "cli.h"
-#include "err.h"
-#include "fsutil.h"
+#include "rexec.h"
 
 #define EXIT_USAGE 64
 
@@ -69,38 +67,6 @@ static int parse_opts(int argc, char **argv, const char *sub, int allow_show, au
     return 0;
 }
 
-/* "audit": {"key_file": ...} from rexec.json, read here so that verify works whatever else
- * the file holds. No rexec.json, or no audit key in it: *key stays NULL. */
-static int key_from_workspace(const char *ws, char **key, rexec_error *err)
-{
-    char *path = rx_fs_join(ws, "rexec.json"), *text = NULL;
-    size_t len = 0;
-    struct stat st;
-    int r = 0;
-    if (path == NULL)
-        return rx_fail(err, REXEC_ENOMEM, "out of memory");
-    if (stat(path, &st) != 0 && errno == ENOENT)
-        goto out;
-    if ((r = rx_fs_read_file(path, 4u << 20, &text, &len, REXEC_ECONFIG, err)) != 0)
-        goto out;
-    cJSON *doc = cJSON_ParseWithLength(text, len);
-    const cJSON *audit = cJSON_GetObjectItemCaseSensitive(doc, "audit");
-    const cJSON *kf = cJSON_GetObjectItemCaseSensitive(audit, "key_file");
-    if (doc == NULL)
-        r = rx_fail(err, REXEC_ECONFIG, "%s: not valid JSON", path);
-    else if (audit != NULL && !cJSON_IsObject(audit))
-        r = rx_fail(err, REXEC_ECONFIG, "%s: audit: must be an object", path);
-    else if (kf != NULL && (!cJSON_IsString(kf) || kf->valuestring[0] != '/'))
-        r = rx_fail(err, REXEC_ECONFIG, "%s: audit.key_file: must be an absolute path", path);
-    else if (kf != NULL && (*key = strdup(kf->valuestring)) == NULL)
-        r = rx_fail(err, REXEC_ENOMEM, "out of memory");
-    cJSON_Delete(doc);
-out:
-    free(text);
-    free(path);
-    return r;
-}
-
 static int audit_verify_cmd(const cli_global *g, const audit_opts *o)
 {
     rexec_error err = {0};
@@ -110,9 +76,9 @@ static int audit_verify_cmd(const cli_global *g, const audit_opts *o)
 
     if (key != NULL && *key == 0)
         key = NULL;
-    if (key == NULL && (r = key_from_workspace(g->workspace, &ws_key, &err)) != 0)
+    if (key == NULL && (r = rexec_audit_key_file(g->workspace, &ws_key, &err)) != 0)
         return cli_error(rexec_err_exit_code(r), "%s", err.msg);
-    r = rx_audit_verify_ex(g->workspace, key ? key : ws_key, o->json ? RX_AUDIT_VERIFY_JSON : 0,
+    r = rexec_audit_verify(g->workspace, key ? key : ws_key, o->json ? REXEC_AUDIT_REPORT_JSON : 0,
                            stdout, &err);
     free(ws_key);
     fflush(stdout);
@@ -122,16 +88,16 @@ static int audit_verify_cmd(const cli_global *g, const audit_opts *o)
 static int audit_show_cmd(const cli_global *g, const audit_opts *o)
 {
     rexec_error err = {0};
-    rx_audit_query q = {.run_id = o->run, .json = o->json};
+    rexec_audit_query q = {.run_id = o->run, .json = o->json};
     if (o->since != NULL) {
-        if (rx_audit_parse_time(o->since, time(NULL), &q.since) != 0)
+        if (rexec_audit_parse_time(o->since, time(NULL), &q.since) != 0)
             return cli_error(EXIT_USAGE,
                              "audit show: --since \"%.64s\": expected a time like "
                              "2026-12-02T10:00:00Z or an age like 30m, 1h, 2d",
                              o->since);
         q.has_since = 1;
     }
-    int r = rx_audit_show(g->workspace, &q, stdout, &err);
+    int r = rexec_audit_show(g->workspace, &q, stdout, &err);
     fflush(stdout);
     return r == 0 ? 0 : cli_error(rexec_err_exit_code(r), "%s", err.msg);
 }

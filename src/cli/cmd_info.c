@@ -59,7 +59,20 @@ static void print_actions(const cJSON *list)
     }
 }
 
-/* hosts and actions: a listing from the workspace alone, no connection. */
+static void print_groups(const cJSON *list)
+{
+    const cJSON *g, *h;
+    printf("%-24s %s\n", "GROUP", "HOSTS");
+    cJSON_ArrayForEach(g, list) {
+        char hosts[1024] = "";
+        cJSON_ArrayForEach(h, cJSON_GetObjectItemCaseSensitive(g, "hosts"))
+            snprintf(hosts + strlen(hosts), sizeof(hosts) - strlen(hosts), "%s%s",
+                     hosts[0] ? "," : "", h->valuestring);
+        printf("%-24s %s\n", str(g, "name"), hosts[0] ? hosts : "-");
+    }
+}
+
+/* hosts, actions and groups: a listing from the workspace alone, no connection. */
 static int list_cmd(const cli_global *g, int argc, char **argv, const char *what)
 {
     uv_loop_t loop;
@@ -69,7 +82,7 @@ static int list_cmd(const cli_global *g, int argc, char **argv, const char *what
     if (json < 0)
         return -json;
     uv_loop_init(&loop);
-    if (rexec_ctx_new(&ctx, &loop, g->workspace, &e) != 0) {
+    if (cli_ctx_new(&ctx, &loop, g->workspace, &e) != 0) {
         uv_loop_close(&loop);
         return cli_error(rexec_err_exit_code(e.code), "%s", e.msg);
     }
@@ -81,6 +94,8 @@ static int list_cmd(const cli_global *g, int argc, char **argv, const char *what
         printf("%s\n", text);
     else if (strcmp(what, "hosts") == 0)
         print_hosts(list);
+    else if (strcmp(what, "groups") == 0)
+        print_groups(list);
     else
         print_actions(list);
     cJSON_Delete(list);
@@ -91,14 +106,39 @@ static int list_cmd(const cli_global *g, int argc, char **argv, const char *what
     return rc;
 }
 
+/* Prints entries to paste into rexec.json; reads no workspace. */
+static int import_ssh_config(int argc, char **argv)
+{
+    char *text = NULL, *notes = NULL;
+    rexec_error e;
+    if (argc > 3)
+        return cli_error(64, "hosts import-ssh-config: at most one PATTERN (see `rexec help hosts`)");
+    if (rexec_ssh_config_import(argc == 3 ? argv[2] : NULL, &text, &notes, &e) != 0)
+        return cli_error(rexec_err_exit_code(e.code), "%s", e.msg);
+    fputs(notes, stderr);
+    if (*text == '\0')
+        fprintf(stderr, "rexec: no Host in the ssh config matches\n");
+    fputs(text, stdout);
+    int empty = *text == '\0';
+    free(text), free(notes);
+    return empty ? 1 : 0;
+}
+
 int cli_hosts(const cli_global *g, int argc, char **argv)
 {
+    if (argc >= 2 && strcmp(argv[1], "import-ssh-config") == 0)
+        return import_ssh_config(argc, argv);
     return list_cmd(g, argc, argv, "hosts");
 }
 
 int cli_actions(const cli_global *g, int argc, char **argv)
 {
     return list_cmd(g, argc, argv, "actions");
+}
+
+int cli_groups(const cli_global *g, int argc, char **argv)
+{
+    return list_cmd(g, argc, argv, "groups");
 }
 
 /* ---- check ---------------------------------------------------------------------------------- */
@@ -144,7 +184,7 @@ int cli_check(const cli_global *g, int argc, char **argv)
     if (socket)
         return cli_client_call(socket, "check", NULL, targets, k.json, 0);
     uv_loop_init(&loop);
-    if (rexec_ctx_new(&k.ctx, &loop, g->workspace, &e) != 0) {
+    if (cli_ctx_new(&k.ctx, &loop, g->workspace, &e) != 0) {
         uv_loop_close(&loop);
         return cli_error(rexec_err_exit_code(e.code), "%s", e.msg);
     }

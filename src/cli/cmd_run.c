@@ -18,7 +18,7 @@ typedef struct run_opts {
     rexec_param params[MAX_PARAMS];
     size_t n_params;
     double timeout_s;
-    int json, parallel, approve, eval;
+    int json, parallel, approve, eval, no_progress;
 } run_opts;
 
 struct run;
@@ -43,32 +43,52 @@ typedef struct run {
     int worst;
     int interrupted;
     int progress; /* stderr is a terminal and there are several hosts */
+    int drawn;    /* the progress line is on the screen (no newline after it yet) */
     uv_signal_t sigint, sigterm;
 } run;
 
 /* ---- output --------------------------------------------------------------------------------- */
 
+/* The progress line lives on the terminal's last line: it is wiped before anything else is
+ * printed and drawn again after, so host output never runs into it. */
+static void progress_clear(run *r)
+{
+    if (r->drawn)
+        cli_write_all(2, "\r\033[K", 4);
+    r->drawn = 0;
+}
+
+static void progress_draw(run *r)
+{
+    if (!r->progress)
+        return;
+    int last = r->finished == r->n_hosts;
+    dprintf(2, "\r\033[Krexec: %zu/%zu hosts done, %zu failed%s", r->finished, r->n_hosts,
+            r->failed, last ? "\n" : "");
+    r->drawn = !last;
+}
+
 static void on_output(void *ud, int stream, const void *data, size_t len)
 {
     host_call *h = ud;
-    if (h->run->o->json)
+    run *r = h->run;
+    if (r->o->json)
         return;
-    if (h->run->n_hosts > 1)
+    if (r->n_hosts > 1) {
+        int was = r->drawn, lines = memchr(data, '\n', len) != NULL;
+        if (lines) /* whole lines reach the screen: wipe the progress line first */
+            progress_clear(r);
         cli_prefix_write(&h->pf, stream, data, len);
-    else
+        if (lines && was)
+            progress_draw(r);
+    } else {
         cli_write_all(stream == REXEC_STDOUT ? 1 : 2, data, len);
+    }
 }
 
 /* ---- the calls ------------------------------------------------------------------------------ */
 
 static void launch_more(run *r);
-
-static void progress_line(run *r)
-{
-    if (r->progress)
-        dprintf(2, "\r\033[Krexec: %zu/%zu hosts done, %zu failed%s", r->finished, r->n_hosts,
-                r->failed, r->finished == r->n_hosts ? "\n" : "");
-}
 
 static void start_call(run *r, host_call *h);
 
@@ -103,10 +123,11 @@ static void on_done(void *ud, const rexec_result *res)
     /* Several hosts: the largest status wins (255 host unavailable > 77 denied > 1 ...). */
     if (res->exit_status > r->worst)
         r->worst = res->exit_status;
+    progress_clear(r);
     if (r->n_hosts > 1 && !r->o->json)
         cli_prefix_flush(&h->pf);
     cli_show_result(res, r->o->json, r->o->eval);
-    progress_line(r);
+    progress_draw(r);
     launch_more(r);
     if (r->finished == r->n_hosts) {
         uv_close((uv_handle_t *)&r->sigint, NULL);
@@ -124,9 +145,7 @@ static void start_call(run *r, host_call *h)
     if (h->grant[0])
         req.grant_id = h->grant;
     if (rexec_call_start(r->ctx, &req, &cb, &h->call, &e) != 0) {
-        rexec_result res = {.host = h->host, .action = req.action, .exit_code = -1,
-                            .err = e.code, .error = e.msg,
-                            .exit_status = rexec_err_exit_code(e.code)};
+        rexec_result res = rexec_result_not_started(h->host, req.action, e.code, e.msg);
         on_done(h, &res);
     }
 }
@@ -149,6 +168,7 @@ static void on_signal(uv_signal_t *s, int signum)
         _exit(130);
     }
     r->interrupted = 1;
+    progress_clear(r);
     dprintf(2, "\nrexec: %s: stopping the remote commands (again to leave at once)\n",
             signum == SIGINT ? "interrupted" : "terminated");
     for (size_t i = 0; i < r->n_hosts; i++)
@@ -157,9 +177,9 @@ static void on_signal(uv_signal_t *s, int signum)
     /* hosts never started count as done */
     while (r->next < r->n_hosts) {
         host_call *h = &r->hosts[r->next++];
-        rexec_result res = {.host = h->host, .action = r->req.action, .exit_code = -1,
-                            .err = REXEC_ECANCELLED, .error = "cancelled before it started",
-                            .exit_status = 130};
+        char msg[320];
+        snprintf(msg, sizeof(msg), "%s: cancelled before it started", h->host);
+        rexec_result res = rexec_result_not_started(h->host, r->req.action, REXEC_ECANCELLED, msg);
         r->running++;
         on_done(h, &res);
     }
@@ -305,7 +325,7 @@ static int build_request(run_opts *o, run_inputs *in, rexec_request *req)
     size_t len = 0;
     memset(req, 0, sizeof(*req));
     if (o->request_file) {
-        int r = read_file(o->request_file, 64 * 1024 + 1, &text, &len);
+        int r = read_file(o->request_file, REXEC_REQUEST_MAX_BYTES + 1, &text, &len);
         if (r == 0 && rexec_request_doc_parse((char *)text, len, &in->doc, req, &e) != 0)
             r = cli_error(rexec_err_exit_code(e.code), "%s: %s", o->request_file, e.msg);
         free(text);
@@ -362,13 +382,15 @@ static int run_loop(run *r, const char *const *names)
         return cli_error(70, "out of memory");
     for (size_t i = 0; i < r->n_hosts; i++)
         r->hosts[i] = (host_call){.run = r, .host = names[i], .pf = {.host = names[i]}};
-    r->progress = r->n_hosts > 1 && isatty(2) && !r->o->json;
+    r->progress = r->n_hosts > 1 && isatty(2) && !r->o->json && !r->o->no_progress;
     uv_signal_init(&r->loop, &r->sigint);
     uv_signal_init(&r->loop, &r->sigterm);
     r->sigint.data = r->sigterm.data = r;
     uv_signal_start(&r->sigint, on_signal, SIGINT);
     uv_signal_start(&r->sigterm, on_signal, SIGTERM);
     launch_more(r);
+    if (r->finished < r->n_hosts)
+        progress_draw(r);
     uv_run(&r->loop, UV_RUN_DEFAULT);
     free(r->hosts);
     return r->interrupted && r->worst < 130 ? 130 : r->worst;
@@ -382,6 +404,7 @@ int cli_run(const cli_global *g, int argc, char **argv)
     rexec_error e;
     const char **names = NULL;
     int rc = parse_args(&o, argc, argv);
+    o.no_progress = g->no_progress;
     const char *socket = o.socket ? o.socket : g->socket;
     signal(SIGPIPE, SIG_IGN);
     if (rc == 0 && (rc = build_request(&o, &in, &r.req)) == 0 && socket) {
@@ -392,7 +415,7 @@ int cli_run(const cli_global *g, int argc, char **argv)
                                  o.parallel);
     } else if (rc == 0) {
         uv_loop_init(&r.loop);
-        if (rexec_ctx_new(&r.ctx, &r.loop, g->workspace, &e) != 0)
+        if (cli_ctx_new(&r.ctx, &r.loop, g->workspace, &e) != 0)
             rc = cli_error(rexec_err_exit_code(e.code), "%s", e.msg);
         else if (rexec_ctx_targets(r.ctx, o.targets, &names, &r.n_hosts, &e) != 0) {
             rc = cli_error(rexec_err_exit_code(e.code), "%s", e.msg);

@@ -12,7 +12,7 @@ typedef struct serve_cli {
     uv_loop_t loop;
     rexec_ctx *ctx;
     rexec_server *srv;
-    uv_signal_t sigint, sigterm;
+    uv_signal_t sigint, sigterm, sighup;
     int stopping;
 } serve_cli;
 
@@ -24,6 +24,21 @@ static void on_stopped(void *ud)
     rexec_ctx_close(s->ctx, NULL, NULL);
     uv_close((uv_handle_t *)&s->sigint, NULL);
     uv_close((uv_handle_t *)&s->sigterm, NULL);
+    uv_close((uv_handle_t *)&s->sighup, NULL);
+}
+
+/* SIGHUP: reload rexec.json; a file that does not load leaves the running configuration. */
+static void on_sighup(uv_signal_t *h, int signum)
+{
+    serve_cli *s = h->data;
+    rexec_error e;
+    size_t warm = 0;
+    (void)signum;
+    if (rexec_ctx_reload(s->ctx, &warm, &e) != 0)
+        fprintf(stderr, "rexec serve: SIGHUP: reload refused, the configuration is unchanged: %s\n",
+                e.msg);
+    else
+        fprintf(stderr, "rexec serve: SIGHUP: workspace reloaded (%zu host(s) kept warm)\n", warm);
 }
 
 /* SIGTERM/SIGINT: stop accepting, cancel what is in flight (the remote commands stop), send the
@@ -58,7 +73,7 @@ int cli_serve(const cli_global *g, int argc, char **argv)
         return cli_error(64, "serve: --socket PATH is required");
     signal(SIGPIPE, SIG_IGN);
     uv_loop_init(&s.loop);
-    if (rexec_ctx_new(&s.ctx, &s.loop, g->workspace, &e) != 0)
+    if (cli_ctx_new(&s.ctx, &s.loop, g->workspace, &e) != 0)
         return cli_error(rexec_err_exit_code(e.code), "%s", e.msg);
     if (rexec_server_start(s.ctx, &opts, &s.srv, &e) != 0) {
         rexec_ctx_close(s.ctx, NULL, NULL);
@@ -71,6 +86,9 @@ int cli_serve(const cli_global *g, int argc, char **argv)
     s.sigint.data = s.sigterm.data = &s;
     uv_signal_start(&s.sigint, on_signal, SIGINT);
     uv_signal_start(&s.sigterm, on_signal, SIGTERM);
+    uv_signal_init(&s.loop, &s.sighup);
+    s.sighup.data = &s;
+    uv_signal_start(&s.sighup, on_sighup, SIGHUP);
     fprintf(stderr, "rexec serve: listening on %s (pid %d)\n", opts.socket_path, (int)getpid());
     uv_run(&s.loop, UV_RUN_DEFAULT);
     uv_loop_close(&s.loop);

@@ -4,7 +4,7 @@
 #include "cli.h"
 
 static const char overview[] =
-    "usage: rexec [--workspace DIR] [--socket PATH] COMMAND [ARGS]\n"
+    "usage: rexec [--workspace DIR] [--socket PATH] [--no-progress] COMMAND [ARGS]\n"
     "\n"
     "Runs operator-approved actions on tool VMs over SSH.\n"
     "\n"
@@ -13,6 +13,7 @@ static const char overview[] =
     "  eval TARGETS ACTION  the gate's decision only; nothing runs\n"
     "  check TARGETS        connect, verify the host key, probe the VM\n"
     "  hosts | actions      list the inventory | the catalog\n"
+    "  groups               list the host groups (@name) and their hosts\n"
     "  approve ID           confirm a pending challenge at a terminal\n"
     "  approvals            list pending challenges and unused grants\n"
     "  audit verify|show    check the audit log's integrity | read it\n"
@@ -22,7 +23,9 @@ static const char overview[] =
     "global options:\n"
     "  --workspace DIR, -w  the workspace (default $REXEC_WORKSPACE, else .)\n"
     "  --socket PATH        hand run/eval/check to `rexec serve` (default $REXEC_SOCKET)\n"
+    "  --no-progress        no fan-out progress line on a terminal\n"
     "  --version            print the version\n"
+    "  (global options may also come after the command, up to a --)\n"
     "\n"
     "exit codes: 0-254 the remote status (a remote 255 shows as 254, 124 = timeout),\n"
     "  255 host unavailable, 64 usage, 65 invalid request or parameter, 74 audit record\n"
@@ -76,11 +79,20 @@ static const char check_help[] =
     "Exit 0 when every host is fine, 255 when one is unavailable, 78 for an unknown host.\n";
 
 static const char hosts_help[] =
-    "usage: rexec hosts [--json]\n\nLists the inventory of rexec.json. No connection is made.\n";
+    "usage: rexec hosts [--json]\n"
+    "       rexec hosts import-ssh-config [PATTERN]\n\n"
+    "Lists the inventory of rexec.json. No connection is made.\n\n"
+    "import-ssh-config prints inventory entries ({\"ssh_alias\": NAME}) to paste under \"hosts\"\n"
+    "for each Host of ~/.ssh/config ($REXEC_SSH_CONFIG if set) whose name matches the glob\n"
+    "PATTERN, each resolved by `ssh -G NAME` (shown in its description). Exit 1 if none.\n";
 
 static const char actions_help[] =
     "usage: rexec actions [--json]\n\nLists the catalog: each action's effective risk, its\n"
     "parameters with their types, and the secrets it receives (by name).\n";
+
+static const char groups_help[] =
+    "usage: rexec groups [--json]\n\nLists the host groups of rexec.json (TARGETS @name) with\n"
+    "their hosts. No connection is made.\n";
 
 static const char approve_help[] =
     "usage: rexec approve CHALLENGE_ID\n"
@@ -103,8 +115,10 @@ static const char serve_help[] =
     "usage: rexec serve --socket PATH\n"
     "\n"
     "A long-lived controller on a Unix socket (mode 0600, same user only), speaking\n"
-    "newline-delimited JSON (run, eval, check, cancel, ping). Connections to hosts stay warm\n"
-    "between calls. See docs/serve-protocol.md.\n";
+    "newline-delimited JSON (run, eval, check, cancel, ping, hosts, actions, groups, reload).\n"
+    "Connections to hosts stay warm between calls. SIGHUP reloads rexec.json (a file that does\n"
+    "not load is refused; calls in flight finish on their configuration); SIGTERM stops.\n"
+    "See docs/serve-protocol.md.\n";
 
 static const struct {
     const char *name, *text;
@@ -112,7 +126,7 @@ static const struct {
     {"run", run_help},         {"eval", eval_help},           {"check", check_help},
     {"hosts", hosts_help},     {"actions", actions_help},     {"approve", approve_help},
     {"approvals", approve_help}, {"audit", audit_help},       {"serve", serve_help},
-    {"help", overview},
+    {"groups", groups_help},   {"help", overview},
 };
 
 const char *cli_help_text(const char *command)

@@ -1,20 +1,37 @@
-/* rexec: the command line. Global options, then one command (src/cli/cmd_*.c). */
+/* rexec: the command line. Global options (anywhere before a `--`), then one command
+ * (src/cli/cmd_*.c). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "cli.h"
 #include "rexec.h"
 
+/* --json anywhere on the command line: failures are a JSON object on stdout too. */
+static int json_errors;
+
 int cli_error(int code, const char *fmt, ...)
 {
+    char msg[2048];
     va_list ap;
-    fputs("rexec: ", stderr);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
+    fprintf(stderr, "rexec: %s\n", msg);
+    if (json_errors) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "error", msg);
+        cJSON_AddNumberToObject(o, "exit_status", code);
+        char *t = cJSON_PrintUnformatted(o);
+        if (t)
+            printf("%s\n", t);
+        fflush(stdout);
+        free(t);
+        cJSON_Delete(o);
+    }
     return code;
 }
 
@@ -37,7 +54,7 @@ static const struct command commands[] = {
     {"run", cli_run},         {"eval", cli_run},           {"check", cli_check},
     {"hosts", cli_hosts},     {"actions", cli_actions},    {"audit", cli_audit},
     {"approve", cli_approve}, {"approvals", cli_approvals}, {"serve", cli_serve},
-    {"help", cli_help},
+    {"groups", cli_groups},   {"help", cli_help},           {"__complete", cli_complete},
 };
 
 /* `rexec X --help` is `rexec help X`, for every command. */
@@ -66,38 +83,94 @@ static int dispatch(const cli_global *g, int argc, char **argv)
     return cli_error(64, "unknown command \"%s\" (see `rexec help`)", argv[0]);
 }
 
+/* Command options that take a value as the next word: that word is never a global option. */
+static int takes_value(const char *opt)
+{
+    static const char *const opts[] = {"--param", "-p", "--request", "--stdin", "--grant",
+                                       "--timeout", "--parallel", "--run", "--since", "--key",
+                                       "--idle-timeout", "--host", "--action", "--older-than",
+                                       "--keep", "--before", NULL};
+    for (int i = 0; opts[i]; i++)
+        if (strcmp(opt, opts[i]) == 0)
+            return 1;
+    return 0;
+}
+
+/* A global option at argv[*i]: 1 (taken, *i moved past its value), 0 (not one), or -exit. */
+static int global_option(cli_global *g, int argc, char **argv, int *i)
+{
+    const char *v;
+    int missing = 0;
+    if ((v = cli_opt_value(argc, argv, i, "--workspace", &missing)) ||
+        (v = cli_opt_value(argc, argv, i, "-w", &missing)))
+        return g->workspace = v, 1;
+    if ((v = cli_opt_value(argc, argv, i, "--socket", &missing)))
+        return g->socket = v, 1;
+    if (missing)
+        return -cli_error(64, "%s needs a value", argv[*i]);
+    if (strcmp(argv[*i], "--no-progress") == 0)
+        return g->no_progress = 1, 1;
+    return 0;
+}
+
+/* getopt_long's habit: global options may also come after the command; they are taken out of
+ * the command's arguments (up to a `--`, and never the value of a command option). */
+static int globals_after_command(cli_global *g, int *argc, char **argv)
+{
+    int out = 1, r;
+    for (int i = 1; i < *argc; i++) {
+        if (strcmp(argv[i], "--") == 0) {
+            while (i < *argc)
+                argv[out++] = argv[i++];
+            break;
+        }
+        if (strcmp(argv[i], "--json") == 0)
+            json_errors = 1;
+        if ((r = global_option(g, *argc, argv, &i)) < 0)
+            return -r;
+        if (r == 1)
+            continue;
+        argv[out++] = argv[i];
+        if (takes_value(argv[i]) && i + 1 < *argc)
+            argv[out++] = argv[++i];
+    }
+    *argc = out;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     cli_global g = {.workspace = getenv("REXEC_WORKSPACE"), .socket = getenv("REXEC_SOCKET")};
-    int i = 1;
+    int i = 1, r;
+    for (int k = 1; k < argc && strcmp(argv[k], "--") != 0; k++)
+        if (strcmp(argv[k], "--json") == 0)
+            json_errors = 1; /* before any error, also a usage error in the options */
     for (; i < argc && argv[i][0] == '-'; i++) {
         if (strcmp(argv[i], "--version") == 0 || strcmp(argv[i], "-V") == 0) {
-            printf("rexec %s\n", rexec_version());
+            printf("rexec %s\n%s\n", rexec_version(), rexec_dependency_versions());
             return 0;
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             fputs(cli_help_text(NULL), stdout);
             return 0;
-        } else if (strcmp(argv[i], "--workspace") == 0 || strcmp(argv[i], "-w") == 0) {
-            if (++i == argc)
-                return cli_error(64, "--workspace needs a directory");
-            g.workspace = argv[i];
-        } else if (strncmp(argv[i], "--workspace=", 12) == 0) {
-            g.workspace = argv[i] + 12;
-        } else if (strcmp(argv[i], "--socket") == 0) {
-            if (++i == argc)
-                return cli_error(64, "--socket needs a path");
-            g.socket = argv[i];
-        } else {
+        } else if ((r = global_option(&g, argc, argv, &i)) < 0) {
+            return -r;
+        } else if (r == 0) {
             return cli_error(64, "unknown option %s (see `rexec help`)", argv[i]);
         }
     }
+    if (i == argc) {
+        if (json_errors)
+            return cli_error(64, "no command given (see `rexec help`)");
+        fputs(cli_help_text(NULL), stderr);
+        return 64;
+    }
+    int sub_argc = argc - i;
+    char **sub = argv + i;
+    if ((r = globals_after_command(&g, &sub_argc, sub)) != 0)
+        return r;
     if (g.workspace == NULL || g.workspace[0] == 0)
         g.workspace = ".";
     if (g.socket && g.socket[0] == 0)
         g.socket = NULL;
-    if (i == argc) {
-        fputs(cli_help_text(NULL), stderr);
-        return 64;
-    }
-    return dispatch(&g, argc - i, argv + i);
+    return dispatch(&g, sub_argc, sub);
 }

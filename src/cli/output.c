@@ -6,8 +6,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <cjson/cJSON.h>
-
 #include "cli.h"
 
 void cli_write_all(int fd, const void *p, size_t n)
@@ -85,21 +83,9 @@ void cli_show_result(const rexec_result *res, int json, int eval)
 void cli_show_check(const rexec_check_result *r, int json)
 {
     if (json) {
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "host", r->host);
-        cJSON_AddBoolToObject(o, "ok", r->ok);
-        cJSON_AddStringToObject(o, "containment", r->containment ? r->containment : "");
-        cJSON_AddStringToObject(o, "facts", r->facts);
-        cJSON_AddNumberToObject(o, "duration_ms", (double)r->duration_ms);
-        cJSON_AddNumberToObject(o, "exit_status", r->exit_status);
-        if (r->error)
-            cJSON_AddStringToObject(o, "error", r->error);
-        else
-            cJSON_AddNullToObject(o, "error");
-        char *t = cJSON_PrintUnformatted(o);
+        char *t = rexec_check_result_to_json(r);
         printf("%s\n", t ? t : "{}");
         free(t);
-        cJSON_Delete(o);
     } else if (r->ok) {
         printf("%s: ok (%llu ms), containment %s\n", r->host, (unsigned long long)r->duration_ms,
                r->containment ? r->containment : "unknown");
@@ -112,6 +98,8 @@ void cli_show_check(const rexec_check_result *r, int json)
     } else {
         fprintf(stderr, "rexec: %s\n", r->error ? r->error : "check failed");
     }
+    if (r->warning && !json)
+        fprintf(stderr, "rexec: warning: %s\n", r->warning);
     fflush(stdout);
 }
 
@@ -129,4 +117,18 @@ const char *cli_opt_value(int argc, char **argv, int *i, const char *name, int *
         return NULL;
     }
     return argv[++*i];
+}
+
+static void log_stderr(void *ud, int level, const char *msg)
+{
+    (void)ud;
+    fprintf(stderr, "rexec: %s: %s\n", level == REXEC_LOG_DEBUG ? "debug" : "warning", msg);
+}
+
+int cli_ctx_new(rexec_ctx **out, uv_loop_t *loop, const char *workspace_dir, rexec_error *err)
+{
+    int r = rexec_ctx_new(out, loop, workspace_dir, err);
+    if (r == 0 && getenv("REXEC_DEBUG") != NULL)
+        rexec_ctx_set_log(*out, log_stderr, NULL);
+    return r;
 }

@@ -33,7 +33,7 @@
 #include "buf.h"
 #include "rexec.h"
 
-#define RX_REQUEST_MAX_LEN (64 * 1024)
+#define RX_REQUEST_MAX_LEN REXEC_REQUEST_MAX_BYTES
 #define RX_REQUEST_NAME_MAX 128      /* action, host, hypothesis_id */
 #define RX_REQUEST_PARAM_NAME_MAX 64
 #define RX_REQUEST_RATIONALE_MAX 4096

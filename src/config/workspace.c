@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,8 +15,9 @@
 #include "fsutil.h"
 #include "jsonx.h"
 #include "redact.h"
-#include "render.h"
+#include "template.h"
 #include "scope.h"
+#include "sshconfig.h"
 #include "workspace.h"
 
 #define WS_MAX_BYTES (4 * 1024 * 1024)
@@ -203,21 +205,153 @@ static int load_hostkey_policy(const cJSON *o, const char *path, rx_host *h, rex
     return 0;
 }
 
+/* Like ssh: no "user" means the user rexec runs as. */
+static int host_default_user(rx_host *h, const char *path, rexec_error *err)
+{
+    char p[RX_JSON_PATH_MAX];
+    if (h->user)
+        return 0;
+    const struct passwd *pw = getpwuid(geteuid());
+    if (pw == NULL || pw->pw_name == NULL)
+        return rx_json_fail(err, C, rx_json_path_key(p, sizeof(p), path, "user"),
+                            "missing, and the current user (uid %u) has no name to default to",
+                            (unsigned)geteuid());
+    return dup_str(&h->user, pw->pw_name);
+}
+
+/* The first of files that exists (ssh -G lists defaults that may not), or NULL. */
+static const char *first_existing(char *const *files, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (access(files[i], R_OK) == 0)
+            return files[i];
+    return NULL;
+}
+
+/* "ssh_alias": what rexec.json leaves out comes from `ssh -G ALIAS` (sshconfig.h): HostName,
+ * Port, User, IdentityFile (the first that exists), UserKnownHostsFile (the first that exists,
+ * read besides the workspace's known_hosts) and ProxyJump (an inventory host's name or alias). */
+static int host_from_alias(const cJSON *o, const char *path, rx_host *h, rexec_error *err)
+{
+    char p[RX_JSON_PATH_MAX];
+    rx_ssh_g g;
+    rx_json_path_key(p, sizeof(p), path, "ssh_alias");
+    int r = rx_ssh_g_run(h->ssh_alias, &g, err);
+    if (r != 0)
+        return r == REXEC_ENOMEM ? r : rx_fail_prefix(err, "%s: ", p);
+    const char *idf = first_existing(g.identityfile, g.n_identityfile);
+    const char *khf = first_existing(g.knownhosts, g.n_knownhosts);
+    if (cJSON_GetObjectItemCaseSensitive(o, "port") == NULL)
+        h->port = g.port;
+    if ((h->address == NULL && (r = dup_str(&h->address, g.hostname)) != 0) ||
+        (h->user == NULL && (r = dup_str(&h->user, g.user)) != 0) ||
+        (h->proxy_jump == NULL && (r = dup_str(&h->proxy_jump, g.proxyjump)) != 0) ||
+        (khf && (r = dup_str(&h->known_hosts_extra, khf)) != 0))
+        goto out;
+    if (h->key == NULL && h->auth == RX_AUTH_KEY) {
+        if (idf == NULL)
+            r = rx_json_fail(err, C, p, "ssh -G %s names no IdentityFile that exists (%d "
+                             "listed%s%s); give \"key\" or use \"auth\": \"agent\"",
+                             h->ssh_alias, g.n_identityfile, g.n_identityfile ? ", first " : "",
+                             g.n_identityfile ? g.identityfile[0] : "");
+        else
+            r = dup_str(&h->key, idf);
+    }
+out:
+    rx_ssh_g_free(&g);
+    return r;
+}
+
+/* The inventory host a proxy_jump (or an alias's ProxyJump, "[user@]host[:port]") names: by
+ * name, else by ssh_alias. */
+static const rx_host *jump_host(const rx_ws *ws, const char *spec)
+{
+    char name[256];
+    const char *at = strrchr(spec, '@');
+    snprintf(name, sizeof(name), "%s", at ? at + 1 : spec);
+    char *colon = strrchr(name, ':');
+    if (colon && name[0] != '[')
+        *colon = '\0';
+    const rx_host *h = rx_ws_host(ws, name);
+    for (size_t i = 0; h == NULL && i < ws->n_hosts; i++)
+        if (ws->hosts[i].ssh_alias && strcmp(ws->hosts[i].ssh_alias, name) == 0)
+            h = &ws->hosts[i];
+    return h;
+}
+
+/* proxy_jump names an inventory host; chains end within RX_MAX_JUMPS hops and never loop. */
+static int check_host_jumps(rx_ws *ws, rexec_error *err)
+{
+    char p[RX_JSON_PATH_MAX], pk[RX_JSON_PATH_MAX];
+    for (size_t i = 0; i < ws->n_hosts; i++) {
+        rx_host *h = &ws->hosts[i];
+        if (h->proxy_jump == NULL)
+            continue;
+        rx_json_path_key(p, sizeof(p), "hosts", h->name);
+        rx_json_path_key(pk, sizeof(pk), p, "proxy_jump");
+        if (strchr(h->proxy_jump, ',') != NULL)
+            return rx_json_fail(err, C, pk, "\"%s\" has several hops: make each hop an inventory "
+                                "host with its own proxy_jump", h->proxy_jump);
+        if ((h->jump = jump_host(ws, h->proxy_jump)) == NULL)
+            return rx_json_fail(err, C, pk, "\"%s\" is not an inventory host (add it under "
+                                "\"hosts\", e.g. {\"ssh_alias\": \"%s\"})", h->proxy_jump,
+                                h->proxy_jump);
+    }
+    for (size_t i = 0; i < ws->n_hosts; i++) {
+        int hops = 0;
+        for (const rx_host *j = ws->hosts[i].jump; j; j = j->jump)
+            if (++hops > RX_MAX_JUMPS || j == &ws->hosts[i]) {
+                rx_json_path_key(p, sizeof(p), "hosts", ws->hosts[i].name);
+                rx_json_path_key(pk, sizeof(pk), p, "proxy_jump");
+                if (j == &ws->hosts[i])
+                    return rx_json_fail(err, C, pk, "the chain of jumps comes back to %s",
+                                        ws->hosts[i].name);
+                return rx_json_fail(err, C, pk, "more than %d jumps to reach %s", RX_MAX_JUMPS,
+                                    ws->hosts[i].name);
+            }
+    }
+    return 0;
+}
+
+/* key_passphrase names a declared secret; checked once "secrets" is loaded. */
+static int check_host_secrets(rx_ws *ws, rexec_error *err)
+{
+    char p[RX_JSON_PATH_MAX], pk[RX_JSON_PATH_MAX];
+    for (size_t i = 0; i < ws->n_hosts; i++) {
+        const rx_host *h = &ws->hosts[i];
+        if (h->key_passphrase && rx_ws_secret(ws, h->key_passphrase) == NULL) {
+            rx_json_path_key(p, sizeof(p), "hosts", h->name);
+            return rx_json_fail(err, C, rx_json_path_key(pk, sizeof(pk), p, "key_passphrase"),
+                                "unknown secret \"%s\" (declare it under \"secrets\")",
+                                h->key_passphrase);
+        }
+    }
+    return 0;
+}
+
 static int load_host(rx_ws *ws, const cJSON *o, const char *path, rx_host *h, rexec_error *err)
 {
-    static const char *const keys[] = {"address", "port", "user", "key", "host_key", "allow",
-                                       "approve", "max_channels", "max_connections",
-                                       "containment", "description", NULL};
+    static const char *const keys[] = {"address", "port", "user", "key", "auth",
+                                       "key_passphrase", "host_key", "allow", "approve",
+                                       "max_channels", "max_connections", "containment",
+                                       "ssh_alias", "proxy_jump", "description", NULL};
+    static const char *const auth_names[] = {"key", "agent"};
     char *key = NULL, p[RX_JSON_PATH_MAX];
-    int r, cont = RX_CONT_PID_NAMESPACE;
+    int r, cont = RX_CONT_PID_NAMESPACE, auth = RX_AUTH_KEY;
+    int alias = cJSON_GetObjectItemCaseSensitive(o, "ssh_alias") != NULL;
     h->port = 22;
     h->allow = RX_L1;
     h->approve = RX_L2;
+    h->ws = ws;
     if ((r = rx_json_check_keys(o, path, keys, C, err)) != 0 ||
-        (r = get_dup(o, "address", path, 1, &h->address, err)) != 0 ||
+        (r = get_dup(o, "ssh_alias", path, 0, &h->ssh_alias, err)) != 0 ||
+        (r = get_dup(o, "address", path, !alias, &h->address, err)) != 0 ||
         (r = get_intv(o, "port", path, 1, 65535, &h->port, err)) != 0 ||
-        (r = get_dup(o, "user", path, 1, &h->user, err)) != 0 ||
-        (r = get_dup(o, "key", path, 1, &key, err)) != 0 ||
+        (r = get_dup(o, "user", path, 0, &h->user, err)) != 0 ||
+        (r = get_enum(o, "auth", path, auth_names, 2, &auth, err)) != 0 ||
+        (r = get_dup(o, "key", path, auth == RX_AUTH_KEY && !alias, &key, err)) != 0 ||
+        (r = get_dup(o, "key_passphrase", path, 0, &h->key_passphrase, err)) != 0 ||
+        (r = get_dup(o, "proxy_jump", path, 0, &h->proxy_jump, err)) != 0 ||
         (r = load_hostkey_policy(o, path, h, err)) != 0 ||
         (r = get_risk(o, "allow", path, &h->allow, err)) != 0 ||
         (r = get_risk(o, "approve", path, &h->approve, err)) != 0 ||
@@ -234,8 +368,18 @@ static int load_host(rx_ws *ws, const cJSON *o, const char *path, rx_host *h, re
                          rx_risk_name(h->allow));
         goto out;
     }
-    if ((h->key = rx_fs_join(ws->dir, key)) == NULL)
+    if ((rx_auth_method)auth == RX_AUTH_AGENT && h->key_passphrase) {
+        r = rx_json_fail(err, C, rx_json_path_key(p, sizeof(p), path, "key_passphrase"),
+                         "not used with \"auth\": \"agent\" (the agent holds the key unlocked)");
+        goto out;
+    }
+    h->auth = (rx_auth_method)auth;
+    if (key && (h->key = rx_fs_join(ws->dir, key)) == NULL)
         r = REXEC_ENOMEM;
+    if (r == 0 && h->ssh_alias)
+        r = host_from_alias(o, path, h, err);
+    if (r == 0)
+        r = host_default_user(h, path, err);
 out:
     free(key);
     return r;
@@ -520,13 +664,39 @@ static int action_secrets(const rx_ws *ws, const cJSON *o, const char *path, rx_
     return r;
 }
 
+/* Every {name} in the template must be a declared parameter (the renderer expands it). */
+static int check_text(void *ctx, const char *text, size_t n)
+{
+    (void)ctx, (void)text, (void)n;
+    return 0;
+}
+
+static int check_param(void *ctx, const char *name, size_t n)
+{
+    const rx_action *a = ((void **)ctx)[0];
+    rexec_error *err = ((void **)ctx)[1];
+    if (rx_ws_param_index(a, name, n) < 0)
+        return rx_fail(err, REXEC_ECONFIG,
+                       "actions.%s.command: {%.*s} names no declared parameter (write {{ for a "
+                       "literal brace)",
+                       a->name, (int)n, name);
+    return 0;
+}
+
+int rx_ws_check_template(const rx_action *a, rexec_error *err)
+{
+    void *ctx[2] = {(void *)a, err};
+    return rx_template_walk(a->command, check_text, check_param, ctx);
+}
+
 static int load_action(const rx_ws *ws, const cJSON *o, const char *path, rx_action *a,
                        rexec_error *err)
 {
     static const char *const keys[] = {"risk", "command", "params", "secrets", "network",
                                        "state_changing", "timeout_s", "max_output_bytes",
-                                       "containment", "cwd", "description", NULL};
-    int r, risk = -1, cont = RX_CONT_NONE;
+                                       "containment", "cwd", "description", "on_cap", NULL};
+    static const char *const on_cap_names[] = {"keep", "kill"};
+    int r, risk = -1, cont = RX_CONT_NONE, on_cap = 0;
     if ((r = rx_json_want(o, path, cJSON_Object, C, err)) != 0 ||
         (r = rx_json_check_keys(o, path, keys, C, err)) != 0 ||
         (r = get_enum(o, "risk", path, risk_names, 4, &risk, err)) != 0 ||
@@ -538,6 +708,7 @@ static int load_action(const rx_ws *ws, const cJSON *o, const char *path, rx_act
         (r = get_seconds(o, "timeout_s", path, 0.001, &a->timeout_s, err)) != 0 ||
         (r = get_u64(o, "max_output_bytes", path, 0, 1LL << 40, &a->max_output_bytes, err)) ||
         (r = get_enum(o, "containment", path, cont_names, 4, &cont, err)) != 0 ||
+        (r = get_enum(o, "on_cap", path, on_cap_names, 2, &on_cap, err)) != 0 ||
         (r = get_dup(o, "cwd", path, 0, &a->cwd, err)) != 0 ||
         (r = get_dup(o, "description", path, 0, &a->description, err)) != 0)
         return r;
@@ -545,10 +716,11 @@ static int load_action(const rx_ws *ws, const cJSON *o, const char *path, rx_act
         return rx_json_fail(err, C, path, "missing \"risk\" (L0, L1, L2 or L3)");
     a->risk = a->declared_risk = (rx_risk)risk;
     a->containment = (rx_containment)cont;
+    a->on_cap_kill = on_cap == 1;
     if (a->state_changing && a->risk < RX_L2)
         a->risk_floor_reason = "state_changing", a->risk = RX_L2;
     action_floors(a);
-    return rx_render_check_template(a, err);
+    return rx_ws_check_template(a, err);
 }
 
 static int load_actions(rx_ws *ws, const cJSON *root, rexec_error *err)
@@ -578,13 +750,15 @@ static int load_limits(rx_ws *ws, const cJSON *root, rexec_error *err)
 {
     static const char *const keys[] = {"timeout_s", "kill_after_s", "max_output_bytes",
                                        "connect_timeout_s", "parallel", "max_channels",
-                                       "keepalive_s", "approval_ttl_s", "max_stdin_bytes", NULL};
+                                       "keepalive_s", "approval_ttl_s", "max_stdin_bytes",
+                                       "max_result_bytes", NULL};
     const cJSON *o = NULL;
     rx_limits *l = &ws->limits;
     int r;
     *l = (rx_limits){.timeout_s = 120, .kill_after_s = 5, .max_output_bytes = 1 << 20,
-                     .connect_timeout_s = 10, .parallel = 16, .max_channels = 8,
-                     .keepalive_s = 15, .approval_ttl_s = 900, .max_stdin_bytes = 16 << 20};
+                     .connect_timeout_s = 10, .parallel = 16, .max_channels = RX_DEFAULT_MAX_CHANNELS,
+                     .keepalive_s = 15, .approval_ttl_s = 900, .max_stdin_bytes = 16 << 20,
+                     .max_result_bytes = 1 << 20};
     if ((r = rx_json_get_object(root, "limits", "", 0, &o, C, err)) != 0 || o == NULL)
         return r;
     if ((r = rx_json_check_keys(o, "limits", keys, C, err)) != 0 ||
@@ -596,7 +770,8 @@ static int load_limits(rx_ws *ws, const cJSON *root, rexec_error *err)
         (r = get_intv(o, "max_channels", "limits", 1, 64, &l->max_channels, err)) != 0 ||
         (r = get_seconds(o, "keepalive_s", "limits", 0, &l->keepalive_s, err)) != 0 ||
         (r = get_seconds(o, "approval_ttl_s", "limits", 1, &l->approval_ttl_s, err)) != 0 ||
-        (r = get_u64(o, "max_stdin_bytes", "limits", 0, 1LL << 34, &l->max_stdin_bytes, err)))
+        (r = get_u64(o, "max_stdin_bytes", "limits", 0, 1LL << 34, &l->max_stdin_bytes, err)) ||
+        (r = get_u64(o, "max_result_bytes", "limits", 0, 1LL << 32, &l->max_result_bytes, err)))
         return r;
     return 0;
 }
@@ -626,7 +801,9 @@ static int load_root(rx_ws *ws, const cJSON *root, rexec_error *err)
         (r = rx_json_check_keys(root, "", keys, C, err)) != 0 ||
         (r = load_limits(ws, root, err)) != 0 || (r = load_hosts(ws, root, err)) != 0 ||
         (r = load_groups(ws, root, err)) != 0 || (r = load_scope(ws, root, err)) != 0 ||
-        (r = load_secrets(ws, root, err)) != 0 || (r = load_actions(ws, root, err)) != 0 ||
+        (r = load_secrets(ws, root, err)) != 0 || (r = check_host_secrets(ws, err)) != 0 ||
+        (r = check_host_jumps(ws, err)) != 0 ||
+        (r = load_actions(ws, root, err)) != 0 ||
         (r = load_audit(ws, root, err)) != 0)
         return r;
     return 0;
@@ -708,6 +885,8 @@ void rx_ws_free(rx_ws *ws)
     for (size_t i = 0; i < ws->n_hosts; i++) {
         rx_host *h = &ws->hosts[i];
         free(h->name), free(h->address), free(h->user), free(h->key), free(h->fingerprint);
+        free(h->key_passphrase), free(h->ssh_alias), free(h->proxy_jump);
+        free(h->known_hosts_extra);
     }
     for (size_t i = 0; i < ws->n_groups; i++) {
         free(ws->groups[i].name);
@@ -732,6 +911,14 @@ const rx_host *rx_ws_host(const rx_ws *ws, const char *name)
         if (strcmp(ws->hosts[i].name, name) == 0)
             return &ws->hosts[i];
     return NULL;
+}
+
+int rx_ws_param_index(const rx_action *a, const char *name, size_t n)
+{
+    for (size_t i = 0; i < a->n_params; i++)
+        if (strlen(a->params[i].name) == n && memcmp(a->params[i].name, name, n) == 0)
+            return (int)i;
+    return -1;
 }
 
 const rx_action *rx_ws_action(const rx_ws *ws, const char *name)

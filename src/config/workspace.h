@@ -65,18 +65,33 @@ typedef struct rx_action {
     size_t n_params;
     double timeout_s;          /* 0 = limits.timeout_s */
     uint64_t max_output_bytes; /* 0 = limits.max_output_bytes */
+    int on_cap_kill;           /* "on_cap": "kill": stop the command once output passes the cap */
     rx_containment containment; /* the minimum this action accepts */
     char *cwd;                  /* working directory on the VM; NULL = the login directory */
 } rx_action;
 
 typedef enum rx_hostkey_policy { RX_HK_STRICT = 0, RX_HK_ACCEPT_NEW, RX_HK_PINNED } rx_hostkey_policy;
 
+#define RX_MAX_JUMPS 4 /* proxy_jump hops to reach a host */
+
+typedef enum rx_auth_method { RX_AUTH_KEY = 0, RX_AUTH_AGENT } rx_auth_method;
+
+struct rx_ws;
+
 typedef struct rx_host {
     char *name;
     char *address;
     int port;
-    char *user;
-    char *key;                /* absolute path of the private key */
+    char *user;               /* default: the user rexec runs as */
+    char *key;                /* absolute path: the private key (auth "key"), or the public key
+                                 of the agent identity to use (auth "agent"; NULL = any) */
+    rx_auth_method auth;
+    char *key_passphrase;     /* name of the secret holding the key's passphrase, or NULL */
+    const struct rx_ws *ws;   /* the workspace the host belongs to (its secrets) */
+    char *ssh_alias;          /* resolved with `ssh -G` at load (sshconfig.h), or NULL */
+    char *known_hosts_extra;  /* the alias's UserKnownHostsFile, read besides known_hosts */
+    char *proxy_jump;         /* the inventory host to jump through, or NULL */
+    const struct rx_host *jump; /* proxy_jump resolved (after load) */
     rx_hostkey_policy hostkey;
     char *fingerprint;        /* RX_HK_PINNED: "SHA256:<base64>" */
     rx_risk allow;            /* highest level that runs without approval */
@@ -98,6 +113,10 @@ typedef struct rx_secret_source {
     char *file; /* absolute path, or NULL */
 } rx_secret_source;
 
+/* Channels per connection when neither the host nor limits.max_channels says (below OpenSSH's
+ * MaxSessions default of 10, which the check and the pool's learning also respect). */
+#define RX_DEFAULT_MAX_CHANNELS 8
+
 typedef struct rx_limits {
     double timeout_s;          /* default 120 */
     double kill_after_s;       /* default 5 */
@@ -108,6 +127,7 @@ typedef struct rx_limits {
     double keepalive_s;        /* default 15 */
     double approval_ttl_s;     /* default 900 */
     uint64_t max_stdin_bytes;  /* default 16 MiB */
+    uint64_t max_result_bytes; /* per stream kept in a --json/serve result, default 1 MiB */
 } rx_limits;
 
 typedef struct rx_ws {
@@ -136,6 +156,13 @@ const rx_host *rx_ws_host(const rx_ws *ws, const char *name);
 const rx_action *rx_ws_action(const rx_ws *ws, const char *name);
 const rx_group *rx_ws_group(const rx_ws *ws, const char *name);
 const rx_secret_source *rx_ws_secret(const rx_ws *ws, const char *name);
+
+/* Index in a->params of the parameter named by the n bytes at name (not NUL-terminated), or -1. */
+int rx_ws_param_index(const rx_action *a, const char *name, size_t n);
+
+/* Checks an action's template as the loader does: every {name} must be a declared parameter.
+ * REXEC_ECONFIG naming the action and placeholder otherwise. */
+int rx_ws_check_template(const rx_action *a, rexec_error *err);
 
 /* Expands TARGETS ("h1", "h1,h2", "@group") into host names (borrowed pointers, deduplicated, in
  * order). Returns 0, or REXEC_ECONFIG naming an unknown host or group, or REXEC_EUSAGE for an

@@ -33,6 +33,7 @@
 #include "err.h"
 #include "fsutil.h"
 #include "jsonx.h"
+#include "utf8.h"
 
 #define AP_VERSION 1
 #define AP_DEFAULT_TTL 900
@@ -799,22 +800,6 @@ int rx_approvals_prune(const rx_ws *ws, size_t *removed, rexec_error *err)
 
 /* ---- The operator at the terminal ------------------------------------------------------- */
 
-/* Decodes one UTF-8 sequence (already validated by the strict parser); 0 when invalid. */
-static size_t utf8_dec(const unsigned char *p, unsigned *cp)
-{
-    size_t n = p[0] < 0x80 ? 1 : p[0] >= 0xF0 ? 4 : p[0] >= 0xE0 ? 3 : p[0] >= 0xC0 ? 2 : 0;
-    unsigned c = n == 1 ? p[0] : p[0] & (0x3Fu >> (n - 1));
-    if (n == 0 || p[0] > 0xF4)
-        return 0;
-    for (size_t i = 1; i < n; i++) {
-        if ((p[i] & 0xC0) != 0x80)
-            return 0;
-        c = c << 6 | (p[i] & 0x3F);
-    }
-    *cp = c;
-    return n;
-}
-
 /* Characters that move the cursor, recolour, reorder or hide text: a value must not be able
  * to make the command the operator reads differ from the one that runs. */
 static int hidden_cp(unsigned c)
@@ -828,10 +813,11 @@ static int hidden_cp(unsigned c)
 static int put_clean(rx_buf *b, const char *s)
 {
     const unsigned char *p = (const unsigned char *)(s ? s : "");
+    const unsigned char *end = p + strlen((const char *)p);
     int r = 0;
-    while (*p && r == 0) {
+    while (p < end && r == 0) {
         unsigned c = 0;
-        size_t n = utf8_dec(p, &c);
+        size_t n = rx_utf8_decode(p, (size_t)(end - p), &c);
         if (n == 0)
             r = rx_buf_addf(b, "\\x%02x", *p), n = 1;
         else if (c == '\n' || c == '\t' || c == '\r')
@@ -989,7 +975,7 @@ static int tty_confirm(int fd, const rx_challenge *c, rexec_error *err)
     sigemptyset(&hold);
     sigaddset(&hold, SIGINT), sigaddset(&hold, SIGTERM), sigaddset(&hold, SIGHUP);
     sigaddset(&hold, SIGQUIT), sigaddset(&hold, SIGUSR1), sigaddset(&hold, SIGUSR2);
-    sigprocmask(SIG_BLOCK, &hold, &waitmask);
+    pthread_sigmask(SIG_BLOCK, &hold, &waitmask);
     held = 1;
     tcflush(fd, TCIFLUSH);
     if ((r = tty_write(fd, b.data, b.len, err)) != 0 ||
@@ -1004,7 +990,7 @@ static int tty_confirm(int fd, const rx_challenge *c, rexec_error *err)
                     c->id);
 out:
     if (held)
-        sigprocmask(SIG_SETMASK, &waitmask, NULL);
+        pthread_sigmask(SIG_SETMASK, &waitmask, NULL);
     rx_buf_free(&b);
     return r;
 }

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 
@@ -63,36 +64,33 @@ static int ev_set(cJSON *meta, const char *name, cJSON *item)
     return 0;
 }
 
+#define EV_BUF (256u * 1024) /* per stream: writes of this size, each scanned before it */
+
+struct rx_evidence {
+    char *edir, *tmp, *final;
+    const rx_redactor *r;
+    int dfd;
+    int fd[2];
+    unsigned char *buf[2];
+    size_t blen[2];
+    uint64_t stored[2];
+    int failed;
+    rexec_error err; /* the first failure */
+};
+
 /* Adds what was stored: sizes and SHA-256 of both streams (and the run id when missing). */
-static int ev_complete_meta(cJSON *meta, const char *run_id, const unsigned char *out,
-                            size_t out_len, const unsigned char *err_data, size_t err_len,
-                            rexec_error *err)
+static int ev_complete_meta(cJSON *meta, const char *run_id, const char *const sha[2],
+                            const uint64_t stored[2], rexec_error *err)
 {
-    char so[65], se[65];
     if (!cJSON_IsObject(meta))
         return rx_fail(err, REXEC_EAUDIT, "evidence: meta is not a JSON object");
-    if (rx_sha256_hex(out ? out : (const unsigned char *)"", out_len, so) != 0 ||
-        rx_sha256_hex(err_data ? err_data : (const unsigned char *)"", err_len, se) != 0)
-        return rx_fail(err, REXEC_EINTERNAL, "evidence: SHA-256 failed");
     if ((!cJSON_GetObjectItemCaseSensitive(meta, "run_id") &&
          ev_set(meta, "run_id", cJSON_CreateString(run_id)) != 0) ||
-        ev_set(meta, "stdout_sha256", cJSON_CreateString(so)) != 0 ||
-        ev_set(meta, "stderr_sha256", cJSON_CreateString(se)) != 0 ||
-        ev_set(meta, "stdout_bytes_stored", cJSON_CreateNumber((double)out_len)) != 0 ||
-        ev_set(meta, "stderr_bytes_stored", cJSON_CreateNumber((double)err_len)) != 0)
+        ev_set(meta, "stdout_sha256", cJSON_CreateString(sha[0])) != 0 ||
+        ev_set(meta, "stderr_sha256", cJSON_CreateString(sha[1])) != 0 ||
+        ev_set(meta, "stdout_bytes_stored", cJSON_CreateNumber((double)stored[0])) != 0 ||
+        ev_set(meta, "stderr_bytes_stored", cJSON_CreateNumber((double)stored[1])) != 0)
         return rx_fail(err, REXEC_ENOMEM, "evidence: out of memory");
-    return 0;
-}
-
-/* The last secret scan, before anything reaches the disk. */
-static int ev_scan(const rx_redactor *r, const char *run_id, const void *const data[3],
-                   const size_t len[3], rexec_error *err)
-{
-    for (int i = 0; r != NULL && i < 3; i++)
-        if (rx_redact_contains_secret(r, data[i], len[i]))
-            return rx_fail(err, REXEC_EAUDIT,
-                           "evidence for run %s: %s still holds a secret value: refusing to "
-                           "write it", run_id, ev_files[i]);
     return 0;
 }
 
@@ -140,34 +138,6 @@ static int ev_write_file(int dfd, const char *dir, const char *name, const void 
     return r;
 }
 
-/* Builds the three files in tmp, fsyncs them and the directory, then renames tmp to final
- * (never over an existing directory). */
-static int ev_build(const char *edir, const char *tmp, const char *final,
-                    const void *const data[3], const size_t len[3], rexec_error *err)
-{
-    int dfd = -1, r;
-    struct stat st;
-
-    if (lstat(final, &st) == 0)
-        return rx_fail(err, REXEC_EAUDIT, "%s: already exists: refusing to replace evidence",
-                       final);
-    if ((r = ev_mkdir_tmp(tmp, &dfd, err)) != 0)
-        return r;
-    for (int i = 0; r == 0 && i < 3; i++)
-        r = ev_write_file(dfd, tmp, ev_files[i], data[i], len[i], err);
-    if (r == 0 && fsync(dfd) != 0)
-        r = rx_fail(err, REXEC_EAUDIT, "%s: fsync: %s", tmp, strerror(errno));
-    close(dfd);
-    if (r == 0 && renameat2(AT_FDCWD, tmp, AT_FDCWD, final, RENAME_NOREPLACE) != 0)
-        r = rx_fail(err, REXEC_EAUDIT, "%s: cannot rename to %s: %s", tmp, final,
-                    strerror(errno));
-    if (r == 0)
-        r = rx_fs_fsync_dir(edir, REXEC_EAUDIT, err);
-    else
-        ev_remove_tmp(tmp);
-    return r;
-}
-
 static char *ev_path(const char *edir, const char *prefix, const char *run_id)
 {
     size_t n = strlen(edir) + strlen(prefix) + strlen(run_id) + 2;
@@ -177,46 +147,190 @@ static char *ev_path(const char *edir, const char *prefix, const char *run_id)
     return s;
 }
 
+static void ev_free(rx_evidence *ev)
+{
+    for (int i = 0; i < 2; i++) {
+        if (ev->fd[i] >= 0)
+            close(ev->fd[i]);
+        if (ev->buf[i])
+            OPENSSL_cleanse(ev->buf[i], ev->blen[i]);
+        free(ev->buf[i]);
+    }
+    if (ev->dfd >= 0)
+        close(ev->dfd);
+    free(ev->edir), free(ev->tmp), free(ev->final);
+    free(ev);
+}
+
+void rx_evidence_abort(rx_evidence *ev)
+{
+    if (ev == NULL)
+        return;
+    for (int i = 0; i < 2; i++)
+        if (ev->fd[i] >= 0)
+            close(ev->fd[i]), ev->fd[i] = -1;
+    ev_remove_tmp(ev->tmp);
+    ev_free(ev);
+}
+
+static int ev_open_files(rx_evidence *ev, const char *ws_dir, rexec_error *err)
+{
+    struct stat st;
+    int r;
+    if ((r = rx_fs_check(ws_dir, 0, REXEC_EAUDIT, err)) != 0 ||
+        (r = rx_fs_mkdir_private(ev->edir, REXEC_EAUDIT, err)) != 0)
+        return r;
+    if (lstat(ev->final, &st) == 0)
+        return rx_fail(err, REXEC_EAUDIT, "%s: already exists: refusing to replace evidence",
+                       ev->final);
+    if ((r = ev_mkdir_tmp(ev->tmp, &ev->dfd, err)) != 0)
+        return r;
+    for (int i = 0; r == 0 && i < 2; i++)
+        if ((r = rx_fs_create_private(ev->dfd, ev_files[i], &ev->fd[i], REXEC_EAUDIT, err)) != 0)
+            rx_fail_prefix(err, "%s/", ev->tmp);
+    return r;
+}
+
+int rx_evidence_open(rx_evidence **out, const char *ws_dir, const char *run_id,
+                     const rx_redactor *r, rexec_error *err)
+{
+    rx_evidence *ev = calloc(1, sizeof(*ev));
+    int rc;
+    *out = NULL;
+    if (ev == NULL)
+        return rx_fail(err, REXEC_ENOMEM, "evidence: out of memory");
+    ev->dfd = ev->fd[0] = ev->fd[1] = -1;
+    ev->r = r;
+    if ((rc = ev_check_id(run_id, err)) != 0) {
+        ev_free(ev);
+        return rc;
+    }
+    ev->edir = rx_fs_join(ws_dir, "evidence");
+    ev->tmp = ev->edir ? ev_path(ev->edir, ".tmp-", run_id) : NULL;
+    ev->final = ev->edir ? ev_path(ev->edir, "", run_id) : NULL;
+    ev->buf[0] = malloc(EV_BUF);
+    ev->buf[1] = malloc(EV_BUF);
+    if (!ev->tmp || !ev->final || !ev->buf[0] || !ev->buf[1]) {
+        ev_free(ev);
+        return rx_fail(err, REXEC_ENOMEM, "evidence: out of memory");
+    }
+    if ((rc = ev_open_files(ev, ws_dir, err)) != 0) {
+        if (ev->dfd >= 0)
+            rx_evidence_abort(ev);
+        else
+            ev_free(ev);
+        return rc;
+    }
+    *out = ev;
+    return 0;
+}
+
+/* The last secret scan, before anything reaches the disk: per written piece. */
+static void ev_flush(rx_evidence *ev, int i)
+{
+    if (ev->failed || ev->blen[i] == 0)
+        goto out;
+    if (ev->r && rx_redact_contains_secret(ev->r, ev->buf[i], ev->blen[i])) {
+        ev->failed = 1;
+        rx_fail(&ev->err, REXEC_EAUDIT, "%s: %s still holds a secret value: refusing to write it",
+                ev->tmp, ev_files[i]);
+    } else if (rx_fs_write_all(ev->fd[i], ev->buf[i], ev->blen[i]) != 0) {
+        ev->failed = 1;
+        rx_fail(&ev->err, REXEC_EAUDIT, "%s/%s: cannot write: %s", ev->tmp, ev_files[i],
+                strerror(errno));
+    }
+out:
+    OPENSSL_cleanse(ev->buf[i], ev->blen[i]);
+    ev->blen[i] = 0;
+}
+
+void rx_evidence_append(rx_evidence *ev, int stream, const void *data, size_t len)
+{
+    const unsigned char *p = data;
+    int i = stream ? 1 : 0;
+    ev->stored[i] += len;
+    while (len > 0 && !ev->failed) {
+        size_t n = EV_BUF - ev->blen[i] < len ? EV_BUF - ev->blen[i] : len;
+        memcpy(ev->buf[i] + ev->blen[i], p, n);
+        ev->blen[i] += n, p += n, len -= n;
+        if (ev->blen[i] == EV_BUF)
+            ev_flush(ev, i);
+    }
+}
+
+/* Flushes and fsyncs the streams, writes meta.json, fsyncs the directory, renames it into
+ * place (never over an existing one). */
+static int ev_finish(rx_evidence *ev, const char *mtext, rexec_error *err)
+{
+    for (int i = 0; i < 2; i++) {
+        ev_flush(ev, i);
+        int bad = !ev->failed && fsync(ev->fd[i]) != 0;
+        bad = close(ev->fd[i]) != 0 || bad;
+        ev->fd[i] = -1;
+        if (bad && !ev->failed) {
+            ev->failed = 1;
+            rx_fail(&ev->err, REXEC_EAUDIT, "%s/%s: cannot write: %s", ev->tmp, ev_files[i],
+                    strerror(errno));
+        }
+    }
+    if (ev->failed)
+        return *err = ev->err, err->code;
+    if (ev->r && rx_redact_contains_secret(ev->r, mtext, strlen(mtext)))
+        return rx_fail(err, REXEC_EAUDIT, "%s: meta.json still holds a secret value: refusing "
+                       "to write it", ev->tmp);
+    int r = ev_write_file(ev->dfd, ev->tmp, ev_files[2], mtext, strlen(mtext), err);
+    if (r == 0 && fsync(ev->dfd) != 0)
+        r = rx_fail(err, REXEC_EAUDIT, "%s: fsync: %s", ev->tmp, strerror(errno));
+    if (r == 0 && renameat2(AT_FDCWD, ev->tmp, AT_FDCWD, ev->final, RENAME_NOREPLACE) != 0)
+        r = rx_fail(err, REXEC_EAUDIT, "%s: cannot rename to %s: %s", ev->tmp, ev->final,
+                    strerror(errno));
+    if (r == 0)
+        r = rx_fs_fsync_dir(ev->edir, REXEC_EAUDIT, err);
+    return r;
+}
+
+int rx_evidence_commit(rx_evidence *ev, cJSON *meta, const char *const sha_hex[2],
+                       char **path_out, rexec_error *err)
+{
+    char *mtext = NULL;
+    int rc = ev_complete_meta(meta, strrchr(ev->final, '/') + 1, sha_hex, ev->stored, err);
+    if (path_out != NULL)
+        *path_out = NULL;
+    if (rc == 0 && (mtext = cJSON_Print(meta)) == NULL)
+        rc = rx_fail(err, REXEC_ENOMEM, "evidence: out of memory");
+    if (rc == 0)
+        rc = ev_finish(ev, mtext, err);
+    free(mtext);
+    if (rc != 0) {
+        rx_evidence_abort(ev);
+        return rc;
+    }
+    if (path_out != NULL) {
+        *path_out = ev->final;
+        ev->final = NULL;
+    }
+    ev_free(ev);
+    return 0;
+}
+
 int rx_evidence_write(const char *ws_dir, const char *run_id, const unsigned char *out,
                       size_t out_len, const unsigned char *err_data, size_t err_len, cJSON *meta,
                       const rx_redactor *r, char **path_out, rexec_error *err)
 {
-    char *edir = NULL, *tmp = NULL, *final = NULL, *mtext = NULL;
+    rx_evidence *ev;
+    char so[65], se[65];
+    const char *sha[2] = {so, se};
     int rc;
-
     if (path_out != NULL)
         *path_out = NULL;
-    if ((rc = ev_check_id(run_id, err)) != 0 ||
-        (rc = ev_complete_meta(meta, run_id, out, out_len, err_data, err_len, err)) != 0)
-        goto out;
-    if ((mtext = cJSON_Print(meta)) == NULL) {
-        rc = rx_fail(err, REXEC_ENOMEM, "evidence: out of memory");
-        goto out;
-    }
-    const void *data[3] = {out ? (const void *)out : "", err_data ? (const void *)err_data : "",
-                           mtext};
-    const size_t len[3] = {out_len, err_len, strlen(mtext)};
-    if ((rc = ev_scan(r, run_id, data, len, err)) != 0)
-        goto out;
-    edir = rx_fs_join(ws_dir, "evidence");
-    tmp = edir ? ev_path(edir, ".tmp-", run_id) : NULL;
-    final = edir ? ev_path(edir, "", run_id) : NULL;
-    if (tmp == NULL || final == NULL) {
-        rc = rx_fail(err, REXEC_ENOMEM, "evidence: out of memory");
-        goto out;
-    }
-    if ((rc = rx_fs_check(ws_dir, 0, REXEC_EAUDIT, err)) != 0 ||
-        (rc = rx_fs_mkdir_private(edir, REXEC_EAUDIT, err)) != 0 ||
-        (rc = ev_build(edir, tmp, final, data, len, err)) != 0)
-        goto out;
-    if (path_out != NULL) {
-        *path_out = final;
-        final = NULL;
-    }
-out:
-    free(mtext);
-    free(edir);
-    free(tmp);
-    free(final);
-    return rc;
+    if (!cJSON_IsObject(meta))
+        return rx_fail(err, REXEC_EAUDIT, "evidence: meta is not a JSON object");
+    if (rx_sha256_hex(out ? out : (const unsigned char *)"", out_len, so) != 0 ||
+        rx_sha256_hex(err_data ? err_data : (const unsigned char *)"", err_len, se) != 0)
+        return rx_fail(err, REXEC_EINTERNAL, "evidence: SHA-256 failed");
+    if ((rc = rx_evidence_open(&ev, ws_dir, run_id, r, err)) != 0)
+        return rc;
+    rx_evidence_append(ev, 0, out, out_len);
+    rx_evidence_append(ev, 1, err_data, err_len);
+    return rx_evidence_commit(ev, meta, sha, path_out, err);
 }

@@ -16,7 +16,23 @@
  * "20261202T101500Z-<16 hex random>" style (time sorts, OpenSSL RAND_bytes makes it unique). */
 void rx_run_id_new(char out[RX_RUN_ID_LEN]);
 
-/* Writes the evidence of one run. out/err are the redacted, capped streams; meta is completed
+/* Evidence written as the output arrives (call.c): open before the run, append the redacted,
+ * capped streams piece by piece (a fixed buffer per stream, each flush scanned by r for a
+ * handed-out secret first), then commit (meta.json, fsync, rename into place) or abort (the
+ * .tmp- directory is removed). Memory stays fixed whatever the output size. */
+typedef struct rx_evidence rx_evidence;
+
+int rx_evidence_open(rx_evidence **out, const char *ws_dir, const char *run_id,
+                     const rx_redactor *r, rexec_error *err);
+/* stream 0 = stdout, 1 = stderr. A failure is kept and reported by rx_evidence_commit. */
+void rx_evidence_append(rx_evidence *ev, int stream, const void *data, size_t len);
+/* meta is completed with the stored sizes and the streams' SHA-256 (hex, of what was appended,
+ * kept by the caller); ev is freed whatever the outcome. */
+int rx_evidence_commit(rx_evidence *ev, cJSON *meta, const char *const sha_hex[2],
+                       char **path_out, rexec_error *err);
+void rx_evidence_abort(rx_evidence *ev); /* NULL is fine */
+
+/* Writes the evidence of one run in one go (open, append, commit). out/err are the redacted, capped streams; meta is completed
  * here with sizes and sha256 of what is stored. r (may be NULL) scans everything first: a file
  * that would still hold a handed-out secret is refused (REXEC_EAUDIT) and nothing is written.
  * On success *path_out (malloc'd, caller frees; may be NULL) is the final directory. */

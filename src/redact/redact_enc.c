@@ -6,6 +6,7 @@
 
 #include "buf.h"
 #include "redact_int.h"
+#include "utf8.h"
 #include "rexec.h"
 
 /* A form is never longer than 6x its source (JSON \u00XX); scratch buffers are capped at that. */
@@ -129,31 +130,12 @@ static int json_u(rx_buf *t, unsigned cp, int flags)
     return rx_buf_add(t, u, 6);
 }
 
-/* Decodes one well-formed UTF-8 sequence of 2-4 bytes at v; returns its length or 0. */
-static size_t utf8_seq(const unsigned char *v, size_t n, unsigned *cp)
-{
-    size_t len = v[0] >= 0xF0 ? 4 : v[0] >= 0xE0 ? 3 : v[0] >= 0xC2 ? 2 : 0;
-    if (len == 0 || len > n || v[0] > 0xF4)
-        return 0;
-    unsigned c = v[0] & (0x7F >> len);
-    for (size_t i = 1; i < len; i++) {
-        if ((v[i] & 0xC0) != 0x80)
-            return 0;
-        c = (c << 6) | (v[i] & 0x3F);
-    }
-    static const unsigned lowest[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (c < lowest[len] || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF))
-        return 0;
-    *cp = c;
-    return len;
-}
-
 /* With J_ASCII, non-ASCII text is written as \uXXXX (UTF-16, surrogate pairs above U+FFFF),
  * as Python's json.dumps and PHP's json_encode do by default. */
 static int json_nonascii(rx_buf *t, const unsigned char *v, size_t n, int flags, size_t *used)
 {
     unsigned cp;
-    size_t len = (flags & J_ASCII) ? utf8_seq(v, n, &cp) : 0;
+    size_t len = (flags & J_ASCII) ? rx_utf8_decode(v, n, &cp) : 0;
     if (len == 0) {
         *used = 1;
         return rx_buf_addc(t, v[0]);

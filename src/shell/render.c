@@ -8,6 +8,7 @@
 
 #include "err.h"
 #include "render.h"
+#include "template.h"
 
 /* Every shell word the controller produces goes through here. Inside single quotes bash takes
  * every byte literally except ', which is closed, escaped and reopened. */
@@ -18,89 +19,6 @@ int rx_shell_quote(rx_buf *out, const void *value, size_t len)
     for (size_t i = 0; r == 0 && i < len; i++)
         r = p[i] == '\'' ? rx_buf_add(out, "'\\''", 4) : rx_buf_addc(out, p[i]);
     return r ? r : rx_buf_addc(out, '\'');
-}
-
-/* Names that change how bash, the dynamic loader or the wrapper itself behave. */
-static const char *const bad_names[] = {
-    "ENV", "PATH", "IFS", "PS1", "PS2", "PS3", "PS4", "SHELLOPTS", "BASHOPTS", "CDPATH",
-    "GLOBIGNORE", "HOME", "SHELL", "PROMPT_COMMAND", "TMPDIR", "HOSTALIASES", "LOCALDOMAIN",
-    "RES_OPTIONS", "PWD", "OLDPWD", "SHLVL", "EUID", "UID", "PPID", "RANDOM", "SECONDS",
-    "LINENO", "OPTIND", "OPTARG", "MAIL", "MAILPATH", "INPUTRC", "HISTFILE", "TIMEFORMAT",
-    "EPOCHREALTIME", "EPOCHSECONDS", "SRANDOM", "FUNCNAME", "GROUPS", "HOSTNAME", "TERM",
-    "PERL5OPT", "PERL5LIB", "PYTHONPATH", "PYTHONSTARTUP", "NODE_OPTIONS", "RUBYOPT", "_",
-    /* These break the wrapper itself: TMOUT puts a timeout on its watchdog's `read` (the call
-     * is cancelled after TMOUT seconds), FUNCNEST aborts its nested functions, EXECIGNORE hides
-     * timeout/unshare/head from it, POSIXLY_CORRECT switches bash to POSIX mode. GLIBC_TUNABLES
-     * and GCONV_PATH steer libc the way LD_* steer the loader. */
-    "TMOUT", "FUNCNEST", "EXECIGNORE", "POSIXLY_CORRECT", "GLIBC_TUNABLES", "GCONV_PATH",
-};
-static const char *const bad_prefixes[] = {"BASH", "LD_", "DYLD_", "LC_", "__rx", "SSH_"};
-
-int rx_secret_name_ok(const char *name, const char **why)
-{
-    const char *reason = NULL;
-    size_t n = strlen(name);
-    if (n == 0 || n > 128 || !(name[0] == '_' || ((name[0] | 32) >= 'a' && (name[0] | 32) <= 'z')))
-        reason = "a name must match ^[A-Za-z_][A-Za-z0-9_]*$";
-    for (size_t i = 0; reason == NULL && i < n; i++)
-        if (!(name[i] == '_' || (name[i] >= '0' && name[i] <= '9') ||
-              ((name[i] | 32) >= 'a' && (name[i] | 32) <= 'z')))
-            reason = "a name must match ^[A-Za-z_][A-Za-z0-9_]*$";
-    for (size_t i = 0; reason == NULL && i < sizeof(bad_names) / sizeof(*bad_names); i++)
-        if (strcmp(name, bad_names[i]) == 0)
-            reason = "this variable changes how the shell or the wrapper behaves";
-    for (size_t i = 0; reason == NULL && i < sizeof(bad_prefixes) / sizeof(*bad_prefixes); i++)
-        if (strncmp(name, bad_prefixes[i], strlen(bad_prefixes[i])) == 0)
-            reason = "this prefix is reserved by the shell, the loader or rexec";
-    if (why)
-        *why = reason;
-    return reason == NULL;
-}
-
-/* Length of a placeholder name at p ("{name}" with p just after '{'), or 0 if none. */
-static size_t placeholder_len(const char *p)
-{
-    size_t n = 0;
-    if (!(p[0] == '_' || ((p[0] | 32) >= 'a' && (p[0] | 32) <= 'z')))
-        return 0;
-    while (p[n] == '_' || (p[n] >= '0' && p[n] <= '9') || ((p[n] | 32) >= 'a' && (p[n] | 32) <= 'z'))
-        n++;
-    return p[n] == '}' ? n : 0;
-}
-
-static int find_param(const rx_action *a, const char *name, size_t n)
-{
-    for (size_t i = 0; i < a->n_params; i++)
-        if (strlen(a->params[i].name) == n && memcmp(a->params[i].name, name, n) == 0)
-            return (int)i;
-    return -1;
-}
-
-/* Walks the template once; for each placeholder calls emit_param, for other text emit_text.
- * Shared by rendering and load-time checking so both read the template the same way. */
-typedef int (*tmpl_param_fn)(void *ctx, const char *name, size_t n);
-typedef int (*tmpl_text_fn)(void *ctx, const char *text, size_t n);
-
-static int template_walk(const char *t, tmpl_text_fn text, tmpl_param_fn param, void *ctx)
-{
-    int r = 0;
-    for (size_t i = 0; r == 0 && t[i];) {
-        size_t n;
-        if ((t[i] == '{' && t[i + 1] == '{') || (t[i] == '}' && t[i + 1] == '}')) {
-            r = text(ctx, t + i, 1);
-            i += 2;
-        } else if (t[i] == '$' && t[i + 1] == '{') {
-            r = text(ctx, t + i, 2); /* ${VAR} is the shell's, not ours */
-            i += 2;
-        } else if (t[i] == '{' && (n = placeholder_len(t + i + 1)) > 0) {
-            r = param(ctx, t + i + 1, n);
-            i += n + 2;
-        } else {
-            r = text(ctx, t + i, 1);
-            i++;
-        }
-    }
-    return r;
 }
 
 struct render_ctx {
@@ -119,7 +37,7 @@ static int render_text(void *ctx, const char *text, size_t n)
 static int render_param(void *ctx, const char *name, size_t n)
 {
     struct render_ctx *c = ctx;
-    int i = find_param(c->action, name, n);
+    int i = rx_ws_param_index(c->action, name, n);
     if (i < 0)
         return rx_fail(c->err, REXEC_ECONFIG, "action \"%s\": {%.*s} is not a declared parameter",
                        c->action->name, (int)n, name);
@@ -132,34 +50,11 @@ int rx_render_command(const rx_action *action, const rexec_param *values, rx_buf
                       rexec_error *err)
 {
     struct render_ctx c = {action, values, out, err};
-    int r = template_walk(action->command, render_text, render_param, &c);
+    int r = rx_template_walk(action->command, render_text, render_param, &c);
     if (r == REXEC_EREQUEST)
         return rx_fail(err, r, "action \"%s\": the rendered command is longer than %zu bytes",
                        action->name, out->max);
     return r;
-}
-
-static int check_text(void *ctx, const char *text, size_t n)
-{
-    (void)ctx, (void)text, (void)n;
-    return 0;
-}
-
-static int check_param(void *ctx, const char *name, size_t n)
-{
-    struct render_ctx *c = ctx;
-    if (find_param(c->action, name, n) < 0)
-        return rx_fail(c->err, REXEC_ECONFIG,
-                       "actions.%s.command: {%.*s} names no declared parameter (write {{ for a "
-                       "literal brace)",
-                       c->action->name, (int)n, name);
-    return 0;
-}
-
-int rx_render_check_template(const rx_action *action, rexec_error *err)
-{
-    struct render_ctx c = {action, NULL, NULL, err};
-    return template_walk(action->command, check_text, check_param, &c);
 }
 
 static int add_var(rx_buf *out, const char *name, const char *value)

@@ -20,19 +20,11 @@
 /* Appends value as one single-quoted shell word ('it'\''s'). Any byte but NUL is safe. */
 int rx_shell_quote(rx_buf *out, const void *value, size_t len);
 
-/* 1 when name is a valid shell variable name that is safe to export (not BASH_ENV, PATH, LD_*,
- * ...); 0 otherwise, with *why set to a static reason. */
-int rx_secret_name_ok(const char *name, const char **why);
-
 /* Expands the action's template: each {name} becomes the value of the parameter of that name as
  * one quoted word; {{ and }} are literal braces; ${...} is left to the shell. values[i] belongs
  * to action->params[i]. Returns 0, or REXEC_EREQUEST when the result is too long. */
 int rx_render_command(const rx_action *action, const rexec_param *values, rx_buf *out,
                       rexec_error *err);
-
-/* Checks a template at load: every {name} must be a declared parameter. REXEC_ECONFIG naming
- * the action and placeholder otherwise. */
-int rx_render_check_template(const rx_action *action, rexec_error *err);
 
 typedef struct rx_render_in {
     const char *command;      /* the expanded command (rx_render_command) */

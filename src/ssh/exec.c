@@ -7,6 +7,7 @@
 
 #include "err.h"
 #include "exec.h"
+#include "ssh_int.h"
 #include "render.h"
 
 typedef enum exec_state { EX_OPEN = 0, EX_EXEC, EX_SEND, EX_RUN, EX_CLOSE, EX_DONE } exec_state;
@@ -14,6 +15,11 @@ typedef enum exec_state { EX_OPEN = 0, EX_EXEC, EX_SEND, EX_RUN, EX_CLOSE, EX_DO
 static const char *const exec_state_names[] = {"OPEN", "EXEC", "SEND", "RUN", "CLOSE", "DONE"};
 
 #define MARK_BODY_MAX 160
+/* After the backstop asks the wrapper to stop (EOF), it gets the drain time and this much more
+ * before the connection is declared stuck. */
+#define EXEC_STOP_GRACE_MS 1000
+/* How long to wait for EOF from escapees after the end line, when the caller does not say. */
+#define EXEC_DRAIN_DEFAULT_S 2
 
 /* Strips the wrapper's status lines ("\036rexec:<nonce>:<body>\n") from stderr. Only the bytes
  * that match a prefix of the marker are held back; \036 appears once in the marker, so a failed
@@ -28,12 +34,19 @@ typedef struct marker_filter {
 } marker_filter;
 
 struct rx_exec {
-    rx_exec *next;
+    rx_chan_user user; /* first: the session steps its users through user.ops */
     rx_session *s;
     LIBSSH2_CHANNEL *ch;
     exec_state state;
     unsigned char *data; /* script then stdin bytes */
     size_t len, off, script_len;
+    unsigned char *rbuf;  /* RX_EXEC_CHUNK: every read of stdout/stderr lands here */
+    size_t rmax;          /* the most of rbuf a read filled (wiped at the end) */
+    rx_exec_stdin_pull pull; /* stdin pulled after data (see exec.h) */
+    void *pull_ud;
+    unsigned char *ibuf;  /* RX_EXEC_CHUNK: the pulled stdin piece being sent */
+    size_t ilen, ioff;
+    uint64_t pull_left;   /* stdin bytes still to pull */
     rx_exec_cb cb;
     double backstop_s, drain_s;
     uv_timer_t timer;    /* backstop while running, drain after the end line */
@@ -50,9 +63,9 @@ struct rx_exec {
 
 static void exec_set_state(rx_exec *e, exec_state st)
 {
-    if (getenv("REXEC_DEBUG"))
-        fprintf(stderr, "rexec: debug: exec %p: %s -> %s\n", (void *)e, exec_state_names[e->state],
-                exec_state_names[st]);
+    rx_log(rx_session_logger(e->s), REXEC_LOG_DEBUG, "%s: exec %p: %s -> %s",
+           rx_session_host(e->s)->name, (void *)e, exec_state_names[e->state],
+           exec_state_names[st]);
     e->state = st;
 }
 
@@ -174,7 +187,7 @@ static void on_exec_timer(uv_timer_t *t)
         e->backstop_fired = 1;
         e->cancel_req = 1;
         e->timer_armed = 1;
-        uv_timer_start(&e->timer, on_exec_timer, (uint64_t)(e->drain_s * 1000) + 1000, 0);
+        uv_timer_start(&e->timer, on_exec_timer, (uint64_t)(e->drain_s * 1000) + EXEC_STOP_GRACE_MS, 0);
     } else {
         exec_error(e, REXEC_ECONNLOST,
                    "%s: no end of call from the host within %.0f s: connection stuck, result "
@@ -192,14 +205,6 @@ static void arm(rx_exec *e, double seconds)
 }
 
 /* ---- states --------------------------------------------------------------------------------- */
-
-static int ssh_err(rx_exec *e, char *buf, size_t n)
-{
-    char *m = NULL;
-    int code = libssh2_session_last_error(rx_session_ssh(e->s), &m, NULL, 0);
-    snprintf(buf, n, "%s", m && *m ? m : "unknown error");
-    return code;
-}
 
 /* What a failed channel open or exec request means for the call, which has sent nothing of its
  * script yet: ECONNLOST lets the pool move it to a fresh channel or connection (once).
@@ -224,13 +229,14 @@ static int st_open(rx_exec *e)
         exec_set_state(e, EX_DONE);
         return RX_STEP_DONE;
     }
-    e->ch = libssh2_channel_open_session(rx_session_ssh(e->s));
+    e->ch = libssh2_channel_open_ex(rx_session_ssh(e->s), "session", sizeof("session") - 1,
+                                    RX_EXEC_WINDOW, RX_EXEC_PACKET, NULL, 0);
     if (e->ch) {
         e->opening = 0;
         exec_set_state(e, EX_EXEC);
         return RX_STEP_PROGRESS;
     }
-    int code = ssh_err(e, m, sizeof(m));
+    int code = rx_session_last_error(e->s, m, sizeof(m));
     e->opening = code == LIBSSH2_ERROR_EAGAIN;
     if (code == LIBSSH2_ERROR_EAGAIN)
         return RX_STEP_AGAIN;
@@ -263,7 +269,7 @@ static int st_exec(rx_exec *e)
     if (rc == LIBSSH2_ERROR_EAGAIN)
         return RX_STEP_AGAIN;
     if (rc != 0) {
-        int code = ssh_err(e, m, sizeof(m));
+        int code = rx_session_last_error(e->s, m, sizeof(m));
         exec_error(e, setup_failure(code), "%s: the server refused to run bash: %s",
                    rx_session_host(e->s)->name, m);
         exec_set_state(e, EX_CLOSE);
@@ -277,23 +283,25 @@ static int st_exec(rx_exec *e)
  * otherwise stall a reader waiting on stdout. Returns 1 if bytes came, 0 if none, -1 on error. */
 static int read_streams(rx_exec *e)
 {
-    unsigned char buf[32768];
+    unsigned char *buf = e->rbuf;
     int got = 0;
     if (e->paused)
         return 0;
     for (int stream = 0; stream < 2; stream++) {
         for (;;) {
-            ssize_t n = libssh2_channel_read_ex(e->ch, stream, (char *)buf, sizeof(buf));
+            ssize_t n = libssh2_channel_read_ex(e->ch, stream, (char *)buf, RX_EXEC_CHUNK);
             if (n == LIBSSH2_ERROR_EAGAIN || n == 0)
                 break;
             if (n < 0) {
                 char m[200];
-                ssh_err(e, m, sizeof(m));
+                rx_session_last_error(e->s, m, sizeof(m));
                 exec_error(e, REXEC_ECONNLOST, "%s: connection lost while reading: %s",
                            rx_session_host(e->s)->name, m);
                 return -1;
             }
             got = 1;
+            if ((size_t)n > e->rmax)
+                e->rmax = (size_t)n;
             if (stream == 1)
                 mf_feed(e, buf, (size_t)n);
             else if (e->cb.on_data)
@@ -303,31 +311,68 @@ static int read_streams(rx_exec *e)
     return got;
 }
 
+/* The next piece to send: the script (and copied stdin), then pulled stdin pieces. Returns the
+ * bytes at *p, 0 when all is sent, -1 when the stdin source failed. */
+static long send_piece(rx_exec *e, const unsigned char **p)
+{
+    if (e->off < e->len) {
+        *p = e->data + e->off;
+        return (long)(e->len - e->off);
+    }
+    if (e->ioff == e->ilen && e->pull_left > 0) {
+        char m[300] = "";
+        size_t want = e->pull_left < RX_EXEC_CHUNK ? (size_t)e->pull_left : RX_EXEC_CHUNK;
+        long n = e->pull(e->pull_ud, e->ibuf, want, m, sizeof(m));
+        if (n <= 0 || (size_t)n > want) {
+            exec_error(e, REXEC_EREQUEST, "stdin: %s", m[0] ? m : "the source ended early");
+            return -1;
+        }
+        e->ilen = (size_t)n, e->ioff = 0;
+        e->pull_left -= (uint64_t)n;
+    }
+    *p = e->ibuf + e->ioff;
+    return (long)(e->ilen - e->ioff);
+}
+
+static int send_done(const rx_exec *e)
+{
+    return e->off == e->len && e->ioff == e->ilen && e->pull_left == 0;
+}
+
 static int st_send(rx_exec *e)
 {
     int progress = 0;
+    const unsigned char *p;
+    long want;
     if (e->cancel_req && e->off == 0) { /* bash gets an empty script and exits */
         exec_error(e, REXEC_ECANCELLED, "%s: cancelled before it started", rx_session_host(e->s)->name);
         return lost(e);
     }
-    while (e->off < e->len && !(e->cancel_req && e->off >= e->script_len)) {
-        ssize_t n = libssh2_channel_write(e->ch, (const char *)e->data + e->off, e->len - e->off);
+    while (!(e->cancel_req && e->off >= e->script_len) && (want = send_piece(e, &p)) != 0) {
+        if (want < 0) { /* EOF now: the wrapper's head stops short and the command never runs */
+            e->cancel_req = 1;
+            break;
+        }
+        ssize_t n = libssh2_channel_write(e->ch, (const char *)p, (size_t)want);
         if (n == LIBSSH2_ERROR_EAGAIN)
             break;
         if (n < 0) {
             char m[200];
-            ssh_err(e, m, sizeof(m));
+            rx_session_last_error(e->s, m, sizeof(m));
             exec_error(e, REXEC_ECONNLOST, "%s: connection lost while sending: %s",
                        rx_session_host(e->s)->name, m);
             return lost(e);
         }
-        e->off += (size_t)n;
+        if (e->off < e->len)
+            e->off += (size_t)n;
+        else
+            e->ioff += (size_t)n;
         progress = 1;
     }
     int r = read_streams(e);
     if (r < 0)
         return lost(e);
-    if (e->off == e->len || (e->cancel_req && e->off >= e->script_len)) {
+    if (send_done(e) || (e->cancel_req && e->off >= e->script_len)) {
         e->res.sent = 1;
         arm(e, e->backstop_s);
         exec_set_state(e, EX_RUN);
@@ -396,8 +441,10 @@ static int st_close(rx_exec *e)
     return RX_STEP_DONE;
 }
 
-int rx_exec_step(rx_exec *e)
+/* The session reaches an exec only through these (rx_chan_ops, session.h). */
+static int exec_step(rx_chan_user *u)
 {
+    rx_exec *e = (rx_exec *)u;
     if (e->gave_up && e->state < EX_RUN)
         exec_set_state(e, EX_CLOSE); /* st_close leaves a stuck channel to libssh2 */
     switch (e->state) {
@@ -410,33 +457,36 @@ int rx_exec_step(rx_exec *e)
     }
 }
 
-int rx_exec_pending(rx_exec *e)
+static int exec_pending(rx_chan_user *u)
 {
+    rx_exec *e = (rx_exec *)u;
     if (e->ch == NULL || e->state < EX_SEND || e->state > EX_RUN || e->paused)
         return 0;
     return libssh2_poll_channel_read(e->ch, 0) > 0 || libssh2_poll_channel_read(e->ch, 1) > 0 ||
            (e->state == EX_RUN && libssh2_channel_eof(e->ch));
 }
 
-int rx_exec_hung(const rx_exec *e)
+static int exec_hung(const rx_chan_user *u)
 {
-    return e->gave_up;
+    return ((const rx_exec *)u)->gave_up;
 }
 
-int rx_exec_holds_channel(const rx_exec *e)
+static int exec_paused(const rx_chan_user *u)
 {
-    return e->state != EX_DONE;
+    const rx_exec *e = (const rx_exec *)u;
+    return e->paused && e->state >= EX_SEND && e->state <= EX_RUN;
 }
 
-rx_exec **rx_exec_link(rx_exec *e)
+static int exec_holds_channel(const rx_chan_user *u)
 {
-    return &e->next;
+    return ((const rx_exec *)u)->state != EX_DONE;
 }
 
 /* ---- life cycle ----------------------------------------------------------------------------- */
 
-void rx_exec_fail(rx_exec *e, int code, const char *msg)
+static void exec_fail(rx_chan_user *u, int code, const char *msg)
 {
+    rx_exec *e = (rx_exec *)u;
     exec_error(e, code, "%s", msg);
     if (e->ch) {
         /* The session is going away: libssh2 frees its channels with it. */
@@ -451,12 +501,18 @@ static void on_exec_closed(uv_handle_t *h)
     rx_exec *e = h->data;
     OPENSSL_cleanse(e->data, e->len);
     free(e->data);
+    OPENSSL_cleanse(e->rbuf, e->rmax); /* raw output: it may hold a secret */
+    free(e->rbuf);
+    if (e->ibuf)
+        OPENSSL_cleanse(e->ibuf, RX_EXEC_CHUNK);
+    free(e->ibuf);
     OPENSSL_cleanse(e, sizeof(*e));
     free(e);
 }
 
-void rx_exec_finish(rx_exec *e)
+static void exec_finish(rx_chan_user *u)
 {
+    rx_exec *e = (rx_exec *)u;
     if (e->finished)
         return;
     e->finished = 1;
@@ -465,6 +521,11 @@ void rx_exec_finish(rx_exec *e)
     uv_close((uv_handle_t *)&e->timer, on_exec_closed);
 }
 
+static const rx_chan_ops exec_ops = {.step = exec_step, .pending = exec_pending,
+                                     .holds_channel = exec_holds_channel, .fail = exec_fail,
+                                     .finish = exec_finish, .paused = exec_paused,
+                                     .hung = exec_hung};
+
 int rx_exec_start(rx_session *s, const rx_exec_opts *opts, const rx_exec_cb *cb, rx_exec **out)
 {
     rx_exec *e = calloc(1, sizeof(*e));
@@ -472,7 +533,15 @@ int rx_exec_start(rx_session *s, const rx_exec_opts *opts, const rx_exec_cb *cb,
         return REXEC_ENOMEM;
     e->len = opts->script_len + (opts->stdin_data ? opts->stdin_len : 0);
     e->data = malloc(e->len ? e->len : 1);
-    if (e->data == NULL) {
+    e->rbuf = malloc(RX_EXEC_CHUNK);
+    if (opts->stdin_pull && !opts->stdin_data && opts->stdin_len > 0) {
+        e->pull = opts->stdin_pull;
+        e->pull_ud = opts->stdin_ud;
+        e->pull_left = opts->stdin_len;
+        e->ibuf = malloc(RX_EXEC_CHUNK);
+    }
+    if (e->data == NULL || e->rbuf == NULL || (e->pull && e->ibuf == NULL)) {
+        free(e->data), free(e->rbuf), free(e->ibuf);
         free(e);
         return REXEC_ENOMEM;
     }
@@ -483,7 +552,7 @@ int rx_exec_start(rx_session *s, const rx_exec_opts *opts, const rx_exec_cb *cb,
     e->s = s;
     e->cb = *cb;
     e->backstop_s = opts->backstop_s;
-    e->drain_s = opts->drain_s > 0 ? opts->drain_s : 2;
+    e->drain_s = opts->drain_s > 0 ? opts->drain_s : EXEC_DRAIN_DEFAULT_S;
     mf_init(&e->mf, opts->nonce);
     uv_timer_init(rx_session_loop(s), &e->timer);
     e->timer.data = e;
@@ -492,7 +561,8 @@ int rx_exec_start(rx_session *s, const rx_exec_opts *opts, const rx_exec_cb *cb,
         arm(e, e->setup_s);
     if (out)
         *out = e;
-    rx_session_attach(s, e);
+    e->user.ops = &exec_ops;
+    rx_session_attach(s, &e->user);
     return 0;
 }
 
@@ -502,11 +572,6 @@ void rx_exec_pause(rx_exec *e, int on)
         return;
     e->paused = on;
     rx_session_kick(e->s); /* resumed: read what waits; paused: stop watching for it */
-}
-
-int rx_exec_paused(const rx_exec *e)
-{
-    return e->paused && e->state >= EX_SEND && e->state <= EX_RUN;
 }
 
 void rx_exec_cancel(rx_exec *e)

@@ -10,6 +10,8 @@
 #include "rexec.h"
 #include "session.h"
 
+typedef struct rx_exec rx_exec;
+
 /* How the remote side ended, as far as the controller knows. */
 typedef struct rx_exec_result {
     int err;              /* REXEC_OK when the wrapper reported an end; else why not (HOST...) */
@@ -33,6 +35,10 @@ typedef struct rx_exec_cb {
     void *ud;
 } rx_exec_cb;
 
+/* Pulls the next stdin bytes into buf (at most n): returns how many (> 0), or -1 when the source
+ * failed (msg then says why, redacted). Called only while stdin_len bytes are still due. */
+typedef long (*rx_exec_stdin_pull)(void *ud, unsigned char *buf, size_t n, char *msg, size_t msgcap);
+
 typedef struct rx_exec_opts {
     const unsigned char *script; /* copied */
     size_t script_len;
@@ -41,9 +47,20 @@ typedef struct rx_exec_opts {
     const char *nonce;   /* RX_NONCE_LEN hex chars, as rendered into the script */
     double backstop_s;   /* the controller's own limit: timeout + kill-after + slack */
     double drain_s;      /* after the end line: how long to wait for EOF from escapees */
+    /* Instead of stdin_data (NULL then): stdin_len bytes pulled in RX_EXEC_CHUNK pieces as the
+     * channel takes them, so that stdin of any size flows in flat memory. */
+    rx_exec_stdin_pull stdin_pull;
+    void *stdin_ud;
     double setup_s;      /* channel open + exec request + script sent within this (0: none);
                           * past it the call ends ETIMEDOUT and the connection is judged hung */
 } rx_exec_opts;
+
+/* The channel's receive window and packet size (libssh2_channel_open_ex), and the size of the
+ * per-exec buffers that stdout/stderr are read into and stdin is pulled into: fixed, allocated
+ * once per exec, whatever the output size. Chosen by measurement (docs/PERFORMANCE.md). */
+#define RX_EXEC_WINDOW (2u * 1024 * 1024)
+#define RX_EXEC_PACKET 32768u
+#define RX_EXEC_CHUNK (256u * 1024)
 
 /* Queues an exec on session s (it starts when s is READY and has room). Returns 0 or ENOMEM;
  * on success on_done will be called exactly once, from the loop. */
@@ -56,16 +73,5 @@ void rx_exec_cancel(rx_exec *e);
 /* Stops (on = 1) or resumes reading the channel: unread, the channel's window fills and the
  * remote command blocks in its write. The backstop does not expire while paused. */
 void rx_exec_pause(rx_exec *e, int on);
-int rx_exec_paused(const rx_exec *e);
-
-/* For session.c. */
-enum { RX_STEP_AGAIN = 0, RX_STEP_PROGRESS = 1, RX_STEP_DONE = 2 };
-int rx_exec_step(rx_exec *e);    /* runs the channel as far as it goes without blocking */
-int rx_exec_pending(rx_exec *e); /* libssh2 holds data or an EOF this exec has not seen */
-int rx_exec_holds_channel(const rx_exec *e);
-int rx_exec_hung(const rx_exec *e); /* it ended because the connection stopped answering */
-void rx_exec_fail(rx_exec *e, int code, const char *msg); /* the session died */
-void rx_exec_finish(rx_exec *e);  /* calls on_done and frees (after a DONE step or a fail) */
-rx_exec **rx_exec_link(rx_exec *e); /* the session's list of execs runs through here */
 
 #endif

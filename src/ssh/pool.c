@@ -209,13 +209,13 @@ static int conn_open(pool_host *ph)
                           .known_hosts = p->opts.known_hosts,
                           .connect_timeout_s = p->opts.connect_timeout_s,
                           .keepalive_s = p->opts.keepalive_s,
-                          .debug = p->opts.debug};
+                          .log = p->opts.log};
     rx_session_events ev = {on_session_ready, on_session_failed, on_session_freed, on_exec_slot, ph};
     rx_session *s = rx_session_new(p->loop, &so, &ev);
     if (s == NULL)
         return REXEC_ENOMEM;
     int budget = ph->h->max_channels > 0 ? ph->h->max_channels : p->opts.default_channels;
-    ph->conns[ph->n_conns++] = (pool_conn){s, budget > 0 ? budget : 8};
+    ph->conns[ph->n_conns++] = (pool_conn){s, budget > 0 ? budget : RX_DEFAULT_MAX_CHANNELS};
     p->sessions_alive++;
     return 0;
 }

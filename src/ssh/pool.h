@@ -19,7 +19,7 @@ typedef struct rx_pool_opts {
     double connect_timeout_s;
     double keepalive_s;
     int default_channels; /* per connection, when the host does not say */
-    int debug;
+    const rx_logger *log; /* handed to every session; may be NULL */
 } rx_pool_opts;
 
 rx_pool *rx_pool_new(uv_loop_t *loop, const rx_pool_opts *opts); /* NULL on ENOMEM */

@@ -14,9 +14,11 @@
 
 #include <openssl/evp.h>
 
+#include "auth.h"
 #include "err.h"
-#include "exec.h"
+#include "knownhosts.h"
 #include "session.h"
+#include "ssh_int.h"
 
 struct rx_session {
     uv_loop_t *loop;
@@ -35,7 +37,8 @@ struct rx_session {
     int unanswered;        /* keepalive probes sent since the last bytes read from the server */
     int open_handles;      /* handles whose close callback is still due */
     int gai_pending;
-    rx_exec *execs;        /* attached execs, running or queued */
+    rx_chan_user *users;   /* attached channel users (execs), running or queued */
+    rx_auth *auth;         /* AUTH state: agent connection, passphrase (auth.c) */
     int driving, again;    /* the drive loop is running / must run once more */
     int full;
     int closing;
@@ -53,9 +56,8 @@ const char *rx_session_state_name(rx_session_state st)
 
 static void session_set_state(rx_session *s, rx_session_state st)
 {
-    if (s->opts.debug)
-        fprintf(stderr, "rexec: debug: %s: %s -> %s\n", s->opts.host->name,
-                rx_session_state_name(s->state), rx_session_state_name(st));
+    rx_log(s->opts.log, REXEC_LOG_DEBUG, "%s: %s -> %s", s->opts.host->name,
+           rx_session_state_name(s->state), rx_session_state_name(st));
     s->state = st;
 }
 
@@ -104,6 +106,8 @@ static void session_close_socket(rx_session *s)
  * operation fail at once instead of waiting for a peer that may be gone. */
 static void session_drop_ssh(rx_session *s)
 {
+    rx_auth_free(s->auth);
+    s->auth = NULL;
     if (s->ssh == NULL)
         return;
     if (s->state == RX_SS_READY)
@@ -114,16 +118,16 @@ static void session_drop_ssh(rx_session *s)
     s->ssh = NULL;
 }
 
-static void fail_execs(rx_session *s, const rexec_error *err)
+static void fail_users(rx_session *s, const rexec_error *err)
 {
-    rx_exec *e = s->execs;
-    s->execs = NULL;
-    while (e) {
-        rx_exec *next = *rx_exec_link(e);
-        *rx_exec_link(e) = NULL;
-        rx_exec_fail(e, err->code, err->msg);
-        rx_exec_finish(e);
-        e = next;
+    rx_chan_user *u = s->users;
+    s->users = NULL;
+    while (u) {
+        rx_chan_user *next = u->next;
+        u->next = NULL;
+        u->ops->fail(u, err->code, err->msg);
+        u->ops->finish(u);
+        u = next;
     }
 }
 
@@ -137,7 +141,7 @@ void rx_session_close(rx_session *s, const rexec_error *err)
         rx_fail(&cancelled, REXEC_ECANCELLED, "%s: connection closed", s->opts.host->name);
         err = &cancelled;
     }
-    fail_execs(s, err);
+    fail_users(s, err);
     session_drop_ssh(s);
     if (s->state != RX_SS_FAILED)
         session_set_state(s, RX_SS_CLOSED);
@@ -179,10 +183,10 @@ static void on_connect_timeout(uv_timer_t *t)
  * read on purpose, and its silence says nothing about the peer. */
 static int session_all_paused(const rx_session *s)
 {
-    if (s->execs == NULL || s->pinging)
+    if (s->users == NULL || s->pinging)
         return 0;
-    for (rx_exec *e = s->execs; e; e = *rx_exec_link(e))
-        if (!rx_exec_paused(e))
+    for (rx_chan_user *u = s->users; u; u = u->next)
+        if (u->ops->paused == NULL || !u->ops->paused(u))
             return 0;
     return 1;
 }
@@ -225,7 +229,7 @@ static void on_keepalive(uv_timer_t *t)
         return;
     }
     s->unanswered++;
-    if (s->execs != NULL) {
+    if (s->users != NULL) {
         libssh2_keepalive_send(s->ssh, &next);
         return;
     }
@@ -337,7 +341,7 @@ static void st_connected(rx_session *s)
 
 enum { ST_AGAIN = 0, ST_NEXT = 1, ST_FAILED = -1 };
 
-static int ssh_errmsg(rx_session *s, char *buf, size_t n)
+int rx_session_last_error(rx_session *s, char *buf, size_t n)
 {
     char *m = NULL;
     int e = libssh2_session_last_error(s->ssh, &m, NULL, 0);
@@ -352,7 +356,7 @@ static int st_handshake(rx_session *s)
     if (rc == LIBSSH2_ERROR_EAGAIN)
         return ST_AGAIN;
     if (rc != 0) {
-        ssh_errmsg(s, m, sizeof(m));
+        rx_session_last_error(s, m, sizeof(m));
         session_fail(s, REXEC_EHOST, "SSH handshake with %s port %d failed: %s",
                      s->opts.host->address, s->opts.host->port, m);
         return ST_FAILED;
@@ -419,26 +423,64 @@ static int knownhost_append(rx_session *s, LIBSSH2_KNOWNHOSTS *kh, const char *k
     return r;
 }
 
+/* Reads known_hosts: plain lines into kh, markers into marks (knownhosts.c). */
+static int hostkey_read_file(rx_session *s, LIBSSH2_KNOWNHOSTS *kh, const char *key, size_t klen,
+                             rx_kh_marks *marks)
+{
+    char name[300];
+    rexec_error e;
+    const char *extra = s->opts.host->known_hosts_extra;
+    knownhost_name(s->opts.host, name, sizeof(name));
+    if ((access(s->opts.known_hosts, F_OK) == 0 &&
+         rx_knownhosts_load(kh, s->opts.known_hosts, name, (const unsigned char *)key, klen,
+                            marks, &e) != 0) ||
+        (extra && rx_knownhosts_load(kh, extra, name, (const unsigned char *)key, klen, marks,
+                                     &e) != 0)) {
+        session_fail(s, REXEC_EHOSTKEY, "%s", e.msg);
+        return -1;
+    }
+    if (marks->skipped)
+        rx_log(s->opts.log, REXEC_LOG_DEBUG, "%s: %u line(s) of %s not understood by libssh2, ignored",
+               s->opts.host->name, marks->skipped, s->opts.known_hosts);
+    return 0;
+}
+
 static int hostkey_check_file(rx_session *s, const char *key, size_t klen, int type)
 {
     const rx_host *h = s->opts.host;
     struct libssh2_knownhost *found = NULL;
     char fp[80];
     int bits = knownhost_keybits(type), rc;
+    rx_kh_marks marks = {0};
     LIBSSH2_KNOWNHOSTS *kh = libssh2_knownhost_init(s->ssh);
     if (kh == NULL)
         return session_fail(s, REXEC_ENOMEM, "out of memory"), ST_FAILED;
+    fingerprint(s, fp, sizeof(fp));
     /* A missing file is an empty one: strict then refuses, accept-new creates it. */
-    if (access(s->opts.known_hosts, F_OK) == 0 &&
-        libssh2_knownhost_readfile(kh, s->opts.known_hosts, LIBSSH2_KNOWNHOST_FILE_OPENSSH) < 0) {
+    if (hostkey_read_file(s, kh, key, klen, &marks) != 0) {
         libssh2_knownhost_free(kh);
-        session_fail(s, REXEC_EHOSTKEY, "cannot read %s", s->opts.known_hosts);
+        return ST_FAILED;
+    }
+    if (marks.revoked_line) {
+        libssh2_knownhost_free(kh);
+        session_fail(s, REXEC_EHOSTKEY,
+                     "REVOKED HOST KEY: %s of %s port %d is marked @revoked in %s line %u; "
+                     "refusing to connect",
+                     fp, h->address, h->port, marks.revoked_path, marks.revoked_line);
         return ST_FAILED;
     }
     rc = libssh2_knownhost_checkp(kh, h->address, h->port, key, klen,
                                   LIBSSH2_KNOWNHOST_TYPE_PLAIN | LIBSSH2_KNOWNHOST_KEYENC_RAW | bits,
                                   &found);
-    fingerprint(s, fp, sizeof(fp));
+    if (rc == LIBSSH2_KNOWNHOST_CHECK_NOTFOUND && marks.ca_line) {
+        libssh2_knownhost_free(kh);
+        session_fail(s, REXEC_EHOSTKEY,
+                     "host key %s of %s port %d: the only match in %s is the @cert-authority "
+                     "line %u, and host certificates are not supported by rexec; pin the host's "
+                     "own key instead",
+                     fp, h->address, h->port, marks.ca_path, marks.ca_line);
+        return ST_FAILED;
+    }
     if (rc == LIBSSH2_KNOWNHOST_CHECK_NOTFOUND && h->hostkey == RX_HK_ACCEPT_NEW) {
         rc = knownhost_append(s, kh, key, klen, bits) == 0 ? LIBSSH2_KNOWNHOST_CHECK_MATCH : -1;
         if (rc != LIBSSH2_KNOWNHOST_CHECK_MATCH) {
@@ -458,9 +500,11 @@ static int hostkey_check_file(rx_session *s, const char *key, size_t klen, int t
                      h->address, h->port, fp, s->opts.known_hosts);
     else
         session_fail(s, REXEC_EHOSTKEY,
-                     "host key %s of %s port %d is not in %s (host_key is \"strict\"; add it, or "
-                     "use \"accept-new\" to trust on first use)",
-                     fp, h->address, h->port, s->opts.known_hosts);
+                     "host key %s of %s port %d is not in %s%s%s (host_key is \"strict\"; add it, "
+                     "or use \"accept-new\" to trust on first use)",
+                     fp, h->address, h->port, s->opts.known_hosts,
+                     h->known_hosts_extra ? " nor in " : "",
+                     h->known_hosts_extra ? h->known_hosts_extra : "");
     return ST_FAILED;
 }
 
@@ -495,16 +539,16 @@ static int st_hostkey(rx_session *s)
 
 static int st_auth(rx_session *s)
 {
-    const rx_host *h = s->opts.host;
-    char m[256];
-    int rc = libssh2_userauth_publickey_fromfile_ex(s->ssh, h->user, (unsigned)strlen(h->user),
-                                                    NULL, h->key, NULL);
-    if (rc == LIBSSH2_ERROR_EAGAIN)
+    rexec_error e;
+    if (s->auth == NULL && (s->auth = rx_auth_new()) == NULL)
+        return session_fail(s, REXEC_ENOMEM, "out of memory"), ST_FAILED;
+    int rc = rx_auth_step(s->auth, s->ssh, s->opts.host, s->opts.connect_timeout_s, &e);
+    if (rc == RX_AUTH_AGAIN)
         return ST_AGAIN;
-    if (rc != 0) {
-        ssh_errmsg(s, m, sizeof(m));
-        session_fail(s, REXEC_EAUTH, "public key authentication as %s with %s failed: %s",
-                     h->user, h->key, m);
+    rx_auth_free(s->auth); /* the agent's socket and the passphrase go now */
+    s->auth = NULL;
+    if (rc != RX_AUTH_DONE) {
+        session_fail(s, e.code, "%s", e.msg);
         return ST_FAILED;
     }
     uv_timer_stop(&s->timer);
@@ -547,7 +591,7 @@ static int st_ping(rx_session *s)
 /* Steps every exec until none makes progress. Reading one channel can pull another's packets
  * (or its EOF) into libssh2's queue while the socket goes quiet, so a pass ends only when no
  * exec has anything pending in that queue either. Finished execs are collected in *done. */
-static int st_ready(rx_session *s, rx_exec **done)
+static int st_ready(rx_session *s, rx_chan_user **done)
 {
     int progress;
     if (s->pinging) {
@@ -557,20 +601,20 @@ static int st_ready(rx_session *s, rx_exec **done)
     }
     do {
         progress = 0;
-        rx_exec **pp = &s->execs;
+        rx_chan_user **pp = &s->users;
         while (*pp && !s->closing) {
-            rx_exec *e = *pp;
-            int r = rx_exec_step(e);
+            rx_chan_user *u = *pp;
+            int r = u->ops->step(u);
             if (r == RX_STEP_DONE) {
-                *pp = *rx_exec_link(e);
-                *rx_exec_link(e) = *done;
-                *done = e;
+                *pp = u->next;
+                u->next = *done;
+                *done = u;
                 progress = 1;
                 continue;
             }
-            if (r == RX_STEP_PROGRESS || rx_exec_pending(e))
+            if (r == RX_STEP_PROGRESS || u->ops->pending(u))
                 progress = 1;
-            pp = rx_exec_link(e);
+            pp = &u->next;
         }
     } while (progress && !s->closing);
     return ST_AGAIN;
@@ -600,12 +644,12 @@ static void session_update_poll(rx_session *s)
         session_fail(s, REXEC_EINTERNAL, "cannot watch the socket: %s", uv_strerror(r));
 }
 
-static void finish_done(rx_exec *done)
+static void finish_done(rx_chan_user *done)
 {
     while (done) {
-        rx_exec *next = *rx_exec_link(done);
-        *rx_exec_link(done) = NULL;
-        rx_exec_finish(done);
+        rx_chan_user *next = done->next;
+        done->next = NULL;
+        done->ops->finish(done);
         done = next;
     }
 }
@@ -618,7 +662,7 @@ int rx_ssh_conn_gone(int code)
 
 static void session_drive(rx_session *s)
 {
-    rx_exec *done = NULL;
+    rx_chan_user *done = NULL;
     if (s->driving) {
         s->again = 1;
         return;
@@ -646,8 +690,8 @@ static void session_drive(rx_session *s)
         session_fail(s, REXEC_ECONNLOST, "the connection to the server is gone");
     /* A call that gave up on an answer (set-up deadline, backstop) leaves libssh2 mid-request:
      * the connection is hung and goes, so that the calls after it get a fresh one. */
-    for (rx_exec *e = done; e && !s->closing; e = *rx_exec_link(e))
-        if (rx_exec_hung(e))
+    for (rx_chan_user *u = done; u && !s->closing; u = u->next)
+        if (u->ops->hung && u->ops->hung(u))
             session_fail(s, REXEC_ECONNLOST, "the server stopped answering on this connection");
     if (!s->closing && s->state >= RX_SS_HANDSHAKE)
         session_update_poll(s);
@@ -682,7 +726,7 @@ static void on_poll(uv_poll_t *p, int status, int events)
         session_fail(s, REXEC_ECONNLOST, "connection error: %s", uv_strerror(status));
         return;
     }
-    if (s->state == RX_SS_READY && s->execs == NULL && !s->pinging) {
+    if (s->state == RX_SS_READY && s->users == NULL && !s->pinging) {
         if (idle_peer_gone(s))
             session_fail(s, REXEC_ECONNLOST, "the server closed the connection");
         else
@@ -697,6 +741,8 @@ static void on_poll(uv_poll_t *p, int status, int events)
 static ssize_t session_recv(libssh2_socket_t fd, void *buf, size_t len, int flags, void **abstract)
 {
     rx_session *s = *abstract;
+    if (fd != s->fd) /* the agent's socket: libssh2 reads it through us (auth.h) */
+        return rx_auth_agent_io(s->auth, 0, fd, buf, len, flags);
     ssize_t n = recv(fd, buf, len, flags);
     if (n > 0)
         s->unanswered = 0;
@@ -705,8 +751,59 @@ static ssize_t session_recv(libssh2_socket_t fd, void *buf, size_t len, int flag
     return n;
 }
 
+/* libssh2's own send, except for the agent's socket (as session_recv). */
+static ssize_t session_send(libssh2_socket_t fd, const void *buf, size_t len, int flags,
+                            void **abstract)
+{
+    rx_session *s = *abstract;
+    if (fd != s->fd)
+        return rx_auth_agent_io(s->auth, 1, fd, (void *)buf, len, flags);
+    ssize_t n = send(fd, buf, len, flags);
+    if (n < 0)
+        return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+    return n;
+}
+
+/* Cipher and MAC order, fastest first as measured with tests/bench/ssh_ceiling.c (AES-NI and
+ * SHA-NI machines; docs/PERFORMANCE.md); the tail keeps older servers. aes-gcm and the -etm MACs
+ * exist from libssh2 1.11: only the names this libssh2 supports are handed to it (1.10 strips
+ * unknown names itself with an overlapping memcpy). The client's order decides what is used. */
+static const char *const session_ciphers[] = {
+    "aes128-gcm@openssh.com", "aes256-gcm@openssh.com", "aes128-ctr", "aes256-ctr", "aes192-ctr",
+    "aes256-cbc", "aes192-cbc", "aes128-cbc", NULL};
+static const char *const session_macs[] = {
+    "hmac-sha2-256-etm@openssh.com", "hmac-sha2-512-etm@openssh.com", "hmac-sha2-256",
+    "hmac-sha2-512", "hmac-sha1", NULL};
+
+static void session_method_pref(LIBSSH2_SESSION *ssh, int cs, int sc, const char *const *want)
+{
+    const char **have = NULL;
+    char list[512] = "";
+    size_t len = 0;
+    int n = libssh2_session_supported_algs(ssh, cs, &have);
+    for (int i = 0; want[i] && n > 0; i++)
+        for (int j = 0; j < n; j++)
+            if (strcmp(want[i], have[j]) == 0 && len + strlen(want[i]) + 2 < sizeof(list))
+                len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s", len ? "," : "",
+                                        want[i]);
+    if (have)
+        libssh2_free(ssh, (void *)have);
+    if (len == 0) /* none known: libssh2's own order stays */
+        return;
+    libssh2_session_method_pref(ssh, cs, list);
+    libssh2_session_method_pref(ssh, sc, list);
+}
+
+static void session_method_prefs(LIBSSH2_SESSION *ssh)
+{
+    session_method_pref(ssh, LIBSSH2_METHOD_CRYPT_CS, LIBSSH2_METHOD_CRYPT_SC, session_ciphers);
+    session_method_pref(ssh, LIBSSH2_METHOD_MAC_CS, LIBSSH2_METHOD_MAC_SC, session_macs);
+}
+
 static int session_start(rx_session *s)
 {
+    if (s->opts.host->jump != NULL)
+        return REXEC_EHOST; /* proxy_jump: reached through jump.c, never directly */
     char port[16];
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_NUMERICSERV};
@@ -715,11 +812,17 @@ static int session_start(rx_session *s)
     if (s->ssh == NULL)
         return REXEC_ENOMEM;
     libssh2_session_set_blocking(s->ssh, 0);
+    session_method_prefs(s->ssh);
     union {
         LIBSSH2_RECV_FUNC((*f));
         void *p;
     } recv_cb = {.f = session_recv};
     libssh2_session_callback_set(s->ssh, LIBSSH2_CALLBACK_RECV, recv_cb.p);
+    union {
+        LIBSSH2_SEND_FUNC((*f));
+        void *p;
+    } send_cb = {.f = session_send};
+    libssh2_session_callback_set(s->ssh, LIBSSH2_CALLBACK_SEND, send_cb.p);
     s->gai.data = s;
     if (uv_getaddrinfo(s->loop, &s->gai, on_resolved, s->opts.host->address, port, &hints) != 0)
         return REXEC_EHOST;
@@ -773,23 +876,25 @@ rx_session_state rx_session_failed_in(const rx_session *s) { return s->failed_in
 const rx_host *rx_session_host(const rx_session *s) { return s->opts.host; }
 LIBSSH2_SESSION *rx_session_ssh(rx_session *s) { return s->ssh; }
 uv_loop_t *rx_session_loop(rx_session *s) { return s->loop; }
+const rx_logger *rx_session_logger(const rx_session *s) { return s->opts.log; }
 int rx_session_full(const rx_session *s) { return s->full; }
 void rx_session_mark_full(rx_session *s) { s->full = 1; }
 
 int rx_session_channels(const rx_session *s)
 {
     int n = 0;
-    for (rx_exec *e = s->execs; e; e = *rx_exec_link(e))
-        n += rx_exec_holds_channel(e);
+    for (const rx_chan_user *u = s->users; u; u = u->next)
+        n += u->ops->holds_channel(u);
     return n;
 }
 
-void rx_session_attach(rx_session *s, rx_exec *e)
+void rx_session_attach(rx_session *s, rx_chan_user *u)
 {
-    rx_exec **pp = &s->execs;
+    rx_chan_user **pp = &s->users;
     while (*pp)
-        pp = rx_exec_link(*pp);
-    *pp = e;
+        pp = &(*pp)->next;
+    u->next = NULL;
+    *pp = u;
     rx_session_kick(s);
 }
 

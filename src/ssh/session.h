@@ -1,13 +1,13 @@
 /* One SSH connection to one host, driven by libuv: a named state machine
  *   RESOLVE -> CONNECT -> HANDSHAKE -> HOSTKEY -> AUTH -> READY -> (FAILED | CLOSED)
  * with non-blocking libssh2 on a uv_poll_t. In READY it runs any number of exec channels
- * (src/exec.c) at once, up to its channel budget. */
+ * (src/ssh/exec.c, through rx_chan_user) at once, up to its channel budget. */
 #ifndef RX_SESSION_H
 #define RX_SESSION_H
 
-#include <libssh2.h>
 #include <uv.h>
 
+#include "err.h"
 #include "rexec.h"
 #include "workspace.h"
 
@@ -15,7 +15,29 @@ typedef struct rx_session rx_session;
 
 /* Unanswered keepalive probes before a READY connection is declared dead (ServerAliveCountMax). */
 #define RX_KEEPALIVE_COUNT 3
-typedef struct rx_exec rx_exec;
+
+/* A user of the connection's channels (an exec today, any channel-driving module): the session
+ * keeps a list of attached users and, whenever the socket may have moved, steps each through
+ * its ops until none makes progress. The session knows users only through this, so modules
+ * above it (exec.c) depend on the session and never the other way round. */
+typedef struct rx_chan_user rx_chan_user;
+enum { RX_STEP_AGAIN = 0, RX_STEP_PROGRESS = 1, RX_STEP_DONE = 2 };
+typedef struct rx_chan_ops {
+    int (*step)(rx_chan_user *u);    /* runs its channel as far as it goes: RX_STEP_* */
+    int (*pending)(rx_chan_user *u); /* libssh2 holds data or an EOF this user has not seen */
+    int (*holds_channel)(const rx_chan_user *u); /* counts against the channel budget */
+    void (*fail)(rx_chan_user *u, int code, const char *msg); /* the session died */
+    void (*finish)(rx_chan_user *u); /* reports and frees (after a DONE step or a fail) */
+    /* Optional (NULL: never). paused: its consumer holds its output back, so the socket is not
+     * read for it and its silence says nothing about the peer; hung: it ended because the
+     * connection stopped answering mid-request, so the connection must go. */
+    int (*paused)(const rx_chan_user *u);
+    int (*hung)(const rx_chan_user *u);
+} rx_chan_ops;
+struct rx_chan_user {
+    const rx_chan_ops *ops;
+    rx_chan_user *next; /* the session's list; owned by session.c */
+};
 
 typedef enum rx_session_state {
     RX_SS_RESOLVE = 0,
@@ -42,7 +64,7 @@ typedef struct rx_session_opts {
     const char *known_hosts; /* file path */
     double connect_timeout_s; /* covers resolve, connect, handshake, host key and auth */
     double keepalive_s;       /* 0: none */
-    int debug;                /* log state transitions to stderr */
+    const rx_logger *log;     /* state transitions at REXEC_LOG_DEBUG; may be NULL */
 } rx_session_opts;
 
 /* Starts connecting. Returns NULL only on ENOMEM. Events arrive from the loop, never from here. */
@@ -62,15 +84,10 @@ int rx_session_channels(const rx_session *s); /* channels open or opening */
  * put more than the current number of channels on this connection. */
 int rx_session_full(const rx_session *s);
 
-/* 1 when a libssh2 error code says the connection itself is gone (as opposed to a refusal by
- * the server): the call that met it may go to a fresh connection if nothing was sent. */
-int rx_ssh_conn_gone(int code);
-
-/* For exec.c: the libssh2 handle, and a request to run the drive loop soon. */
-LIBSSH2_SESSION *rx_session_ssh(rx_session *s);
+/* For the modules of src/ssh/: the loop, a request to run the drive loop soon, attaching. */
 uv_loop_t *rx_session_loop(rx_session *s);
 void rx_session_kick(rx_session *s);
-void rx_session_attach(rx_session *s, rx_exec *e);
-void rx_session_mark_full(rx_session *s);
+const rx_logger *rx_session_logger(const rx_session *s);
+void rx_session_attach(rx_session *s, rx_chan_user *u);
 
 #endif

@@ -93,7 +93,8 @@ assert_exit 0 rx check lab1 --json
 "$RX_PYTHON" - "$OUT" <<'PY' || fail "rexec check --json"
 import json, sys
 o = json.loads(open(sys.argv[1]).readline())
-facts = dict(l.split("=", 1) for l in o["facts"].splitlines() if "=" in l)
+facts = o["facts"]
+assert isinstance(facts, dict), o
 assert o["ok"] is True and o["error"] is None, o
 assert facts["bash"].startswith(("4.", "5.")), facts
 for t in ("timeout", "head", "base64"):

@@ -54,4 +54,12 @@ assert_exit 65 rx run lab1 t.exit
 assert_contains "$ERR" 'code'
 assert_exit 64 rx run lab1 t.exit --param
 assert_exit 64 rx run
+
+# Diagnostics come through the library's log callback, which the CLI routes to stderr only when
+# REXEC_DEBUG is set: the state transitions are there with it and absent without it.
+REXEC_DEBUG=1 assert_exit 0 rx run lab1 t.exit --param code=0
+assert_contains "$ERR" 'rexec: debug: lab1: AUTH -> READY'
+assert_contains "$ERR" 'rexec: debug: lab1: exec '
+assert_exit 0 rx run lab1 t.exit --param code=0
+assert_not_contains "$ERR" 'rexec: debug'
 pass

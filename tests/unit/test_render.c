@@ -33,6 +33,7 @@
 #include "call.h"
 #include "err.h"
 #include "render.h"
+#include "template.h"
 
 #define NONCE "0123456789abcdef0123456789abcdef"
 
@@ -407,7 +408,7 @@ static void test_template_expansion(void **state)
         rexec_error e = {0};
         rx_buf_init(&b, 4096);
         a.command = (char *)rows[i].tmpl;
-        assert_int_equal(rx_render_check_template(&a, &e), 0);
+        assert_int_equal(rx_ws_check_template(&a, &e), 0);
         assert_int_equal(rx_render_command(&a, vals, &b, &e), 0);
         if (strcmp(b.data ? (const char *)b.data : "", rows[i].want) != 0)
             fail_msg("template \"%s\": got \"%s\", want \"%s\"", rows[i].tmpl,
@@ -445,18 +446,18 @@ static void test_template_undeclared(void **state)
     for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
         rexec_error e = {0};
         rx_action a = action_of("svc.restart", bad[i], ps, 1);
-        assert_int_equal(rx_render_check_template(&a, &e), REXEC_ECONFIG);
+        assert_int_equal(rx_ws_check_template(&a, &e), REXEC_ECONFIG);
         assert_non_null(strstr(e.msg, "actions.svc.restart.command"));
         assert_non_null(strstr(e.msg, "names no declared parameter"));
     }
     rexec_error e = {0};
     rx_action a = action_of("svc.restart", "systemctl restart {unt}", ps, 1);
-    rx_render_check_template(&a, &e);
+    rx_ws_check_template(&a, &e);
     assert_non_null(strstr(e.msg, "{unt}"));
     for (size_t i = 0; i < sizeof(good) / sizeof(*good); i++) {
         rexec_error e2 = {0};
         a.command = (char *)good[i];
-        assert_int_equal(rx_render_check_template(&a, &e2), 0);
+        assert_int_equal(rx_ws_check_template(&a, &e2), 0);
     }
 }
 

@@ -1,0 +1,67 @@
+/* The public face of the audit log (rexec.h, "The audit log"): what `rexec audit` and other
+ * readers use, over the record layer's internals (src/record/audit.h). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <cjson/cJSON.h>
+
+#include "audit.h"
+#include "err.h"
+#include "fsutil.h"
+
+/* rexec.json is read here only for one key, so a cap well above any real file is enough. */
+#define RECORDS_WS_FILE_MAX (4u << 20)
+
+int rexec_audit_verify(const char *workspace_dir, const char *key_file, int flags, FILE *report,
+                       rexec_error *err)
+{
+    return rx_audit_verify_ex(workspace_dir, key_file,
+                              (flags & REXEC_AUDIT_REPORT_JSON) ? RX_AUDIT_VERIFY_JSON : 0, report,
+                              err);
+}
+
+int rexec_audit_key_file(const char *workspace_dir, char **key, rexec_error *err)
+{
+    char *path = rx_fs_join(workspace_dir, "rexec.json"), *text = NULL;
+    size_t len = 0;
+    struct stat st;
+    int r = 0;
+    *key = NULL;
+    if (path == NULL)
+        return rx_fail(err, REXEC_ENOMEM, "out of memory");
+    if (stat(path, &st) != 0 && errno == ENOENT)
+        goto out;
+    if ((r = rx_fs_read_file(path, RECORDS_WS_FILE_MAX, &text, &len, REXEC_ECONFIG, err)) != 0)
+        goto out;
+    cJSON *doc = cJSON_ParseWithLength(text, len);
+    const cJSON *audit = cJSON_GetObjectItemCaseSensitive(doc, "audit");
+    const cJSON *kf = cJSON_GetObjectItemCaseSensitive(audit, "key_file");
+    if (doc == NULL)
+        r = rx_fail(err, REXEC_ECONFIG, "%s: not valid JSON", path);
+    else if (audit != NULL && !cJSON_IsObject(audit))
+        r = rx_fail(err, REXEC_ECONFIG, "%s: audit: must be an object", path);
+    else if (kf != NULL && (!cJSON_IsString(kf) || kf->valuestring[0] != '/'))
+        r = rx_fail(err, REXEC_ECONFIG, "%s: audit.key_file: must be an absolute path", path);
+    else if (kf != NULL && (*key = strdup(kf->valuestring)) == NULL)
+        r = rx_fail(err, REXEC_ENOMEM, "out of memory");
+    cJSON_Delete(doc);
+out:
+    free(text);
+    free(path);
+    return r;
+}
+
+int rexec_audit_show(const char *workspace_dir, const rexec_audit_query *q, FILE *out,
+                     rexec_error *err)
+{
+    rx_audit_query rq = {.run_id = q->run_id, .since = q->since, .has_since = q->has_since,
+                         .json = q->json};
+    return rx_audit_show(workspace_dir, &rq, out, err);
+}
+
+int rexec_audit_parse_time(const char *s, time_t now, time_t *out)
+{
+    return rx_audit_parse_time(s, now, out);
+}

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# rexec serve reloads rexec.json on {"op":"reload"} and on SIGHUP: a call in flight finishes on the
+# configuration it started with; an action added is known at once; a file that does not load is
+# refused with its error and the old configuration stays; a host whose entry did not change keeps
+# its warm connection (no new sshd login), a changed one gets a new one; SIGHUP does not kill serve.
+tid="serve: reload on request and SIGHUP"
+. "${REXEC_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/e2e/lib.sh"
+
+lab_start 2
+ws_edit 'c.setdefault("limits", {})["connect_timeout_s"] = 60'
+HOLD=$RX_TMP/hold.started
+RELEASE=$RX_TMP/hold.release
+# t.hold: marks that it started, waits (on the VM) for the test to release it
+ws_add_action t.hold "{\"risk\": \"L0\", \"command\": \"touch $HOLD; while [ ! -e $RELEASE ]; do sleep 0.05; done; echo held-done\"}"
+ws_add_action t.one '{"risk": "L0", "command": "echo one"}'
+
+SOCK=$RX_TMP/s.sock
+"$REXEC_BIN" --workspace "$WS" serve --socket "$SOCK" 2>"$RX_TMP/serve.err" &
+SERVE=$!
+trap '_t_rc=$?; { kill -KILL $SERVE; wait $SERVE; } 2>/dev/null || true; if (exit "$_t_rc"); then _rx_cleanup; else _rx_cleanup; fi' EXIT
+wait_until 20 test -S "$SOCK"
+rxs() { timeout 120 "$REXEC_BIN" --workspace "$WS" --socket "$SOCK" "$@"; }
+logins() { grep -c "Accepted publickey" "$(lab_log "$1")" || true; }
+
+# request SOCK JSON: one request, its final reply printed (reloaded / error / list / pong)
+cat >"$RX_TMP/req.py" <<'PY'
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX); s.settimeout(60); s.connect(sys.argv[1])
+s.sendall(sys.argv[2].encode() + b"\n")
+print(s.makefile().readline().strip())
+PY
+request() { timeout 60 "$RX_PYTHON" "$RX_TMP/req.py" "$SOCK" "$1"; }
+field() { "$RX_PYTHON" -c 'import json,sys; v=json.loads(sys.argv[1])[sys.argv[2]]; print(v if isinstance(v,str) else json.dumps(v))' "$1" "$2"; }
+
+# warm both hosts
+assert_exit 0 rxs run @lab t.one
+L1=$(logins lab1); L2=$(logins lab2)
+
+# a long call in flight, through its own connection to serve
+timeout 120 "$REXEC_BIN" --workspace "$WS" --socket "$SOCK" run lab1 t.hold --json >"$RX_TMP/hold.out" 2>&1 &
+HOLDER=$!
+wait_until 60 test -e "$HOLD"
+
+# ---- reload: new action known, unchanged lab1 stays warm, changed lab2 reconnects ------------
+ws_add_action t.new '{"risk": "L0", "command": "echo new-action"}'
+ws_edit 'c["hosts"]["lab2"]["max_channels"] = 3'
+assert_exit 78 rxs run lab1 t.nope                    # (unknown actions stay unknown)
+R=$(request '{"op": "reload", "id": "r1"}')
+assert_eq reloaded "$(field "$R" type)" "reload reply: $R"
+assert_eq 1 "$(field "$R" kept_warm)" "hosts kept warm"
+assert_exit 0 rxs run @lab t.new
+assert_contains "$OUT" "[lab1] new-action"
+assert_eq "$L1" "$(logins lab1)" "logins to unchanged lab1 after reload"
+(( $(logins lab2) > L2 )) || fail "lab2 changed but its old connection was reused"
+
+# ---- a file that does not load is refused; the old configuration stays -----------------------
+cp "$WS/rexec.json" "$RX_TMP/good.json"
+ws_edit 'c["actions"]["t.bad"] = {"risk": "L9", "command": "true"}'
+R=$(request '{"op": "reload", "id": "r2"}')
+assert_eq error "$(field "$R" type)" "bad reload: $R"
+assert_eq 78 "$(field "$R" exit_status)" "bad reload status"
+[[ $(field "$R" error) == *t.bad* ]] || fail "the error does not name the bad field: $R"
+assert_exit 0 rxs run lab1 t.new
+assert_exit 78 rxs run lab1 t.bad
+
+# ---- the call in flight finishes on its configuration -----------------------------------------
+touch "$RELEASE"
+wait "$HOLDER" || fail "the call in flight failed: $(cat "$RX_TMP/hold.out")"
+"$RX_PYTHON" - "$RX_TMP/hold.out" <<'PY' || fail "in-flight result"
+import json, sys
+o = json.loads(open(sys.argv[1]).readline())
+assert o["exit_code"] == 0 and o["stdout"] == "held-done\n" and o["action"] == "t.hold", o
+PY
+
+# ---- SIGHUP: reload, never a kill ----------------------------------------------------------------
+cp "$RX_TMP/good.json" "$WS/rexec.json"
+ws_add_action t.hup '{"risk": "L0", "command": "echo after-hup"}'
+kill -HUP "$SERVE"
+wait_until 30 grep -q "SIGHUP: workspace reloaded" "$RX_TMP/serve.err"
+kill -0 "$SERVE" || fail "SIGHUP killed serve"
+assert_exit 0 rxs run lab1 t.hup
+assert_contains "$OUT" after-hup
+echo '{"hosts": ' >"$WS/rexec.json"
+kill -HUP "$SERVE"
+wait_until 30 grep -q "SIGHUP: reload refused" "$RX_TMP/serve.err"
+assert_exit 0 rxs run lab1 t.hup
+assert_eq pong "$(field "$(request '{"op": "ping"}')" type)" "ping after a refused SIGHUP reload"
+cp "$RX_TMP/good.json" "$WS/rexec.json"
+assert_exit 0 rx audit verify
+pass
