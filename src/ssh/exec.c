@@ -1,4 +1,5 @@
 /* One exec channel running one wrapper script (see exec.h and remote/wrapper.sh). */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,6 +92,33 @@ static void mf_init(marker_filter *m, const char *nonce)
     m->plen = (size_t)snprintf(m->prefix, sizeof(m->prefix), "\036rexec:%s:", nonce);
 }
 
+/* One space-separated word of a status line into out (NUL-terminated); -1 if empty or too long. */
+static int word(const char **pp, char *out, size_t cap)
+{
+    const char *p = *pp;
+    size_t n = strcspn(p, " ");
+    if (n == 0 || n >= cap)
+        return -1;
+    memcpy(out, p, n);
+    out[n] = 0;
+    *pp = p + n + (p[n] == ' ');
+    return 0;
+}
+
+/* One decimal number in [lo, hi]; -1 otherwise. */
+static int num(const char **pp, long lo, long hi, int *out)
+{
+    char w[16], *end;
+    if (word(pp, w, sizeof(w)) != 0)
+        return -1;
+    errno = 0;
+    long v = strtol(w, &end, 10);
+    if (errno || *end || end == w || v < lo || v > hi)
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
 static void mf_parse(rx_exec *e, const char *body)
 {
     rx_exec_result *r = &e->res;
@@ -98,9 +126,19 @@ static void mf_parse(rx_exec *e, const char *body)
         r->started = 1;
         return;
     }
-    if (sscanf(body, "end %15s %d %d %31s %d", r->phase, &r->rc, &r->timed_out, r->containment,
-               &r->cancelled) == 5)
+    /* "end PHASE RC TIMED_OUT CONTAINMENT CANCELLED", from the VM: parsed strictly (sscanf's %d
+     * is undefined on a number out of range, and the VM's bytes are not ours). */
+    char phase[sizeof(r->phase)], cont[sizeof(r->containment)];
+    int rc, to, cancelled;
+    const char *p = body + 4;
+    if (strncmp(body, "end ", 4) == 0 && word(&p, phase, sizeof(phase)) == 0 &&
+        num(&p, 0, 255, &rc) == 0 && num(&p, 0, 1, &to) == 0 &&
+        word(&p, cont, sizeof(cont)) == 0 && num(&p, 0, 1, &cancelled) == 0 && *p == 0) {
+        memcpy(r->phase, phase, sizeof(phase));
+        memcpy(r->containment, cont, sizeof(cont));
+        r->rc = rc, r->timed_out = to, r->cancelled = cancelled;
         r->ended = 1;
+    }
 }
 
 static void mf_emit(rx_exec *e, const unsigned char *p, size_t n)
