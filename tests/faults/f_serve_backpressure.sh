@@ -15,7 +15,7 @@ else
     N_PIPE=40 BIG=16777216 STREAM=16777216 RATE=4e6
 fi
 lab_start 1
-ws_edit 'c.setdefault("limits", {})["connect_timeout_s"] = 60'
+ws_edit 'c.setdefault("limits", {}).update({"connect_timeout_s": 60, "max_result_bytes": int(args[0])})' "$((BIG + 1))"
 # 1 MiB of text (the default cap keeps exactly that), 100 MiB and 48 MiB with caps above them.
 ws_add_action t.mib '{"risk": "L0", "command": "head -c 1048576 /dev/zero | tr \"\\\\0\" a"}'
 ws_add_action t.big '{"risk": "L0", "max_output_bytes": '$((BIG + 1))', "timeout_s": 600,
