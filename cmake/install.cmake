@@ -79,3 +79,9 @@ set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "openssh-client")
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS "bash-completion")
 include(CPack)
+
+# The Python client of `rexec serve` (docs/python-client.md), pure Python, where Debian's python3
+# looks for packages under the prefix.
+set(REXEC_PYTHON_DIR "lib/python3/dist-packages" CACHE STRING "where cmake --install puts rexec_client")
+install(DIRECTORY ${CMAKE_SOURCE_DIR}/python/rexec_client DESTINATION ${REXEC_PYTHON_DIR}
+        FILES_MATCHING PATTERN "*.py" PATTERN "__pycache__" EXCLUDE)

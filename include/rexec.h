@@ -194,6 +194,11 @@ REXEC_API int rexec_ctx_reload(rexec_ctx *ctx, size_t *kept_warm, rexec_error *e
  * from the loop once everything is released. */
 REXEC_API void rexec_ctx_close(rexec_ctx *ctx, void (*on_closed)(void *ud), void *ud);
 
+/* The workspace secrets that could not be resolved when ctx was created, one "secret NAME: why"
+ * line each (names and sources, never values), or NULL when all were. Every resolved secret is
+ * redacted from every call's output and records; an unresolved one cannot be. */
+const char *rexec_ctx_unresolved_secrets(const rexec_ctx *ctx);
+
 /* Starts a call. On success returns 0, stores the call in *out (may be NULL) and will call
  * cb->on_done exactly once. On failure returns a rexec_err, fills err and calls nothing: this
  * happens only for errors that precede any decision (NOMEM, an unusable request pointer). */

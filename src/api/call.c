@@ -1,4 +1,4 @@
-/* The path of one call (DESIGN.md): workspace -> gate -> render -> audit intent -> pool/exec ->
+/* The path of one call (docs/architecture.md): workspace -> gate -> render -> audit intent -> pool/exec ->
  * redactor -> caps -> sinks -> evidence -> audit outcome -> report. The CLI and `serve` reach
  * it only through include/rexec.h. */
 #include <stdio.h>
@@ -33,10 +33,11 @@ int rexec_ctx_new(rexec_ctx **out, uv_loop_t *loop, const char *workspace_dir, r
                        .keepalive_s = ctx->ws->limits.keepalive_s,
                        .default_channels = ctx->ws->limits.max_channels,
                        .log = &ctx->log};
-    if ((ctx->pool = rx_pool_new(loop, &po)) == NULL) {
+    if ((r = rx_ctx_secrets_load(ctx, err)) != 0 || (ctx->pool = rx_pool_new(loop, &po)) == NULL) {
+        rx_ctx_secrets_free(ctx);
         rx_ws_free(ctx->ws);
         free(ctx);
-        return rx_fail(err, REXEC_ENOMEM, "out of memory");
+        return r ? r : rx_fail(err, REXEC_ENOMEM, "out of memory");
     }
     rx_ctx_reload_init(ctx);
     *out = ctx;
@@ -71,6 +72,7 @@ static void ctx_maybe_free(rexec_ctx *ctx)
     void *ud = ctx->closed_ud;
     rx_audit_close(ctx->audit);
     rx_ctx_reload_free(ctx);
+    rx_ctx_secrets_free(ctx);
     rx_ws_free(ctx->ws);
     free(ctx);
     if (cb)
@@ -153,7 +155,7 @@ static void call_finish(rexec_call *c)
             rx_call_write_evidence(c);
         if (rx_call_audit(c, "outcome", &e) != 0)
             c->err = e; /* the trail is broken: that outranks the command's own status */
-    } else if (!c->eval_only && c->err.code != REXEC_EAUDIT) {
+    } else if (!c->eval_only && c->err.code != REXEC_EAUDIT && !c->refused_written) {
         rexec_error e; /* every refusal is a record too */
         if (rx_call_audit(c, "refused", &e) != 0)
             c->err = e;
@@ -215,7 +217,7 @@ static void stream_sink(void *ud, const unsigned char *data, size_t len)
         c->cb.on_output(c->cb.ud, st->id, data, keep);
 }
 
-static int streams_init(rexec_call *c, uint64_t cap)
+RX_UNITTEST_STATIC int streams_init(rexec_call *c, uint64_t cap)
 {
     uint64_t rcap = c->ctx->ws->limits.max_result_bytes;
     for (int i = 0; i < 2; i++) {
@@ -226,30 +228,31 @@ static int streams_init(rexec_call *c, uint64_t cap)
         st->full = cap == 0;
         rx_buf_init(&st->result, (size_t)(rcap < cap ? rcap : cap));
         st->sha = EVP_MD_CTX_new();
-        st->rs = rx_redact_stream_new(c->redactor, stream_sink, st);
+        st->rs = rx_redact_stream_new(rx_call_redactor(c), stream_sink, st);
         if (st->sha == NULL || st->rs == NULL || !EVP_DigestInit_ex(st->sha, EVP_sha256(), NULL))
             return REXEC_ENOMEM;
     }
     return 0;
 }
 
-static void streams_finish(rexec_call *c)
+RX_UNITTEST_STATIC void streams_finish(rexec_call *c)
 {
     for (int i = 0; i < 2; i++) {
         call_stream *st = &c->out[i];
-        unsigned char md[32];
+        unsigned char md[EVP_MAX_MD_SIZE];
         unsigned int n = 0;
         if (st->rs == NULL)
             continue;
         rx_redact_finish(st->rs);
         EVP_DigestFinal_ex(st->sha, md, &n);
-        rx_hex_encode(md, 32, st->sha_hex);
+        rx_hex_encode(md, n, st->sha_hex); /* SHA-256: n is 32, sha_hex holds 64 + NUL */
     }
 }
 
 /* Past the cap the bytes are only counted: no redaction, no copy (the stream's own held-back
  * bytes still come out of the redactor at its end). */
-static void on_exec_data(void *ud, int stream, const unsigned char *data, size_t len)
+RX_UNITTEST_STATIC void on_exec_data(void *ud, int stream, const unsigned char *data,
+                                     size_t len)
 {
     rexec_call *c = ud;
     call_stream *st = &c->out[stream == REXEC_STDOUT ? 0 : 1];
@@ -348,12 +351,29 @@ static int call_timeout(rexec_call *c, rexec_error *err)
     return 0;
 }
 
+/* The refusal record of a call that needs approval is written before its challenge file: a
+ * challenge the audit log does not hold would be an approval nobody can account for. */
+static int audit_challenge(void *ud, const rx_decision *d, rexec_error *err)
+{
+    rexec_call *c = ud;
+    if (d != &c->dec)
+        c->dec = *d;
+    c->decided = 1;
+    rx_fail(&c->err, REXEC_EPENDING, "%s", d->message);
+    int r = rx_call_audit(c, "refused", err);
+    c->refused_written = r == 0;
+    c->decided = 0;
+    c->err.code = 0;
+    return r;
+}
+
 static int call_decide(rexec_call *c, rexec_error *err)
 {
     rx_gate_input in = {.ws = c->ctx->ws, .host = c->host, .action = c->action,
                         .values = c->values, .rendered = (const char *)c->rendered.data,
                         .stdin_data = c->stdin_data, .stdin_len = c->stdin_len,
-                        .grant_id = c->grant_id, .eval_only = c->eval_only};
+                        .grant_id = c->grant_id, .eval_only = c->eval_only,
+                        .redactor = rx_ctx_redactor(c->ctx), .on_challenge = audit_challenge, .ud = c};
     int r = rx_gate_decide(&in, &c->dec, err);
     if (r != 0)
         return r;
@@ -409,7 +429,7 @@ static int call_secrets(rexec_call *c, rexec_error *err)
 
 static int call_redactor(rexec_call *c, rexec_error *err)
 {
-    int r = rx_redactor_new(&c->redactor, c->secrets, c->n_secrets + c->n_redact_only, err);
+    int r = rx_call_build_redactor(c, err);
     if (r != 0)
         return r;
     uint64_t cap = c->action->max_output_bytes ? c->action->max_output_bytes
@@ -417,7 +437,7 @@ static int call_redactor(rexec_call *c, rexec_error *err)
     if (streams_init(c, cap))
         return rx_fail(err, REXEC_ENOMEM, "out of memory");
     /* Evidence is written as the output arrives: no writable evidence, no run. */
-    return rx_evidence_open(&c->ev, c->ctx->ws->dir, c->run_id, c->redactor, err);
+    return rx_evidence_open(&c->ev, c->ctx->ws->dir, c->run_id, rx_call_redactor(c), err);
 }
 
 static int call_send(rexec_call *c, rexec_error *err)

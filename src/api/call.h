@@ -23,6 +23,11 @@ struct rexec_ctx {
     rx_ws *ws;
     rx_pool *pool;
     rx_audit *audit; /* opened at the first call that needs it */
+    /* secrets.c: every secret the workspace resolved at load, and its redactor; the sets of
+     * earlier loads (serve reload) stay until close: running calls' streams point into them */
+    struct rx_secret_set *sset;
+    struct rx_secret_set **old_ssets;
+    size_t n_old_ssets;
     rx_logger log;   /* rexec_ctx_set_log; the pool and its sessions point here */
     rexec_call *calls; /* calls that have not reported yet */
     size_t calls_alive; /* calls whose memory is not released yet (their handle may be closing) */
@@ -85,6 +90,7 @@ struct rexec_call {
     uint64_t t0_ns;
     uint64_t duration_ms;
     int intent_written, script_sent, cancelled, finished, paused; /* script_sent: on the wire */
+    int refused_written; /* the refusal record went out before the challenge file */
     rx_exec_result x;
     int ran;            /* the command started and the wrapper reported its end */
     int exit_code;      /* -1 when there is none */
@@ -128,5 +134,26 @@ void rx_result_json_outcome(cJSON *o, const rexec_result *r);
 void rx_json_add_bytes(cJSON *o, const char *key, const unsigned char *p, size_t n);
 void rx_json_add_str(cJSON *o, const char *key, const char *v); /* null for NULL */
 const char *rx_signal_from_status(int rc);
+
+/* secrets.c: the workspace's redactor, built once per context. */
+int rx_ctx_secrets_load(rexec_ctx *ctx, rexec_error *err);
+/* A reload: the set of the new workspace nw becomes current; the old one is kept until close. */
+int rx_ctx_secrets_reload(rexec_ctx *ctx, const rx_ws *nw, rexec_error *err);
+void rx_ctx_secrets_free(rexec_ctx *ctx);
+/* A redactor of the call's own when a handed secret's value changed since the load (else the
+ * workspace's serves). Returns 0, REXEC_ENOMEM or REXEC_ECONFIG. */
+int rx_call_build_redactor(rexec_call *c, rexec_error *err);
+/* The workspace's redactor (every secret resolved at load). */
+const rx_redactor *rx_ctx_redactor(const rexec_ctx *ctx);
+/* What every output path and record of c goes through: its own redactor or the workspace's. */
+const rx_redactor *rx_call_redactor(const rexec_call *c);
+
+#ifdef REXEC_UNITTEST
+/* call.c's output path, for tests/unit/test_cap.c: raw bytes of one stream in
+ * (on_exec_data), redacted, capped, hashed and kept out. */
+int streams_init(rexec_call *c, uint64_t cap);
+void streams_finish(rexec_call *c);
+void on_exec_data(void *ud, int stream, const unsigned char *data, size_t len);
+#endif
 
 #endif

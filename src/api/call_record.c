@@ -83,12 +83,10 @@ void rx_call_outcome(rexec_call *c)
 
 /* ---- redaction of record fields ------------------------------------------------------------- */
 
+/* Refused or eval'd calls too: the workspace's redactor knows every secret it resolved. */
 static const rx_redactor *call_redactor(rexec_call *c)
 {
-    rexec_error e;
-    if (c->redactor == NULL) /* refused before secrets were read: shapes only */
-        rx_redactor_new(&c->redactor, NULL, 0, &e);
-    return c->redactor;
+    return rx_call_redactor(c);
 }
 
 /* Room for a redacted text: a replacement marker can be longer than what it replaces. */
@@ -232,7 +230,7 @@ int rx_call_audit(rexec_call *c, const char *phase, rexec_error *err)
     add_redacted(c, o, "error", c->err.code ? c->err.msg : NULL);
     add_redacted(c, o, "rationale", c->rationale);
     add_redacted(c, o, "hypothesis_id", c->hypothesis_id);
-    r = rx_audit_append(ctx->audit, o, c->redactor, err);
+    r = rx_audit_append(ctx->audit, o, call_redactor(c), err);
     cJSON_Delete(o);
     return r;
 }

@@ -100,6 +100,12 @@ int rexec_ctx_reload(rexec_ctx *ctx, size_t *kept_warm, rexec_error *err)
         return rx_fail(err, REXEC_ENOMEM, "out of memory");
     }
     ctx->retired = retired;
+    if ((r = rx_ctx_secrets_reload(ctx, nw, err)) != 0) { /* the old configuration stays */
+        free(map);
+        cJSON_Delete(doc);
+        rx_ws_free(nw);
+        return r;
+    }
     ctx->retired[ctx->n_retired++] = ctx->ws;
     ctx->ws = nw;
     free(ctx->pool_hosts);

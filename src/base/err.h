@@ -12,6 +12,15 @@ int rx_fail(rexec_error *err, int code, const char *fmt, ...)
 /* Prefixes an existing message: "hosts.lab1: " + old message. Returns err->code. */
 int rx_fail_prefix(rexec_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* A function that is static in a release build and visible to the unit tests in the test build
+ * (after curl's UNITTEST), so the tests exercise the code that runs, not a copy of it. Their
+ * declarations sit in the module's header under #ifdef REXEC_UNITTEST. */
+#ifdef REXEC_UNITTEST
+#define RX_UNITTEST_STATIC
+#else
+#define RX_UNITTEST_STATIC static
+#endif
+
 /* A log sink (rexec_ctx_set_log); modules below the API hold a pointer to the ctx's one. */
 typedef struct rx_logger {
     rexec_log_fn fn;

@@ -315,7 +315,7 @@ int cli_client_call(const char *socket_path, const char *op, const rexec_request
     if (fd < 0)
         return -fd;
     c.fd = fd;
-    /* stdin rides in the request as base64, and a request is at most 64 KiB (SPEC) */
+    /* stdin rides in the request as base64, and a request is at most 64 KiB (docs/cli.md) */
     if (req && req->stdin_data && req->stdin_len > CLIENT_MAX_STDIN) {
         close(fd);
         return cli_error(65, "stdin is %zu bytes; through rexec serve a request carries at most "

@@ -161,6 +161,18 @@ static void on_checked(void *ud, const rexec_check_result *r)
         rexec_ctx_close(k->ctx, NULL, NULL);
 }
 
+/* Names every workspace secret that did not resolve: it cannot be redacted until it does. */
+static void warn_unresolved(const rexec_ctx *ctx)
+{
+    const char *u = rexec_ctx_unresolved_secrets(ctx);
+    for (const char *p = u; p && *p;) {
+        const char *eol = strchr(p, '\n');
+        int len = eol ? (int)(eol - p) : (int)strlen(p);
+        fprintf(stderr, "rexec: warning: %.*s (not redacted until it resolves)\n", len, p);
+        p += len + (eol != NULL);
+    }
+}
+
 int cli_check(const cli_global *g, int argc, char **argv)
 {
     uv_loop_t loop;
@@ -188,6 +200,7 @@ int cli_check(const cli_global *g, int argc, char **argv)
         uv_loop_close(&loop);
         return cli_error(rexec_err_exit_code(e.code), "%s", e.msg);
     }
+    warn_unresolved(k.ctx);
     if (rexec_ctx_targets(k.ctx, targets, &names, &n, &e) != 0) {
         k.worst = cli_error(rexec_err_exit_code(e.code), "%s", e.msg);
         rexec_ctx_close(k.ctx, NULL, NULL);

@@ -1,9 +1,11 @@
 /* rexec: the command line. Global options (anywhere before a `--`), then one command
  * (src/cli/cmd_*.c). */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include <cjson/cJSON.h>
 
@@ -138,10 +140,27 @@ static int globals_after_command(cli_global *g, int *argc, char **argv)
     return 0;
 }
 
+/* One fd per warm connection: a controller of hundreds of hosts needs more than the usual soft
+ * limit of 1024. The soft limit goes up to the hard one; if the OS refuses, rexec says so and
+ * goes on (a fan-out past the limit then fails per host, naming RLIMIT_NOFILE). */
+static void raise_nofile(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= rl.rlim_max)
+        return;
+    rlim_t want = rl.rlim_max;
+    rl.rlim_cur = want;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0 && getrlimit(RLIMIT_NOFILE, &rl) == 0)
+        fprintf(stderr, "rexec: warning: cannot raise the open-file limit (RLIMIT_NOFILE) from %llu "
+                "to its hard limit %llu: %s; connections beyond it will fail\n",
+                (unsigned long long)rl.rlim_cur, (unsigned long long)want, strerror(errno));
+}
+
 int main(int argc, char **argv)
 {
     cli_global g = {.workspace = getenv("REXEC_WORKSPACE"), .socket = getenv("REXEC_SOCKET")};
     int i = 1, r;
+    raise_nofile();
     for (int k = 1; k < argc && strcmp(argv[k], "--") != 0; k++)
         if (strcmp(argv[k], "--json") == 0)
             json_errors = 1; /* before any error, also a usage error in the options */

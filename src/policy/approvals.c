@@ -227,13 +227,25 @@ static int add_time(cJSON *o, const char *key, int64_t t)
     return add_str(o, key, s);
 }
 
-/* A parameter value is bytes with a length; validation refused NUL, so it is a C string. */
-static int add_bytes(cJSON *o, const char *key, const char *p, size_t len)
+/* A value as the file may hold it: through the workspace's redactor (a secret typed into a
+ * parameter or rendered into the command never reaches approvals/ or the approval prompt). */
+static int add_redacted(cJSON *o, const char *key, const rx_redactor *r, const char *p,
+                        size_t len)
 {
-    char *s = strndup(p ? p : "", len);
-    int ok = s != NULL && add_str(o, key, s);
-    free(s);
+    rx_buf b;
+    if (p == NULL)
+        return add_str(o, key, NULL);
+    rx_buf_init(&b, len * 2 + 4096);
+    int ok = (r ? rx_redact_buf(r, p, len, &b) : rx_buf_add(&b, p, len)) == 0 &&
+             rx_buf_addc(&b, 0) == 0 && add_str(o, key, (const char *)b.data);
+    rx_buf_free(&b);
     return ok;
+}
+
+/* A parameter value is bytes with a length; validation refused NUL, so it is a C string. */
+static int add_bytes(cJSON *o, const char *key, const rx_redactor *r, const char *p, size_t len)
+{
+    return add_redacted(o, key, r, p ? p : "", len);
 }
 
 static int ap_build_lists(cJSON *doc, const rx_challenge_in *in)
@@ -241,7 +253,8 @@ static int ap_build_lists(cJSON *doc, const rx_challenge_in *in)
     cJSON *params = cJSON_AddObjectToObject(doc, "params");
     int ok = params != NULL;
     for (size_t i = 0; ok && i < in->n_params; i++)
-        ok = add_bytes(params, in->params[i].name, in->params[i].value, in->params[i].value_len);
+        ok = add_bytes(params, in->params[i].name, in->redactor, in->params[i].value,
+                       in->params[i].value_len);
     if (ok && in->has_stdin) {
         cJSON *s = cJSON_AddObjectToObject(doc, "stdin");
         ok = s != NULL && cJSON_AddNumberToObject(s, "bytes", (double)in->stdin_len) != NULL &&
@@ -271,7 +284,9 @@ static cJSON *ap_build(const rx_challenge_in *in, const char *id, const char *co
              add_str(doc, "declared_risk", risks[in->declared_risk & 3]) &&
              add_str(doc, "risk_why", in->risk_why) &&
              add_str(doc, "request_hash", in->request_hash) &&
-             add_str(doc, "rendered", in->rendered) && ap_build_lists(doc, in) &&
+             add_redacted(doc, "rendered", in->redactor, in->rendered,
+                          in->rendered ? strlen(in->rendered) : 0) &&
+             ap_build_lists(doc, in) &&
              add_str(doc, "code", code);
     if (!ok) {
         cJSON_Delete(doc);
@@ -515,6 +530,8 @@ int rx_approvals_create(const rx_ws *ws, const rx_challenge_in *in,
         goto out;
     }
     snprintf(name, sizeof(name), "%s.json", id);
+    if (in->before_write && (r = in->before_write(in->ud, id, err)) != 0)
+        goto out; /* no record of it, so no challenge either */
     if ((r = ap_dir_open(ws, 1, &d, err)) != 0 || (r = ap_write(&d, name, doc, err)) != 0)
         goto out;
     memcpy(id_out, id, sizeof(id));

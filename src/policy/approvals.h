@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "redact.h"
 #include "rexec.h"
 #include "workspace.h"
 
@@ -45,6 +46,11 @@ typedef struct rx_challenge_in {
     uint64_t stdin_len;
     char *const *secrets;       /* the action's secret NAMES */
     size_t n_secrets;
+    const rx_redactor *redactor; /* rendered and parameter values are written through it */
+    /* Called with the new id before the file is written; an error means no file is written
+     * (the caller's audit record of the challenge comes first). May be NULL. */
+    int (*before_write)(void *ud, const char *id, rexec_error *err);
+    void *ud;
 } rx_challenge_in;
 
 /* A challenge or grant as loaded from its file. Strings point into `tree` (rx_challenge_free

@@ -284,6 +284,22 @@ static int allow_level(const rx_gate_input *in, rx_decision *d)
     return decided(d, RX_ALLOW, "ALLOW_LEVEL");
 }
 
+typedef struct challenge_hook {
+    const rx_gate_input *in;
+    rx_decision *d;
+    const char *lv;
+} challenge_hook;
+
+/* The decision is known once the id is: the caller records it before the file exists. */
+static int before_challenge(void *ud, const char *id, rexec_error *err)
+{
+    challenge_hook *h = ud;
+    snprintf(h->d->challenge_id, sizeof(h->d->challenge_id), "%s", id);
+    say(h->d, "%s: approval required (challenge %s)", h->lv, id);
+    decided(h->d, RX_REQUIRES_APPROVAL, "REQUIRES_APPROVAL");
+    return h->in->on_challenge ? h->in->on_challenge(h->in->ud, h->d, err) : 0;
+}
+
 /* Writes a pending challenge bound to the request (unless eval_only) and asks for approval. */
 static int require_approval(const rx_gate_input *in, const char *hash, const char *stdin_hex,
                             rx_decision *d, rexec_error *err)
@@ -295,16 +311,22 @@ static int require_approval(const rx_gate_input *in, const char *hash, const cha
         .declared_risk = a->declared_risk, .risk_why = risk_why(a, why, sizeof(why)),
         .request_hash = hash, .rendered = in->rendered, .params = in->values,
         .n_params = a->n_params, .has_stdin = in->stdin_data != NULL, .stdin_sha256 = stdin_hex,
-        .stdin_len = in->stdin_len, .secrets = a->secrets, .n_secrets = a->n_secrets};
+        .stdin_len = in->stdin_len, .secrets = a->secrets, .n_secrets = a->n_secrets,
+        .redactor = in->redactor, .before_write = before_challenge};
+    challenge_hook hook = {in, d, lv};
     int r;
 
+    c.ud = &hook;
     level_msg(in, lv, sizeof(lv));
     if (in->eval_only) {
         say(d, "%s: approval required (eval: no challenge written)", lv);
         return decided(d, RX_REQUIRES_APPROVAL, "REQUIRES_APPROVAL");
     }
-    if ((r = rx_approvals_create(in->ws, &c, d->challenge_id, err)) != 0)
+    if ((r = rx_approvals_create(in->ws, &c, d->challenge_id, err)) != 0) {
+        memset(d, 0, sizeof(*d));
+        d->effective_risk = a->risk;
         return r;
+    }
     say(d, "%s: approval required (challenge %s)", lv, d->challenge_id);
     return decided(d, RX_REQUIRES_APPROVAL, "REQUIRES_APPROVAL");
 }

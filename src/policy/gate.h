@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 
+#include "redact.h"
 #include "rexec.h"
 #include "workspace.h"
 
@@ -41,6 +42,11 @@ typedef struct rx_gate_input {
     size_t stdin_len;
     const char *grant_id;        /* NULL: none */
     int eval_only;               /* decide, but write no challenge and consume no grant */
+    const rx_redactor *redactor; /* what the challenge file holds goes through it (may be NULL) */
+    /* Called once a challenge is decided (d filled: REQUIRES_APPROVAL, its id and message) and
+     * before its file is written: an error leaves no file and is returned. May be NULL. */
+    int (*on_challenge)(void *ud, const rx_decision *d, rexec_error *err);
+    void *ud;
 } rx_gate_input;
 
 /* Maps the caller's parameters onto the action's: unknown names, missing required parameters and

@@ -21,7 +21,7 @@ typedef struct rx_audit rx_audit;
 int rx_audit_open(rx_audit **out, const char *ws_dir, const char *key_file, rexec_error *err);
 void rx_audit_close(rx_audit *a); /* NULL is fine */
 
-/* Appends rec (an object holding the SPEC fields except prev and hash, which are added here):
+/* Appends rec (an object holding the docs/audit.md fields except prev and hash, which are added here):
  * under an exclusive flock, reads the chain head, writes the line with ONE write() (short writes
  * handled), fsyncs. Before writing, r (may be NULL) scans the line: a line still holding a
  * handed-out secret is refused. Returns 0 or REXEC_EAUDIT with err->msg saying why (disk full,

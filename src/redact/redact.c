@@ -147,49 +147,186 @@ static int maybe_prefix(const rx_redactor *r, const unsigned char *p, size_t n)
     }
 }
 
-/* ---- matching at one position ------------------------------------------------------------- */
+/* ---- wrapped encoded runs ------------------------------------------------------------------ */
 
-/* The longest form starting at q. */
-static int lit_match(const rx_redactor *r, const rx_win *w, size_t q, const gram_slot *g,
-                     rx_hit *hit)
+/* Bytes of hex, base64 (both alphabets, padding) and base32: the only forms that wrap. */
+static int wrap_char(unsigned char c)
 {
-    size_t avail = w->n - q;
-    if (avail < 8) { /* too short for the 8-byte table: is it the start of any form? */
-        for (uint32_t i = 0; i < g->nlit && !w->eof; i++)
-            if (memcmp(w->p + q, r->pats[r->gram_lits[g->lit + i]].p, avail) == 0)
-                return RX_MORE;
-        return RX_NO;
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+           c == '+' || c == '/' || c == '=' || c == '-' || c == '_';
+}
+
+/* The line break at w->p[i]: its length (1 for "\n", 2 for "\r\n"), 0 if none, -1 if the
+ * window ends after a '\r' (more input decides). */
+static int break_at(const rx_win *w, size_t i)
+{
+    if (w->p[i] == '\n')
+        return 1;
+    if (w->p[i] != '\r')
+        return 0;
+    if (i + 1 < w->n)
+        return w->p[i + 1] == '\n' ? 2 : 0;
+    return w->eof ? 0 : -1;
+}
+
+enum { WALK_END = 1, WALK_SKIPPED = 2 };
+
+/* Compares pt with the input at q. A wrappable form may have one line break between any two
+ * of its bytes. Returns RX_YES with *end (relative) after its last byte, RX_NO, or RX_MORE when
+ * the window ends first. */
+static int form_cmp(const rx_win *w, size_t q, const rx_pat *pt, size_t *end)
+{
+    if (q + pt->len <= w->n && memcmp(w->p + q, pt->p, pt->len) == 0) {
+        *end = q + pt->len;
+        return RX_YES;
     }
-    const lit_slot *ls = lit_find(r, rx_load64(w->p + q));
-    const rx_pat *best = NULL;
-    int more = 0;
+    size_t i = q;
+    for (uint32_t j = 0; j < pt->len; j++, i++) {
+        if (i < w->n && j > 0 && pt->wrap) {
+            int b = break_at(w, i);
+            if (b < 0)
+                return RX_MORE;
+            i += (size_t)b;
+        }
+        if (i >= w->n)
+            return w->eof ? RX_NO : RX_MORE;
+        if (w->p[i] != pt->p[j])
+            return RX_NO;
+    }
+    *end = i;
+    return RX_YES;
+}
+
+/* The first up-to-8 bytes of a wrapped run at q, line breaks skipped (one between two bytes).
+ * Returns how many it found; *how gets WALK_END if the window ended first (more input may
+ * follow) and WALK_SKIPPED if a break was skipped. */
+static size_t joined8(const rx_win *w, size_t q, unsigned char key[8], unsigned *how)
+{
+    size_t k = 0, i = q;
+    *how = 0;
+    while (k < 8) {
+        if (i >= w->n) {
+            *how |= w->eof ? 0 : WALK_END;
+            break;
+        }
+        int b = k ? break_at(w, i) : 0;
+        if (b < 0) {
+            *how |= WALK_END;
+            break;
+        }
+        if (b) {
+            i += (size_t)b;
+            *how |= WALK_SKIPPED;
+            if (i >= w->n) {
+                *how |= w->eof ? 0 : WALK_END;
+                break;
+            }
+            if (!wrap_char(w->p[i]))
+                break;
+        }
+        key[k++] = w->p[i++];
+    }
+    return k;
+}
+
+/* The best (longest) form so far at one position. */
+typedef struct lit_best {
+    const rx_pat *pt;
+    size_t end;
+    int more;
+} lit_best;
+
+static void lit_try(const rx_redactor *r, const rx_win *w, size_t q, const lit_slot *ls,
+                    int wrap_only, lit_best *lb)
+{
     for (uint32_t i = 0; ls && i < ls->n; i++) {
         const rx_pat *pt = &r->pats[r->lit_ids[ls->first + i]];
-        if (pt->len <= avail) {
-            if (memcmp(w->p + q + 8, pt->p + 8, pt->len - 8) == 0 && (!best || pt->len > best->len))
-                best = pt;
-        } else if (!w->eof && memcmp(w->p + q + 8, pt->p + 8, avail - 8) == 0) {
-            more = 1;
-        }
+        size_t end;
+        if (wrap_only && !pt->wrap)
+            continue;
+        int v = form_cmp(w, q, pt, &end);
+        lb->more |= v == RX_MORE;
+        if (v == RX_YES && (!lb->pt || pt->len > lb->pt->len))
+            lb->pt = pt, lb->end = end;
     }
-    if (more || !best)
-        return more ? RX_MORE : RX_NO;
-    *hit = (rx_hit){.a = w->base + q, .b = w->base + q + best->len,
-                    .marker = r->markers[best->secret]};
+}
+
+/* Fewer than 8 bytes k are left before the window ends: could a form start with them? */
+static int lit_prefix(const rx_redactor *r, const unsigned char *key, size_t k, int wrap_only)
+{
+    if (k < 4)
+        return k && maybe_prefix(r, key, k);
+    const gram_slot *g = gram_find(r, rx_load32(key) | RX_FOLD32);
+    for (uint32_t i = 0; g && i < g->nlit; i++) {
+        const rx_pat *pt = &r->pats[r->gram_lits[g->lit + i]];
+        if (memcmp(key, pt->p, k) == 0 && (pt->wrap || !wrap_only))
+            return 1;
+    }
+    return 0;
+}
+
+/* The longest form starting at q: looked up by its first 8 bytes as they stand, and (for the
+ * wrappable forms) by its first 8 bytes with line breaks skipped. */
+static int lit_match(const rx_redactor *r, const rx_win *w, size_t q, rx_hit *hit)
+{
+    lit_best lb = {NULL, 0, 0};
+    size_t avail = w->n - q;
+    if (avail >= 8)
+        lit_try(r, w, q, lit_find(r, rx_load64(w->p + q)), 0, &lb);
+    else if (!w->eof)
+        lb.more |= lit_prefix(r, w->p + q, avail, 0);
+    if (r->has_wrap) {
+        unsigned char key[8];
+        unsigned how;
+        size_t k = joined8(w, q, key, &how);
+        if ((how & WALK_SKIPPED) && k == 8)
+            lit_try(r, w, q, lit_find(r, rx_load64(key)), 1, &lb);
+        else if (how & WALK_END)
+            lb.more |= lit_prefix(r, key, k, 1);
+    }
+    if (lb.more || !lb.pt)
+        return lb.more ? RX_MORE : RX_NO;
+    *hit = (rx_hit){.a = w->base + q, .b = w->base + lb.end, .marker = r->markers[lb.pt->secret]};
     return RX_YES;
+}
+
+/* The next position at or after q (before lim) where a wrapped form may start with a line break
+ * inside its first 8 bytes: the filter cannot see those. *nl caches the next '\n' found. */
+static size_t next_wrap(const rx_redactor *r, const rx_win *w, size_t q, size_t lim, size_t *nl)
+{
+    if (!r->has_wrap)
+        return lim;
+    while (q < lim) {
+        if (*nl == SIZE_MAX || *nl < q) {
+            const unsigned char *f = memchr(w->p + q, '\n', w->n - q);
+            *nl = f ? (size_t)(f - w->p) : w->n;
+        }
+        if (*nl >= w->n && (w->eof || w->n == 0 || w->p[w->n - 1] != '\r'))
+            return lim; /* a '\r' ending the window may begin a break: more input decides */
+        size_t b = *nl > 0 && w->p[*nl - 1] == '\r' ? *nl - 1 : *nl, start = b;
+        while (start > q && b - start < 7 && wrap_char(w->p[start - 1]))
+            start--;
+        int after = *nl + 1 >= w->n || wrap_char(w->p[*nl + 1]); /* unknown yet: try */
+        if (start < b && after)
+            return start < lim ? start : lim;
+        if (*nl >= w->n)
+            return lim;
+        q = *nl + 1;
+    }
+    return lim;
 }
 
 /* Everything that matches at q. Returns RX_MORE (and nothing) if anything needs more input.
  * *next is where the scan goes on: q + 1, or further when every shape of this gram says so
- * and no handed-out form starts with it. */
-static int match_at(const rx_redactor *r, const rx_win *w, size_t q, int pem_open, rx_hit *hits,
-                    size_t *nhits, size_t *next)
+ * and no handed-out form starts with it. wrapped: q may start a wrapped form. */
+static int match_at(const rx_redactor *r, const rx_win *w, size_t q, int pem_open, int wrapped,
+                    rx_hit *hits, size_t *nhits, size_t *next)
 {
     const gram_slot *g = gram_find(r, rx_load32(w->p + q) | RX_FOLD32);
     int more = 0, v = RX_NO;
     size_t n = 0, skip = SIZE_MAX;
-    if (g && g->nlit) {
-        v = lit_match(r, w, q, g, &hits[n]);
+    if ((g && g->nlit) || wrapped) {
+        v = lit_match(r, w, q, &hits[n]);
         n += v == RX_YES;
         more |= v == RX_MORE;
     }
@@ -200,9 +337,24 @@ static int match_at(const rx_redactor *r, const rx_win *w, size_t q, int pem_ope
         more |= v == RX_MORE;
         skip = nx < skip ? nx : skip;
     }
-    *next = g && g->nlit == 0 && g->nshape && n == 0 ? skip : q + 1;
+    *next = g && g->nlit == 0 && g->nshape && n == 0 && !wrapped ? skip : q + 1;
     *nhits = more ? 0 : n;
     return more ? RX_MORE : n ? RX_YES : RX_NO;
+}
+
+/* Could a wrapped form start at q of the window's last bytes? (Conservative.) */
+static int maybe_wrapped_prefix(const rx_redactor *r, const rx_win *w, size_t q)
+{
+    int brk = 0;
+    if (!r->has_wrap || !wrap_char(w->p[q]))
+        return 0;
+    for (size_t i = q + 1; i < w->n; i++) {
+        if (w->p[i] == '\r' || w->p[i] == '\n')
+            brk = 1;
+        else if (!wrap_char(w->p[i]))
+            return 0;
+    }
+    return brk;
 }
 
 /* ---- output ------------------------------------------------------------------------------- */
@@ -321,18 +473,23 @@ static size_t scan(rx_redact_stream *s, const rx_win *w, uint64_t from, uint64_t
     rx_hit hits[MAX_HITS];
     if (s->active)
         range_extend(s, w);
-    while ((q = next_hit(r, w->p, q, lim)) < lim) {
+    size_t nl = SIZE_MAX, hq = SIZE_MAX, wq = SIZE_MAX;
+    while (q < lim) {
+        hq = hq >= q && hq != SIZE_MAX ? hq : next_hit(r, w->p, q, lim);
+        wq = wq >= q && wq != SIZE_MAX ? wq : next_wrap(r, w, q, lim, &nl);
+        if ((q = hq < wq ? hq : wq) >= lim)
+            break;
         if (s->active && !s->rng.open && w->base + q > s->rng.b)
             range_close(s, w);
         int pem_open = s->active && (s->rng.open & RX_OPEN_PEM);
-        if (match_at(r, w, q, pem_open, hits, &nh, &next) == RX_MORE)
+        if (match_at(r, w, q, pem_open, q == wq, hits, &nh, &next) == RX_MORE)
             return q;
         for (size_t i = 0; i < nh; i++)
             add_hit(s, w, &hits[i]);
         q = next;
     }
     for (q = lim > q ? lim : q; q < end && !w->eof; q++)
-        if (maybe_prefix(r, w->p + q, n - q))
+        if (maybe_prefix(r, w->p + q, n - q) || maybe_wrapped_prefix(r, w, q))
             return q;
     return end;
 }
@@ -506,11 +663,14 @@ int rx_redact_buf(const rx_redactor *r, const void *data, size_t len, rx_buf *ou
 int rx_redact_contains_secret(const rx_redactor *r, const void *data, size_t len)
 {
     rx_win w = {data, len, 0, -1, 1};
-    size_t lim = len > 3 ? len - 3 : 0;
+    size_t lim = len > 3 ? len - 3 : 0, nl = SIZE_MAX;
     rx_hit hit;
-    for (size_t q = 0; (q = next_hit(r, w.p, q, lim)) < lim; q++) {
+    for (size_t q = 0; q < lim; q++) {
+        size_t hq = next_hit(r, w.p, q, lim), wq = next_wrap(r, &w, q, lim, &nl);
+        if ((q = hq < wq ? hq : wq) >= lim)
+            break;
         const gram_slot *g = gram_find(r, rx_load32(w.p + q) | RX_FOLD32);
-        if (g && g->nlit && lit_match(r, &w, q, g, &hit) == RX_YES)
+        if (((g && g->nlit) || q == wq) && lit_match(r, &w, q, &hit) == RX_YES)
             return 1;
     }
     return 0;

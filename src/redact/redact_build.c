@@ -17,7 +17,7 @@
 #define SHAPE_BIT 0x80000000u
 
 typedef struct gen_pat {
-    uint32_t off, len, secret;
+    uint32_t off, len, secret, wrap;
 } gen_pat;
 
 typedef struct gen_ctx {
@@ -58,7 +58,7 @@ static unsigned log2_of(size_t p)
 
 /* ---- forms --------------------------------------------------------------------------------- */
 
-static int gen_add(void *ctx, const unsigned char *p, size_t n)
+static int gen_add(void *ctx, const unsigned char *p, size_t n, int wrap)
 {
     gen_ctx *g = ctx;
     if (n < RX_SECRET_MIN_LEN || n > UINT32_MAX)
@@ -74,7 +74,7 @@ static int gen_add(void *ctx, const unsigned char *p, size_t n)
     size_t off = g->pool.len;
     if (rx_buf_add(&g->pool, p, n) != 0)
         return REXEC_ENOMEM;
-    g->v[g->n++] = (gen_pat){(uint32_t)off, (uint32_t)n, g->secret};
+    g->v[g->n++] = (gen_pat){(uint32_t)off, (uint32_t)n, g->secret, wrap != 0};
     return 0;
 }
 
@@ -97,15 +97,22 @@ static int forms_finish(rx_redactor *r, gen_ctx *g)
     if (r->pool == NULL || r->pats == NULL)
         return REXEC_ENOMEM;
     for (size_t i = 0; i < g->n; i++)
-        r->pats[i] = (rx_pat){r->pool + g->v[i].off, g->v[i].len, g->v[i].secret};
+        r->pats[i] = (rx_pat){r->pool + g->v[i].off, g->v[i].len, g->v[i].secret & 0x7fffffffu,
+                              g->v[i].wrap};
     qsort(r->pats, g->n, sizeof(*r->pats), pat_cmp);
     size_t k = 0;
     for (size_t i = 0; i < g->n; i++) {
         const rx_pat *a = &r->pats[i], *b = k ? &r->pats[k - 1] : NULL;
-        if (b && a->len == b->len && memcmp(a->p, b->p, a->len) == 0)
+        if (b && a->len == b->len && memcmp(a->p, b->p, a->len) == 0) {
+            r->pats[k - 1].wrap |= a->wrap; /* the same bytes as an encoded run: may wrap */
             continue;
+        }
         r->pats[k++] = *a;
-        r->maxlen = a->len > r->maxlen ? a->len : r->maxlen;
+    }
+    for (size_t i = 0; i < k; i++) { /* the most input one form can span */
+        size_t span = (size_t)r->pats[i].len * (r->pats[i].wrap ? RX_WRAP_SPAN : 1);
+        r->has_wrap |= r->pats[i].wrap;
+        r->maxlen = span > r->maxlen ? span : r->maxlen;
     }
     r->npats = k;
     return 0;

@@ -20,12 +20,18 @@ static const char hex_up[] = "0123456789ABCDEF";
 typedef struct form_ctx {
     rx_form_fn add;
     void *ctx;
-    rx_buf t; /* scratch: holds secret material, wiped on reset/free */
+    rx_buf t;  /* scratch: holds secret material, wiped on reset/free */
+    int wrap;  /* the forms being made are encoded runs a tool may wrap */
 } form_ctx;
+
+static int add_form(form_ctx *f, const unsigned char *p, size_t n)
+{
+    return f->add(f->ctx, p, n, f->wrap);
+}
 
 static int emit(form_ctx *f)
 {
-    return f->t.len ? f->add(f->ctx, f->t.data, f->t.len) : 0;
+    return f->t.len ? add_form(f, f->t.data, f->t.len) : 0;
 }
 
 /* Byte i of k zero bytes followed by v: the secret sitting at offset k of a larger blob. */
@@ -54,6 +60,22 @@ static int b64_encode(rx_buf *t, const unsigned char *v, size_t n, size_t k, con
     return r;
 }
 
+/* The stable characters [start, inner) of the encoded blob in f->t, then the same run to the
+ * blob's end with and without its '=' padding (the secret also ends the blob). */
+static int stable_forms(form_ctx *f, size_t start, size_t inner)
+{
+    const unsigned char *e = f->t.data;
+    size_t len = f->t.len, bare = len;
+    int r;
+    while (bare > start && e[bare - 1] == '=')
+        bare--;
+    if ((r = add_form(f, e + start, inner - start)) != 0)
+        return r;
+    if ((r = add_form(f, e + start, len - start)) != 0)
+        return r;
+    return add_form(f, e + start, bare - start);
+}
+
 /* The secret at offset k (mod 3) of a base64 blob: only the characters whose 6 bits all come
  * from the secret are stable, chars [ceil(8k/6), floor(8(k+n)/6)). When the secret also ends
  * the blob, the last partial character (and '=' padding, if any) is stable too, so the padded
@@ -65,15 +87,43 @@ static int b64_forms(form_ctx *f, const unsigned char *v, size_t n, const char *
         rx_buf_reset(&f->t);
         if ((r = b64_encode(&f->t, v, n, k, al)) != 0)
             return r;
-        const unsigned char *e = f->t.data;
-        size_t start = (8 * k + 5) / 6, inner = 8 * (k + n) / 6, len = f->t.len, bare = len;
-        while (bare > start && e[bare - 1] == '=')
-            bare--;
-        if ((r = f->add(f->ctx, e + start, inner - start)) != 0)
+        r = stable_forms(f, (8 * k + 5) / 6, 8 * (k + n) / 6);
+    }
+    return r;
+}
+
+/* RFC 4648 base32 (upper case, as base32(1) and Python's b32encode print it), the secret at
+ * offset k (mod 5) of a larger blob: as for base64, only the characters whose 5 bits all come
+ * from the secret are stable, chars [ceil(8k/5), floor(8(k+n)/5)), plus the padded and unpadded
+ * tails when the secret ends the blob. */
+static const char b32_al[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
+
+static int b32_encode(rx_buf *t, const unsigned char *v, size_t n, size_t k)
+{
+    size_t total = n + k, bits = total * 8, chars = (bits + 4) / 5, padded = (total + 4) / 5 * 8;
+    int r = 0;
+    for (size_t c = 0; c < chars && r == 0; c++) {
+        unsigned x = 0;
+        for (size_t b = c * 5; b < c * 5 + 5; b++) {
+            size_t i = b / 8;
+            unsigned bit = i < total ? (shifted(v, k, i) >> (7 - b % 8)) & 1 : 0;
+            x = x << 1 | bit;
+        }
+        r = rx_buf_addc(t, (unsigned char)b32_al[x]);
+    }
+    for (size_t c = chars; c < padded && r == 0; c++)
+        r = rx_buf_addc(t, '=');
+    return r;
+}
+
+static int b32_forms(form_ctx *f, const unsigned char *v, size_t n)
+{
+    int r = 0;
+    for (size_t k = 0; k < 5 && r == 0; k++) {
+        rx_buf_reset(&f->t);
+        if ((r = b32_encode(&f->t, v, n, k)) != 0)
             return r;
-        if ((r = f->add(f->ctx, e + start, len - start)) != 0)
-            return r;
-        r = f->add(f->ctx, e + start, bare - start);
+        r = stable_forms(f, (8 * k + 4) / 5, 8 * (k + n) / 5);
     }
     return r;
 }
@@ -203,18 +253,28 @@ static int escape_form(form_ctx *f, const unsigned char *v, size_t n, const char
     return r ? r : emit(f);
 }
 
-/* bash's $'...' quoting (what printf %q prints for text with control bytes). */
-static int ansi_c_form(form_ctx *f, const unsigned char *v, size_t n)
+/* bash's $'...' quoting, byte for byte as bash 5 prints it (printf %q, declare -p, set -x):
+ * \a \b \E \f \n \r \t \v \\ \' by name, other control bytes, DEL and every byte >= 0x80 as
+ * three octal digits in the C locale; in a UTF-8 locale a well-formed multi-byte character stays
+ * as it is (bash keeps what the locale calls printable: U+0080..U+009F would be octal there,
+ * documented). esc is what ESC is written as: bash writes \E, ksh and zsh \e. */
+static int ansi_c_form(form_ctx *f, const unsigned char *v, size_t n, int utf8, char esc)
 {
-    static const char named[] = "\aa\bb\ee\ff\nn\rr\tt\vv\\\\''";
+    static const char named[] = "\aa\bb\ff\nn\rr\tt\vv\\\\''";
     rx_buf_reset(&f->t);
     int r = 0;
-    for (size_t i = 0; i < n && r == 0; i++) {
+    for (size_t i = 0, used; i < n && r == 0; i += used) {
         const char *k = v[i] ? memchr(named, v[i], sizeof(named) - 1) : NULL;
+        unsigned cp;
+        used = 1;
         if (k && (k - named) % 2 == 0)
             r = rx_buf_add(&f->t, (char[2]){'\\', k[1]}, 2);
-        else if (v[i] < 0x20 || v[i] == 0x7f)
-            r = rx_buf_addf(&f->t, "\\%03o", v[i]);
+        else if (v[i] == 0x1b)
+            r = rx_buf_add(&f->t, (char[2]){'\\', esc}, 2);
+        else if (v[i] >= 0x80 && utf8 && (used = rx_utf8_decode(v + i, n - i, &cp)) != 0)
+            r = rx_buf_add(&f->t, v + i, used);
+        else if (v[i] < 0x20 || v[i] >= 0x7f)
+            used = 1, r = rx_buf_addf(&f->t, "\\%03o", v[i]);
         else
             r = rx_buf_addc(&f->t, v[i]);
     }
@@ -234,22 +294,27 @@ static int shell_forms(form_ctx *f, const unsigned char *v, size_t n)
         r = escape_form(f, v, n, " \t!\"$&'()*;<>?[\\]^`{|}", NULL);
     if (r == 0)
         r = escape_form(f, v, n, "\"\\$`", NULL);
-    if (r == 0)
-        r = ansi_c_form(f, v, n);
+    for (int utf8 = 0; utf8 < 2 && r == 0; utf8++)
+        for (int e = 0; e < 2 && r == 0; e++)
+            r = ansi_c_form(f, v, n, utf8, e ? 'e' : 'E');
     return r;
 }
 
 static int one_value(form_ctx *f, const unsigned char *v, size_t n)
 {
-    int r = f->add(f->ctx, v, n);
+    int r = add_form(f, v, n);
+    f->wrap = 1;
     if (r == 0)
         r = b64_forms(f, v, n, b64_std);
     if (r == 0)
         r = b64_forms(f, v, n, b64_url);
     if (r == 0)
+        r = b32_forms(f, v, n);
+    if (r == 0)
         r = hex_form(f, v, n, hex_lo);
     if (r == 0)
         r = hex_form(f, v, n, hex_up);
+    f->wrap = 0;
     if (r == 0)
         r = url_forms(f, v, n);
     if (r == 0)
@@ -277,7 +342,7 @@ static int line_forms(form_ctx *f, const unsigned char *v, size_t n, size_t min_
 
 int rx_forms(const unsigned char *v, size_t n, size_t min_len, rx_form_fn add, void *ctx)
 {
-    form_ctx f = {add, ctx, {0}};
+    form_ctx f = {add, ctx, {0}, 0};
     rx_buf_init(&f.t, FORM_MAX(n));
     int r = one_value(&f, v, n);
     if (r == 0 && memchr(v, '\n', n))

@@ -69,11 +69,14 @@ static inline uint64_t rx_load64(const unsigned char *p)
 
 /* ---- encoded forms (redact_enc.c) ---------------------------------------------------------- */
 
-/* Receives one form of a secret; returns 0 or REXEC_ENOMEM. */
-typedef int (*rx_form_fn)(void *ctx, const unsigned char *p, size_t n);
+/* Receives one form of a secret; wrap: the form is an encoded run (hex, base64, base32) that a
+ * tool may wrap at any column, so it also matches with line breaks between its bytes. Returns 0
+ * or REXEC_ENOMEM. */
+typedef int (*rx_form_fn)(void *ctx, const unsigned char *p, size_t n, int wrap);
 
 /* Calls add with v itself and every encoded form the redactor knows (base64 at the three
- * alignments, base64url, percent, JSON, hex, shell), then the same for each line of a
+ * alignments, base64url, base32 at the five, percent, JSON, hex, shell quoting including bash's
+ * $'...' as the C and UTF-8 locales print it), then the same for each line of a
  * multi-line v that is at least min_len long. Forms may repeat; the caller dedupes.
  * Returns 0 or the first error add returned. */
 int rx_forms(const unsigned char *v, size_t n, size_t min_len, rx_form_fn add, void *ctx);
@@ -111,8 +114,12 @@ size_t rx_shape_lookahead(void);
 typedef struct rx_pat {
     const unsigned char *p; /* into r->pool */
     uint32_t len;
-    uint32_t secret;
+    uint32_t secret : 31;
+    uint32_t wrap : 1; /* may be wrapped: "\n" or "\r\n" may stand between any two bytes */
 } rx_pat;
+
+/* A wrapped form spans at most this many input bytes per form byte (a break after each). */
+#define RX_WRAP_SPAN 3
 
 /* An entry of the gram table: the forms (for tail checks) and shapes that begin with a gram. */
 typedef struct gram_slot {
@@ -146,7 +153,8 @@ struct rx_redactor {
     size_t pool_len;
     char **markers; /* "[REDACTED:NAME]" per secret */
     size_t nsecrets;
-    size_t maxlen;
+    size_t maxlen;    /* the most input bytes one form spans (wrapped forms: with breaks) */
+    int has_wrap;     /* some form is wrappable: line breaks are looked at too */
     uint64_t pre1[4], pre2[1024], pre3[1024]; /* folded prefixes of 1, 2, 3 bytes */
     size_t filter_words, gram_slots, lit_slots, ngram_lits, ngram_shapes, pool_cap;
     rx_shapes shapes;

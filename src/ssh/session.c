@@ -312,8 +312,13 @@ static void st_connect_next(rx_session *s)
             session_fail(s, REXEC_EINTERNAL, "cannot watch the socket: %s", uv_strerror(r));
         return;
     }
-    session_fail(s, REXEC_EHOST, "cannot connect to %s port %d: %s", s->opts.host->address,
-                 s->opts.host->port, strerror(last ? last : ECONNREFUSED));
+    if (last == EMFILE || last == ENFILE) /* one fd per connection: say which limit */
+        session_fail(s, REXEC_EHOST, "cannot connect to %s port %d: %s (the open-file limit, "
+                     "RLIMIT_NOFILE / ulimit -n, holds one per connection)", s->opts.host->address,
+                     s->opts.host->port, strerror(last));
+    else
+        session_fail(s, REXEC_EHOST, "cannot connect to %s port %d: %s", s->opts.host->address,
+                     s->opts.host->port, strerror(last ? last : ECONNREFUSED));
 }
 
 static void st_connected(rx_session *s)

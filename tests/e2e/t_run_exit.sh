@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # rexec run: remote exit statuses pass through (255 shown as 254), errors have their own codes,
-# and --json carries every field SPEC.md lists.
+# and --json carries every field docs/cli.md lists.
 tid="run: exit statuses and --json"
 . "${REXEC_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/e2e/lib.sh"
 
@@ -17,7 +17,7 @@ done
 assert_exit 254 rx run lab1 t.exit --param code=255
 assert_eq "out-255" "$(cat "$OUT")" "stdout of exit 255"
 
-# --json: one object, every SPEC field, the streams inside.
+# --json: one object, every field of docs/cli.md, the streams inside.
 assert_exit 3 rx run lab1 t.exit --param code=3 --json
 assert_eq 1 "$(wc -l <"$OUT")" "--json lines"
 "$RX_PYTHON" - "$OUT" <<'PY' || fail "--json fields"

@@ -1,6 +1,8 @@
 /* Redact first, cap second: whatever the cap and wherever the reads split the stream, what is
  * kept is a prefix of the fully redacted output, so a cap can never cut a secret into an
- * unredacted prefix. Uses the redactor and the capped store the call's sinks use. */
+ * unredacted prefix. test_call_sink_every_offset drives call.c's own output path (on_exec_data
+ * -> redactor -> stream_sink, visible to tests through RX_UNITTEST_STATIC); the others test the
+ * redactor and the capped append it uses. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,7 +11,10 @@
 
 #include <cmocka.h>
 
+#include <openssl/evp.h>
+
 #include "buf.h"
+#include "call.h"
 #include "redact.h"
 
 #define SECRET "s3cr3t-Va1ue/with+chars=="
@@ -87,11 +92,78 @@ static void test_add_capped(void **state)
     rx_buf_free(&b);
 }
 
+typedef struct shown {
+    unsigned char data[256];
+    size_t len;
+} shown;
+
+static void on_output(void *ud, int stream, const void *data, size_t len)
+{
+    shown *o = ud;
+    assert_int_equal(stream, REXEC_STDOUT);
+    assert_true(o->len + len <= sizeof(o->data));
+    memcpy(o->data + o->len, data, len);
+    o->len += len;
+}
+
+/* The real sink: for every cap and every split of the channel reads, what the caller is shown,
+ * what the result keeps and what the sha256 covers are the same prefix of the fully redacted
+ * stream; every byte is counted; truncated says whether the cap cut anything. */
+static void test_call_sink_every_offset(void **state)
+{
+    (void)state;
+    rx_secret sec = {"TOKEN", (const unsigned char *)SECRET, strlen(SECRET)};
+    rexec_error err;
+    rx_ws ws = {.limits = {.max_result_bytes = 1 << 20}};
+    rexec_ctx ctx = {.ws = &ws};
+    rx_action action = {.name = "t"};
+    rexec_call c = {.ctx = &ctx, .action = &action, .capture = 1};
+    assert_int_equal(rx_redactor_new(&c.redactor, &sec, 1, &err), 0);
+    const char *input = "before " SECRET " middle " SECRET SECRET " after";
+    size_t n = strlen(input);
+
+    capped full;
+    run(c.redactor, input, n, 1 << 20, &full);
+    for (size_t cap = 0; cap <= full.kept.len + 2; cap += 3) {
+        for (size_t split = 0; split <= n; split++) {
+            shown out = {0};
+            c.cb = (rexec_callbacks){.on_output = on_output, .ud = &out};
+            assert_int_equal(streams_init(&c, cap), 0);
+            on_exec_data(&c, REXEC_STDOUT, (const unsigned char *)input, split);
+            on_exec_data(&c, REXEC_STDOUT, (const unsigned char *)input + split, n - split);
+            streams_finish(&c);
+            call_stream *st = &c.out[0];
+            size_t want = cap < full.kept.len ? cap : full.kept.len;
+            char sha[65];
+            assert_int_equal(out.len, want);
+            assert_int_equal(st->result.len, want);
+            if (want) {
+                assert_memory_equal(out.data, full.kept.data, want);
+                assert_memory_equal(st->result.data, full.kept.data, want);
+            }
+            rx_sha256_hex(full.kept.data, want, sha);
+            assert_string_equal(st->sha_hex, sha);
+            assert_int_equal(st->truncated, cap < full.kept.len);
+            /* past the cap bytes are counted raw, not redacted: at least what was kept */
+            assert_true(st->total >= want);
+            for (int i = 0; i < 2; i++) {
+                rx_redact_stream_free(c.out[i].rs);
+                rx_buf_free(&c.out[i].result);
+                EVP_MD_CTX_free(c.out[i].sha);
+                memset(&c.out[i], 0, sizeof(c.out[i]));
+            }
+        }
+    }
+    rx_buf_free(&full.kept);
+    rx_redactor_free(c.redactor);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_add_capped),
         cmocka_unit_test(test_cap_every_offset),
+        cmocka_unit_test(test_call_sink_every_offset),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

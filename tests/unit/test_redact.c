@@ -135,6 +135,76 @@ static char *pct(const unsigned char *p, size_t n, int upper)
     return o;
 }
 
+/* RFC 4648 base32, upper case, padded or not. */
+static char *b32(const unsigned char *p, size_t n, int pad)
+{
+    static const char al[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
+    char *o = malloc(8 * (n / 5 + 2) + 1), *q = o;
+    size_t bits = n * 8;
+    for (size_t b = 0; b < bits; b += 5) {
+        unsigned x = 0;
+        for (size_t i = b; i < b + 5; i++)
+            x = x << 1 | (i < bits ? (p[i / 8] >> (7 - i % 8)) & 1u : 0u);
+        *q++ = al[x];
+    }
+    while (pad && (q - o) % 8)
+        *q++ = '=';
+    *q = 0;
+    return o;
+}
+
+/* e with a line break after every col characters, as base64 -w, xxd -p and PEM wrap. */
+static char *wrap(const char *e, size_t col, int crlf)
+{
+    size_t n = strlen(e);
+    char *o = malloc(n + 3 * (n / col + 2) + 1), *q = o;
+    for (size_t i = 0; i < n; i++) {
+        *q++ = e[i];
+        if ((i + 1) % col == 0 && i + 1 < n)
+            q += crlf ? (memcpy(q, "\r\n", 2), 2) : (*q = '\n', 1);
+    }
+    *q = 0;
+    return o;
+}
+
+/* The bytes of s that are neither a line break nor part of a marker. */
+static size_t unredacted(const char *s, char *o)
+{
+    size_t k = 0;
+    while (*s) {
+        if (strncmp(s, "[REDACTED:", 10) == 0 && strchr(s, ']')) {
+            s = strchr(s, ']') + 1;
+            continue;
+        }
+        if (*s != '\n' && *s != '\r')
+            o[k++] = *s;
+        s++;
+    }
+    o[k] = 0;
+    return k;
+}
+
+/* Redacts in whole, one byte at a time and split in two at every offset; all must agree.
+ * Returns the (static) result. */
+static const char *redact_agree(const rx_redactor *r, const char *in)
+{
+    static char want[1 << 16];
+    size_t len = strlen(in), one = 1;
+    rx_buf out;
+    snprintf(want, sizeof(want), "%s", reds(r, in));
+    feed_sizes(r, in, len, &one, 1, &out);
+    assert_string_equal((char *)out.data, want);
+    rx_buf_free(&out);
+    for (size_t k = 1; k < len; k++) {
+        size_t sizes[2] = {k, len - k + 1};
+        feed_sizes(r, in, len, sizes, 2, &out);
+        if (strcmp((char *)out.data, want) != 0)
+            fail_msg("split at %zu of %zu differs", k, len);
+        rx_buf_free(&out);
+    }
+    return want;
+}
+
 /* ---- handed-out secrets, raw -------------------------------------------------------------- */
 
 static void test_raw_every_split(void **state)
@@ -293,6 +363,98 @@ static void test_shell_quoted(void **state)
     rx_redactor_free(r);
     r = mk("AC", "tab\there-secret", NULL);
     check(r, "X=$'tab\\there-secret'", "X=$'[REDACTED:AC]'"); /* bash %q with a control byte */
+    rx_redactor_free(r);
+}
+
+
+/* $'...' exactly as bash 5.2 prints it (printf %q, declare -p) in the C and UTF-8 locales. */
+static void test_bash_ansi_c(void **state)
+{
+    (void)state;
+    rx_redactor *r = mk("B", "ab\x1b" "cd\xc3\xa9" "ef\x7f\x01gh\\i'j\"k\xff", NULL);
+    /* LC_ALL=C: every byte >= 0x80 in octal, ESC as \E */
+    check(r, "declare -- x=$'ab\\Ecd\\303\\251ef\\177\\001gh\\\\i\\'j\"k\\377'\n",
+          "declare -- x=$'[REDACTED:B]'\n");
+    /* LC_ALL=C.UTF-8: the well-formed character stays, the stray 0xff does not */
+    check(r, "$'ab\\Ecd\xc3\xa9" "ef\\177\\001gh\\\\i\\'j\"k\\377'", "$'[REDACTED:B]'");
+    /* ksh/zsh write ESC as \e */
+    check(r, "$'ab\\ecd\\303\\251ef\\177\\001gh\\\\i\\'j\"k\\377'", "$'[REDACTED:B]'");
+    rx_redactor_free(r);
+}
+
+/* base32 at every offset mod 5 of a larger blob, padded and not. */
+static void test_base32_alignments(void **state)
+{
+    (void)state;
+    static const char secret[] = "b32-secret\xfe\x01value";
+    size_t n = strlen(secret);
+    rx_redactor *r = mk("S", secret, NULL);
+    for (size_t pre = 0; pre < 10; pre++)
+        for (size_t post = 0; post < 6; post++)
+            for (int pad = 0; pad < 2; pad++) {
+                unsigned char blob[64];
+                memset(blob, 'z', sizeof(blob));
+                memcpy(blob + pre, secret, n);
+                char *e = b32(blob, pre + n + post, pad), rest[256];
+                size_t first = (pre / 5) * 8 + (8 * (pre % 5) + 4) / 5, last = 8 * (pre + n) / 5;
+                const char *out = redact_agree(r, e);
+                assert_non_null(strstr(out, "[REDACTED:S]"));
+                assert_true(unredacted(out, rest) <= strlen(e) - (last - first));
+                free(e);
+            }
+    rx_redactor_free(r);
+}
+
+/* hex, base64 and base32 wrapped at every column from 1 to 80, LF and CRLF, the secret at
+ * several offsets, split at every offset: no character that depends only on the secret
+ * survives, and nothing else is lost. */
+static void test_wrapped_every_column(void **state)
+{
+    (void)state;
+    static const char secret[] = "wrapped-secret-\x01\xff-longer-than-thirty-bytes-0123456789";
+    size_t n = strlen(secret);
+    rx_redactor *r = mk("W", secret, NULL);
+    for (int enc = 0; enc < 3; enc++)
+        for (size_t pre = 0; pre < 3; pre++)
+            for (size_t col = 1; col <= 80; col += col < 8 ? 1 : 7)
+                for (int crlf = 0; crlf < 2; crlf++) {
+                    unsigned char blob[128];
+                    memset(blob, 'q', sizeof(blob));
+                    memcpy(blob + pre, secret, n);
+                    size_t len = pre + n + 2, first, last;
+                    char *e = enc == 0   ? hexs(blob, len, 0)
+                              : enc == 1 ? b64(blob, len, 0, 1)
+                                         : b32(blob, len, 1);
+                    if (enc == 0)
+                        first = 2 * pre, last = 2 * (pre + n);
+                    else if (enc == 1)
+                        first = (pre / 3) * 4 + (8 * (pre % 3) + 5) / 6, last = 8 * (pre + n) / 6;
+                    else
+                        first = (pre / 5) * 8 + (8 * (pre % 5) + 4) / 5, last = 8 * (pre + n) / 5;
+                    char *w = wrap(e, col, crlf), in[1024], rest[1024];
+                    snprintf(in, sizeof(in), "out:\n%s\nend\n", w);
+                    const char *out = redact_agree(r, in);
+                    assert_non_null(strstr(out, "[REDACTED:W]"));
+                    assert_true(unredacted(out, rest) <= strlen(e) + 7 - (last - first));
+                    free(w);
+                    free(e);
+                }
+    rx_redactor_free(r);
+}
+
+/* Breaks are skipped only inside an encoded run: a raw multi-line secret still matches as it
+ * stands, and a blank line (two breaks) ends a run. */
+static void test_wrap_only_within_runs(void **state)
+{
+    (void)state;
+    rx_redactor *r = mk("W", "0123456789abcdef0123", NULL);
+    char *h = hexs((const unsigned char *)"0123456789abcdef0123", 20, 0);
+    char in[256];
+    snprintf(in, sizeof(in), "%.20s\n\n%s", h, h + 20);
+    assert_null(strstr(reds(r, in), "[REDACTED:W]")); /* a blank line is not a wrap */
+    snprintf(in, sizeof(in), "%.20s\n%s!", h, h + 20);
+    check(r, in, "[REDACTED:W]!");
+    free(h);
     rx_redactor_free(r);
 }
 
@@ -523,7 +685,8 @@ static void assert_absent(const rx_buf *out, const void *p, size_t n)
         fail_msg("a secret form survived redaction");
 }
 
-/* Writes form f of v into o: 0 raw, 1 base64 at offset k (inner part checked), 2 hex, 3 pct. */
+/* Writes form f of v into o: 0 raw, 1 base64 at offset k (inner part checked), 2 hex, 3 pct,
+ * 4 base32, 5 hex wrapped at a random column (LF or CRLF). */
 static size_t put_form(unsigned char *o, const unsigned char *v, size_t n, int f, char *check,
                        size_t *check_len)
 {
@@ -545,6 +708,14 @@ static size_t put_form(unsigned char *o, const unsigned char *v, size_t n, int f
         size_t first = (8 * k + 5) / 6, last = 8 * (k + n) / 6;
         memcpy(check, e + first, last - first);
         *check_len = last - first;
+    } else if (f == 4 || f == 5) { /* base32, or hex wrapped at a random column */
+        char *raw = f == 4 ? b32(v, n, (int)(rnd() & 1)) : hexs(v, n, (int)(rnd() & 1));
+        size_t inner = f == 4 ? 8 * n / 5 : 2 * n;
+        memcpy(check, raw, inner); /* checked in the output with its line breaks taken out */
+        *check_len = inner;
+        e = f == 4 ? raw : wrap(raw, 1 + rnd() % 80, (int)(rnd() & 1));
+        if (f == 5)
+            free(raw);
     } else {
         e = f == 2 ? hexs(v, n, (int)(rnd() & 1)) : pct(v, n, (int)(rnd() & 1));
         *check_len = strlen(e);
@@ -591,13 +762,19 @@ static void test_property_random(void **state)
             for (size_t i = rnd() % 64; i > 0; i--)
                 in[n++] = bg_byte();
             size_t which = rnd() % ns;
-            n += put_form(in + n, vals[which], s[which].len, (int)(rnd() % 4), (char *)checks[nchecks],
+            n += put_form(in + n, vals[which], s[which].len, (int)(rnd() % 6), (char *)checks[nchecks],
                           &check_len[nchecks]);
             nchecks++;
         }
         feed_sizes(r, in, n, sizes, 4, &out);
+        rx_buf joined; /* the output with its line breaks taken out: wrapped forms are checked */
+        rx_buf_init(&joined, out.len + 1);
+        for (size_t i = 0; i < out.len; i++)
+            if (out.data[i] != '\n' && out.data[i] != '\r')
+                assert_int_equal(rx_buf_addc(&joined, out.data[i]), 0);
         for (size_t i = 0; i < nchecks; i++)
-            assert_absent(&out, checks[i], check_len[i]);
+            assert_absent(&joined, checks[i], check_len[i]);
+        rx_buf_free(&joined);
         for (size_t i = 0; i < ns; i++)
             assert_absent(&out, vals[i], s[i].len);
         assert_int_equal(rx_redact_contains_secret(r, out.data, out.len), 0);
@@ -618,6 +795,10 @@ int main(void)
         cmocka_unit_test(test_json_escaping),
         cmocka_unit_test(test_hex),
         cmocka_unit_test(test_shell_quoted),
+        cmocka_unit_test(test_bash_ansi_c),
+        cmocka_unit_test(test_base32_alignments),
+        cmocka_unit_test(test_wrapped_every_column),
+        cmocka_unit_test(test_wrap_only_within_runs),
         cmocka_unit_test(test_pem_block),
         cmocka_unit_test(test_headers),
         cmocka_unit_test(test_jwt_aws_tokens),

@@ -1,0 +1,110 @@
+"""The protocol's requests and replies, shared by the sync and asyncio clients."""
+import base64
+import json
+import os
+
+# Final replies: the request is over once one of these arrives.
+FINAL = ("done", "error", "pong", "list", "reloaded")
+CANCEL_ID = "__cancel__"
+
+
+class RexecError(Exception):
+    """A request refused as a whole, or serve unreachable. exit_status is what `rexec run` would
+    exit with (65 bad request, 78 unknown host/action, 255 serve unreachable, ...)."""
+
+    def __init__(self, message, exit_status, reply=None):
+        super().__init__(message)
+        self.message = message
+        self.exit_status = exit_status
+        self.reply = reply
+
+
+class RexecCallError(RexecError):
+    """raise_on_error=True and a call ended with a non-zero status: .result has every host's."""
+
+    def __init__(self, result):
+        bad = [r for r in result["results"] if r.get("exit_status")]
+        msg = "; ".join("%s: %s" % (r.get("host"), r.get("error") or "exit %s" % r.get("exit_status"))
+                        for r in bad) or "exit status %d" % result["exit_status"]
+        super().__init__(msg, result["exit_status"], result)
+        self.result = result
+
+
+def socket_path(path):
+    path = path or os.environ.get("REXEC_SOCKET")
+    if not path:
+        raise RexecError("no socket: pass socket_path or set $REXEC_SOCKET", 64)
+    return path
+
+
+def call_request(op, targets, action=None, params=None, *, stdin=None, grant_id=None,
+                 timeout_s=None, rationale=None, hypothesis_id=None, parallel=None, stream=True):
+    """The request object of a run, eval or check."""
+    req = {"op": op, "id": 1, "targets": targets}
+    if op == "check":
+        return req
+    req["action"] = action
+    req["params"] = {str(k): str(v) for k, v in (params or {}).items()}
+    req["stream"] = bool(stream)
+    if stdin is not None:
+        data = stdin.encode() if isinstance(stdin, str) else bytes(stdin)
+        req["stdin_base64"] = base64.b64encode(data).decode()
+    for key, val in (("grant_id", grant_id), ("timeout_s", timeout_s), ("rationale", rationale),
+                     ("hypothesis_id", hypothesis_id), ("parallel", parallel)):
+        if val is not None:
+            req[key] = val
+    return req
+
+
+def encode(obj):
+    return json.dumps(obj).encode() + b"\n"
+
+
+def cancel_line():
+    return encode({"op": "cancel", "id": CANCEL_ID, "target": 1})
+
+
+def decode(line):
+    """One reply line as a dict; output replies get "bytes" (the chunk, decoded)."""
+    m = json.loads(line)
+    if m.get("type") == "output":
+        d = m.get("data")
+        m["bytes"] = d.encode() if d is not None else base64.b64decode(m.get("data_base64") or "")
+    return m
+
+
+class Collector:
+    """Folds the replies of one request into its result dict."""
+
+    def __init__(self):
+        self.result = {"exit_status": None, "hosts": [], "results": []}
+        self.final = None
+
+    def add(self, m):
+        t = m.get("type")
+        if t == "accepted":
+            self.result["hosts"] = m.get("hosts", [])
+        elif t in ("result", "check"):
+            self.result["results"].append(strip(m))
+        elif t == "done":
+            self.result["exit_status"] = m.get("exit_status")
+        if t in FINAL:
+            self.final = m
+        return t in FINAL
+
+    def finish(self, raise_on_error=False):
+        m = self.final
+        if m is None:
+            raise RexecError("rexec serve closed the connection", 255)
+        if m["type"] == "error":
+            raise RexecError(m.get("error") or "error", m.get("exit_status", 70), m)
+        if m["type"] != "done":
+            return strip(m)
+        if raise_on_error and self.result["exit_status"]:
+            raise RexecCallError(self.result)
+        return self.result
+
+
+def strip(m):
+    """A reply without the protocol's id and type."""
+    return {k: v for k, v in m.items() if k not in ("id", "type")}

@@ -1,0 +1,127 @@
+"""The asyncio client: one connection per call, any number of calls at once on one loop."""
+import asyncio
+
+from ._proto import (CANCEL_ID, Collector, RexecError, call_request, cancel_line, decode, encode,
+                     socket_path)
+
+LINE_LIMIT = 64 * 1024 * 1024  # a result line holds up to two capped streams, as JSON
+
+
+class AsyncCall:
+    """One request in flight: `async for m in call.events()`, `await call.wait()`,
+    `await call.cancel()`. Cancelling the task that waits also cancels the remote commands."""
+
+    def __init__(self, reader, writer):
+        self._reader, self._writer = reader, writer
+        self._collector = Collector()
+        self._over = False
+
+    async def cancel(self):
+        if self._over:
+            return
+        try:
+            self._writer.write(cancel_line())
+            await self._writer.drain()
+        except (OSError, RuntimeError):
+            pass
+
+    async def events(self):
+        try:
+            while not self._over:
+                line = await self._reader.readline()
+                if not line:
+                    break
+                m = decode(line)
+                if m.get("id") == CANCEL_ID:
+                    continue
+                if self._collector.add(m):
+                    self._over = True
+                yield m
+        except asyncio.CancelledError:
+            await self.cancel()  # the remote commands stop; their outcome is still audited
+            raise
+        finally:
+            self.close()
+
+    async def wait(self, on_output=None, raise_on_error=False):
+        async for m in self.events():
+            if on_output and m.get("type") == "output":
+                r = on_output(m.get("host"), m.get("stream"), m["bytes"])
+                if asyncio.iscoroutine(r):
+                    await r
+        return self._collector.finish(raise_on_error)
+
+    def close(self):
+        self._over = True
+        self._writer.close()
+
+
+class AsyncClient:
+    """AsyncClient("/path/to.sock") (default $REXEC_SOCKET). The same methods as Client, as
+    coroutines; stream() is an async generator."""
+
+    def __init__(self, socket_path_=None):
+        self.socket_path = socket_path(socket_path_)
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc):
+        return None
+
+    async def _connect(self):
+        try:
+            return await asyncio.open_unix_connection(self.socket_path, limit=LINE_LIMIT)
+        except OSError as e:
+            raise RexecError("cannot reach rexec serve at %s: %s" % (self.socket_path, e), 255)
+
+    async def start(self, op, targets, action=None, params=None, **kw):
+        reader, writer = await self._connect()
+        writer.write(encode(call_request(op, targets, action, params, **kw)))
+        try:
+            await writer.drain()
+        except OSError as e:
+            writer.close()
+            raise RexecError("rexec serve: %s" % e, 255)
+        return AsyncCall(reader, writer)
+
+    async def run(self, targets, action, params=None, on_output=None, raise_on_error=False, **kw):
+        kw.setdefault("stream", on_output is not None)
+        call = await self.start("run", targets, action, params, **kw)
+        return await call.wait(on_output, raise_on_error)
+
+    async def eval(self, targets, action, params=None, raise_on_error=False, **kw):
+        kw["stream"] = False
+        call = await self.start("eval", targets, action, params, **kw)
+        return await call.wait(None, raise_on_error)
+
+    async def check(self, targets, raise_on_error=False):
+        call = await self.start("check", targets)
+        return await call.wait(None, raise_on_error)
+
+    async def stream(self, targets, action, params=None, **kw):
+        kw["stream"] = True
+        call = await self.start("run", targets, action, params, **kw)
+        async for m in call.events():
+            yield m
+
+    async def _simple(self, op):
+        reader, writer = await self._connect()
+        writer.write(encode({"op": op, "id": 1}))
+        await writer.drain()
+        return await AsyncCall(reader, writer).wait()
+
+    async def ping(self):
+        return await self._simple("ping")
+
+    async def hosts(self):
+        return (await self._simple("hosts"))["hosts"]
+
+    async def actions(self):
+        return (await self._simple("actions"))["actions"]
+
+    async def groups(self):
+        return (await self._simple("groups"))["groups"]
+
+    async def reload(self):
+        return await self._simple("reload")

@@ -1,0 +1,74 @@
+"""rexec-client: run one rexec action through a running `rexec serve` (docs/serve-protocol.md).
+
+The remote stdout/stderr are copied to ours as they arrive (or, with --json, each host's result
+object is printed as one line); the exit status is the one `rexec run` would have. Ctrl-C asks
+serve to stop the remote commands; a second one leaves.
+"""
+import argparse
+import json
+import os
+import signal
+import sys
+
+from ._proto import RexecError
+from .sync import Client
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="rexec-client", description=__doc__.splitlines()[0])
+    ap.add_argument("targets", help="a host, h1,h2 or @group")
+    ap.add_argument("action", help="a catalog action")
+    ap.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE")
+    ap.add_argument("--stdin", metavar="FILE", help="the command's stdin (- for ours)")
+    ap.add_argument("--grant", metavar="ID", help="a grant from `rexec approve`")
+    ap.add_argument("--timeout", type=float, metavar="S", help="shorten the action's timeout")
+    ap.add_argument("--json", action="store_true", help="print the result objects, not the streams")
+    ap.add_argument("--socket", default=os.environ.get("REXEC_SOCKET"),
+                    help="the serve socket (default $REXEC_SOCKET)")
+    a = ap.parse_args(argv)
+    if not a.socket:
+        ap.error("--socket PATH or $REXEC_SOCKET is required")
+    if any("=" not in p for p in a.param):
+        ap.error("--param wants NAME=VALUE")
+    stdin = None
+    if a.stdin:
+        stdin = sys.stdin.buffer.read() if a.stdin == "-" else open(a.stdin, "rb").read()
+    try:
+        call = Client(a.socket).start("run", a.targets, a.action,
+                                      dict(p.split("=", 1) for p in a.param), stdin=stdin,
+                                      grant_id=a.grant, timeout_s=a.timeout, stream=not a.json)
+    except RexecError as e:
+        print("rexec-client: %s" % e, file=sys.stderr)
+        return e.exit_status
+
+    cancelled = []
+
+    def on_sigint(signum, frame):  # first Ctrl-C: cancel; second: leave
+        if cancelled:
+            sys.exit(130)
+        cancelled.append(1)
+        call.cancel()
+    signal.signal(signal.SIGINT, on_sigint)
+
+    def on_output(host, stream, data):
+        out = sys.stdout if stream == "stdout" else sys.stderr
+        out.buffer.write(data)
+        out.flush()
+
+    try:
+        for m in call.events():
+            if m["type"] == "output":
+                on_output(m.get("host"), m["stream"], m["bytes"])
+            elif m["type"] == "result" and a.json:
+                print(json.dumps(m), flush=True)
+            elif m["type"] == "result" and m.get("error"):
+                print("rexec: %s" % m["error"], file=sys.stderr)
+        status = call.wait()["exit_status"]
+    except RexecError as e:
+        print("rexec: %s" % e, file=sys.stderr)
+        status = e.exit_status
+    return 130 if cancelled and status < 130 else status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,136 @@
+"""The blocking client: one Unix-socket connection per call, so calls may run from many threads."""
+import socket
+import threading
+
+from ._proto import (CANCEL_ID, Collector, RexecError, call_request, cancel_line, decode, encode,
+                     socket_path)
+
+
+class Call:
+    """One request in flight. Iterate events() for its replies as they arrive (output chunks
+    carry "bytes"), or wait() for the result dict; cancel() (from any thread) asks serve to stop
+    the remote commands, whose results then arrive as usual."""
+
+    def __init__(self, sock):
+        self._sock = sock
+        self._file = sock.makefile("rb")
+        self._lock = threading.Lock()
+        self._collector = Collector()
+        self._over = False
+
+    def cancel(self):
+        with self._lock:
+            if not self._over:
+                try:
+                    self._sock.sendall(cancel_line())
+                except OSError:
+                    pass
+
+    def events(self):
+        """The replies (dicts with "type": accepted, output, result, check, done, error, ...)."""
+        try:
+            while not self._over:
+                line = self._file.readline()
+                if not line:
+                    break
+                m = decode(line)
+                if m.get("id") == CANCEL_ID:
+                    continue
+                if self._collector.add(m):
+                    self._over = True
+                yield m
+        finally:
+            self.close()
+
+    def wait(self, on_output=None, raise_on_error=False):
+        """Reads to the end; on_output(host, stream, bytes) sees the output as it arrives."""
+        for m in self.events():
+            if on_output and m.get("type") == "output":
+                on_output(m.get("host"), m.get("stream"), m["bytes"])
+        return self._collector.finish(raise_on_error)
+
+    def close(self):
+        with self._lock:
+            self._over = True
+            try:
+                self._file.close()
+                self._sock.close()
+            except OSError:
+                pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class Client:
+    """Client("/path/to.sock") (default $REXEC_SOCKET); timeout (seconds, None = none) bounds each
+    socket operation, not the call: a long action sends nothing for a long time."""
+
+    def __init__(self, socket_path_=None, timeout=None):
+        self.socket_path = socket_path(socket_path_)
+        self.timeout = timeout
+
+    def _connect(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(self.timeout)
+        try:
+            s.connect(self.socket_path)
+        except OSError as e:
+            s.close()
+            raise RexecError("cannot reach rexec serve at %s: %s" % (self.socket_path, e), 255)
+        return s
+
+    def start(self, op, targets, action=None, params=None, **kw):
+        """Sends a run/eval/check and returns its Call (kw: stdin, grant_id, timeout_s,
+        rationale, hypothesis_id, parallel, stream)."""
+        s = self._connect()
+        try:
+            s.sendall(encode(call_request(op, targets, action, params, **kw)))
+        except OSError as e:
+            s.close()
+            raise RexecError("rexec serve: %s" % e, 255)
+        return Call(s)
+
+    def run(self, targets, action, params=None, on_output=None, raise_on_error=False, **kw):
+        """Runs action on targets; returns {"exit_status", "hosts", "results": [result, ...]}."""
+        kw.setdefault("stream", on_output is not None)
+        return self.start("run", targets, action, params, **kw).wait(on_output, raise_on_error)
+
+    def eval(self, targets, action, params=None, raise_on_error=False, **kw):
+        """The gate's decision only; results have decision, reason and rendered."""
+        kw["stream"] = False
+        return self.start("eval", targets, action, params, **kw).wait(None, raise_on_error)
+
+    def check(self, targets, raise_on_error=False):
+        """Connects and probes each host; results have ok, facts (a dict), containment."""
+        return self.start("check", targets).wait(None, raise_on_error)
+
+    def stream(self, targets, action, params=None, **kw):
+        """Yields the replies of a run as they arrive (output chunks with "bytes")."""
+        kw["stream"] = True
+        yield from self.start("run", targets, action, params, **kw).events()
+
+    def _simple(self, op):
+        s = self._connect()
+        with Call(s) as c:
+            s.sendall(encode({"op": op, "id": 1}))
+            return c.wait()
+
+    def ping(self):
+        return self._simple("ping")
+
+    def hosts(self):
+        return self._simple("hosts")["hosts"]
+
+    def actions(self):
+        return self._simple("actions")["actions"]
+
+    def groups(self):
+        return self._simple("groups")["groups"]
+
+    def reload(self):
+        """Reloads rexec.json; RexecError (exit_status 78) when the new file does not load."""
+        return self._simple("reload")
