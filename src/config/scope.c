@@ -343,7 +343,7 @@ static int check_tail(const char *s, char *why)
 
 static int parse_url(const char *url, target *t, char *why)
 {
-    const char *rest;
+    const char *rest = NULL;
     size_t len = strlen(url);
     if (len == 0)
         return why_set(why, "empty URL");

@@ -5,6 +5,7 @@
 #include <openssl/crypto.h>
 
 #include "err.h"
+#include "jump.h"
 #include "pool.h"
 #include "session.h"
 
@@ -38,6 +39,7 @@ struct rx_pool_job {
     rx_exec *exec;
     int retries;
     int paused;
+    rx_jump *tunnel; /* a proxy_jump tunnel waiting for room on this (bastion) host */
     rx_pool_job *next;
 };
 
@@ -74,6 +76,13 @@ static void job_report(rx_pool_job *j, const rx_exec_result *res)
 
 static void job_fail(rx_pool_job *j, int code, const char *msg)
 {
+    if (j->tunnel) { /* the bastion is unreachable: the host behind it fails, saying so */
+        rexec_error e;
+        rx_fail(&e, code, "%s", msg);
+        rx_jump_abandon(j->tunnel, &e);
+        job_free(j);
+        return;
+    }
     rx_exec_result res;
     memset(&res, 0, sizeof(res));
     res.err = code;
@@ -139,7 +148,9 @@ static void on_backoff(uv_timer_t *t)
  * host key, auth, a timeout) is final. */
 static int retryable(pool_host *ph, rx_session *s, const rexec_error *err)
 {
-    if (rx_session_failed_in(s) != RX_SS_HANDSHAKE ||
+    /* Behind a proxy_jump a failed handshake is mostly the tunnel's failure (bastion down,
+     * forwarding refused), which the bastion's own connection already retried. */
+    if (rx_session_failed_in(s) != RX_SS_HANDSHAKE || rx_session_host(s)->jump != NULL ||
         (err->code != REXEC_EHOST && err->code != REXEC_ECONNLOST))
         return 0;
     uint64_t now = uv_now(ph->p->loop);
@@ -202,6 +213,27 @@ static void on_exec_slot(void *ud, rx_session *s)
     pool_dispatch(ud);
 }
 
+static pool_host *host_get(rx_pool *p, const rx_host *h);
+
+/* proxy_jump: a tunnel waits in the bastion's queue like a call and takes one of its channels
+ * (jump.h); the bastion's connection is opened, or shared, by the usual dispatch. */
+static int tunnel_open(pool_host *ph, rx_session_opts *so)
+{
+    rexec_error e;
+    pool_host *bh = host_get(ph->p, ph->h->jump);
+    rx_pool_job *j = bh ? calloc(1, sizeof(*j)) : NULL;
+    if (j == NULL)
+        return REXEC_ENOMEM;
+    if ((j->tunnel = rx_jump_new(ph->p->loop, ph->h, &so->tunnel_fd, &so->tunnel, &e)) == NULL) {
+        free(j);
+        return e.code;
+    }
+    j->ph = bh;
+    queue_push(bh, j, 0);
+    pool_dispatch(bh);
+    return 0;
+}
+
 static int conn_open(pool_host *ph)
 {
     rx_pool *p = ph->p;
@@ -211,6 +243,8 @@ static int conn_open(pool_host *ph)
                           .keepalive_s = p->opts.keepalive_s,
                           .log = p->opts.log};
     rx_session_events ev = {on_session_ready, on_session_failed, on_session_freed, on_exec_slot, ph};
+    if (ph->h->jump && tunnel_open(ph, &so) != 0)
+        return REXEC_ENOMEM;
     rx_session *s = rx_session_new(p->loop, &so, &ev);
     if (s == NULL)
         return REXEC_ENOMEM;
@@ -275,6 +309,11 @@ static pool_conn *conn_with_room(pool_host *ph, int *connecting)
 
 static int job_start(rx_pool_job *j, pool_conn *c)
 {
+    if (j->tunnel) {
+        rx_jump_attach(j->tunnel, c->s);
+        job_free(j);
+        return 0;
+    }
     rx_exec_cb cb = {on_job_data, on_job_done, j};
     int r = rx_exec_start(c->s, &j->opts, &cb, &j->exec);
     if (r == 0 && j->paused)

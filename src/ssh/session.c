@@ -73,6 +73,7 @@ static void session_maybe_free(rx_session *s)
         return;
     if (s->addrs)
         uv_freeaddrinfo(s->addrs);
+    rx_tunnel_link_unref(s->opts.tunnel);
     rx_session_events ev = s->ev;
     free(s);
     if (ev.on_freed)
@@ -162,6 +163,11 @@ static void session_fail(rx_session *s, int code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
+    /* Through a tunnel that broke first (the bastion is down or refused it): that is the cause. */
+    if (s->opts.tunnel && s->opts.tunnel->failed && s->state < RX_SS_READY) {
+        code = s->opts.tunnel->err.code;
+        snprintf(msg, sizeof(msg), "%s", s->opts.tunnel->err.msg);
+    }
     rx_fail(&s->err, code, "%s: %s", s->opts.host->name, msg);
     s->failed_in = s->state;
     session_set_state(s, RX_SS_FAILED);
@@ -805,9 +811,33 @@ static void session_method_prefs(LIBSSH2_SESSION *ssh)
     session_method_pref(ssh, LIBSSH2_METHOD_MAC_CS, LIBSSH2_METHOD_MAC_SC, session_macs);
 }
 
+void rx_tunnel_link_unref(rx_tunnel_link *l)
+{
+    if (l && --l->refs == 0)
+        free(l);
+}
+
+/* A socket connected already (proxy_jump): straight to HANDSHAKE, from the loop (the poll). */
+static int session_start_tunnel(rx_session *s)
+{
+    s->fd = s->opts.tunnel_fd;
+    s->poll = malloc(sizeof(*s->poll));
+    if (s->poll == NULL || uv_poll_init_socket(s->loop, s->poll, s->fd) != 0) {
+        free(s->poll);
+        s->poll = NULL;
+        return REXEC_EINTERNAL;
+    }
+    s->poll->data = s;
+    s->open_handles++;
+    s->poll_events = UV_WRITABLE;
+    uv_poll_start(s->poll, UV_WRITABLE, on_poll);
+    session_set_state(s, RX_SS_HANDSHAKE);
+    return 0;
+}
+
 static int session_start(rx_session *s)
 {
-    if (s->opts.host->jump != NULL)
+    if (s->opts.host->jump != NULL && s->opts.tunnel == NULL)
         return REXEC_EHOST; /* proxy_jump: reached through jump.c, never directly */
     char port[16];
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
@@ -829,9 +859,16 @@ static int session_start(rx_session *s)
     } send_cb = {.f = session_send};
     libssh2_session_callback_set(s->ssh, LIBSSH2_CALLBACK_SEND, send_cb.p);
     s->gai.data = s;
-    if (uv_getaddrinfo(s->loop, &s->gai, on_resolved, s->opts.host->address, port, &hints) != 0)
+    if (s->opts.tunnel) {
+        int r = session_start_tunnel(s);
+        if (r != 0)
+            return r;
+    } else if (uv_getaddrinfo(s->loop, &s->gai, on_resolved, s->opts.host->address, port,
+                              &hints) != 0) {
         return REXEC_EHOST;
-    s->gai_pending = 1;
+    } else {
+        s->gai_pending = 1;
+    }
     uint64_t ms = (uint64_t)(s->opts.connect_timeout_s * 1000);
     uv_timer_start(&s->timer, on_connect_timeout, ms ? ms : 1, 0);
     return 0;

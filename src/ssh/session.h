@@ -59,12 +59,24 @@ typedef struct rx_session_events {
     void *ud;
 } rx_session_events;
 
+/* The origin of a socket handed over already connected (proxy_jump, jump.c), shared with the
+ * session (reference counted): when it failed, why; the session then reports that reason. */
+typedef struct rx_tunnel_link {
+    int refs;
+    int failed;
+    rexec_error err;
+} rx_tunnel_link;
+void rx_tunnel_link_unref(rx_tunnel_link *l); /* NULL is fine */
+
 typedef struct rx_session_opts {
     const rx_host *host;
     const char *known_hosts; /* file path */
     double connect_timeout_s; /* covers resolve, connect, handshake, host key and auth */
     double keepalive_s;       /* 0: none */
     const rx_logger *log;     /* state transitions at REXEC_LOG_DEBUG; may be NULL */
+    rx_tunnel_link *tunnel;   /* non-NULL: tunnel_fd is connected already (the session owns it
+                                 and this reference): no RESOLVE/CONNECT */
+    int tunnel_fd;
 } rx_session_opts;
 
 /* Starts connecting. Returns NULL only on ENOMEM. Events arrive from the loop, never from here. */

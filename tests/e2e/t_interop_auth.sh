@@ -15,7 +15,7 @@ ran() { [[ -e $marker ]] && rm -f "$marker"; }
 agent_sock=$RX_TMP/agent.sock
 agent_pid=""
 stop_agent() { [[ -z $agent_pid ]] || { kill -CONT "$agent_pid" 2>/dev/null; kill "$agent_pid" 2>/dev/null || true; }; }
-trap 'stop_agent; _rx_cleanup' EXIT
+trap '_rc=$?; set +e; stop_agent; (exit "$_rc"); _rx_cleanup' EXIT
 eval "$(ssh-agent -s -a "$agent_sock")" >/dev/null
 agent_pid=$SSH_AGENT_PID
 export SSH_AUTH_SOCK=$agent_sock
