@@ -207,7 +207,8 @@ REXEC_API int rexec_call_start(rexec_ctx *ctx, const rexec_request *req, const r
 
 /* Asks a call to stop: the remote process tree is killed per the remote contract, then on_done
  * reports what happened. Safe to call more than once, and on a call that is already finishing,
- * up to and inside its on_done; never after on_done has returned (see Lifetimes above). */
+ * up to and inside its on_done; never after on_done has returned (see Lifetimes above). A
+ * paused call is resumed by the cancel. */
 REXEC_API void rexec_call_cancel(rexec_call *call);
 
 /* The result of a call that never started on host: rexec_call_start failed (err from it), or a
@@ -216,6 +217,14 @@ REXEC_API void rexec_call_cancel(rexec_call *call);
  * way front ends build such a result, so it looks the same everywhere. */
 REXEC_API rexec_result rexec_result_not_started(const char *host, const char *action, int err,
                                       const char *msg);
+
+/* Flow control for a consumer of on_output that cannot keep up (serve's slow client): while a
+ * call is paused, rexec stops reading its output from the host, so the SSH channel's window
+ * fills and the command on the VM waits in its write(). Nothing is dropped; on_output resumes
+ * where it stopped. The call's own timeout still runs on the VM; rexec's backstop and keepalive
+ * do not count the paused time against the connection. Same validity rule as cancel. */
+REXEC_API void rexec_call_pause(rexec_call *call);
+REXEC_API void rexec_call_resume(rexec_call *call);
 
 /* The result as one JSON object (the fields of `rexec run --json`); stdout/stderr that are not
  * UTF-8 text come as stdout_base64/stderr_base64. malloc'd text, or NULL on ENOMEM. */
@@ -303,6 +312,8 @@ typedef struct rexec_audit_query {
     time_t since;       /* only records at or after this time, when has_since */
     int has_since;
     int json;           /* print the stored JSON lines unchanged instead of a table */
+    const char *host;   /* only records of this host, or NULL */
+    const char *action; /* only records of this action, or NULL */
 } rexec_audit_query;
 
 /* Prints the records q selects, oldest first, to out. Does not verify. Returns 0 or
@@ -313,6 +324,16 @@ int rexec_audit_show(const char *workspace_dir, const rexec_audit_query *q, FILE
 /* Parses a TIME: ISO-8601 ("2026-12-02T10:00:00Z", "2026-12-02T10:00:00+01:00", "2026-12-02")
  * or an age before now ("90s", "30m", "1h", "2d", "1w"). Returns 0 or -1. */
 int rexec_audit_parse_time(const char *s, time_t now, time_t *out);
+
+/* Retention (docs/audit.md, "Retention"). rexec_audit_prune removes the rotated audit files
+ * older than before (whole files, oldest first, never audit.log, never an intent without its
+ * outcome) after chaining a "prune" record and writing audit/anchor.json, from which
+ * rexec_audit_verify checks the rest. *files / *records (may be NULL) say what went. */
+int rexec_audit_prune(const char *workspace_dir, const char *key_file, time_t before,
+                      size_t *files, size_t *records, rexec_error *err);
+/* Removes evidence/<run_id>/ of runs older than before, except the newest keep. */
+int rexec_evidence_prune(const char *workspace_dir, time_t before, size_t keep, size_t *removed,
+                         size_t *kept, uint64_t *bytes_freed, rexec_error *err);
 
 /* ---- serve ---------------------------------------------------------------------------------- */
 

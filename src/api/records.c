@@ -9,6 +9,7 @@
 
 #include "audit.h"
 #include "err.h"
+#include "evidence_prune.h"
 #include "fsutil.h"
 
 /* rexec.json is read here only for one key, so a cap well above any real file is enough. */
@@ -57,11 +58,37 @@ int rexec_audit_show(const char *workspace_dir, const rexec_audit_query *q, FILE
                      rexec_error *err)
 {
     rx_audit_query rq = {.run_id = q->run_id, .since = q->since, .has_since = q->has_since,
-                         .json = q->json};
+                         .json = q->json, .host = q->host, .action = q->action};
     return rx_audit_show(workspace_dir, &rq, out, err);
 }
 
 int rexec_audit_parse_time(const char *s, time_t now, time_t *out)
 {
     return rx_audit_parse_time(s, now, out);
+}
+
+int rexec_audit_prune(const char *workspace_dir, const char *key_file, time_t before,
+                      size_t *files, size_t *records, rexec_error *err)
+{
+    rx_audit_prune_stats st;
+    int r = rx_audit_prune(workspace_dir, key_file, before, &st, err);
+    if (files)
+        *files = st.files;
+    if (records)
+        *records = st.records;
+    return r;
+}
+
+int rexec_evidence_prune(const char *workspace_dir, time_t before, size_t keep, size_t *removed,
+                         size_t *kept, uint64_t *bytes_freed, rexec_error *err)
+{
+    rx_evidence_prune_stats st;
+    int r = rx_evidence_prune(workspace_dir, before, keep, &st, err);
+    if (removed)
+        *removed = st.removed;
+    if (kept)
+        *kept = st.kept;
+    if (bytes_freed)
+        *bytes_freed = st.bytes_freed;
+    return r;
 }

@@ -22,6 +22,7 @@ int cli_audit(const cli_global *g, int argc, char **argv);   /* audit verify|sho
 int cli_approve(const cli_global *g, int argc, char **argv);
 int cli_approvals(const cli_global *g, int argc, char **argv);
 int cli_serve(const cli_global *g, int argc, char **argv);
+int cli_evidence(const cli_global *g, int argc, char **argv); /* evidence prune */
 int cli_complete(const cli_global *g, int argc, char **argv); /* hidden: bash completion */
 
 /* Prints "rexec: <msg>\n" to stderr (the message must already be redacted) and returns code. */

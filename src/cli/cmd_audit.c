@@ -15,7 +15,8 @@
 
 static const char audit_help[] =
     "usage: rexec audit verify [--key FILE] [--json]\n"
-    "       rexec audit show [--run ID] [--since TIME] [--json]\n"
+    "       rexec audit show [--run ID] [--since TIME] [--host H] [--action A] [--json]\n"
+    "       rexec audit prune --before TIME [--key FILE] [--json]\n"
     "\n"
     "verify  checks every audit file of the workspace (audit/audit-*.log oldest first, then\n"
     "        audit/audit.log) as one hash chain and names each bad line as FILE:LINE.\n"
@@ -32,6 +33,9 @@ static const char audit_help[] =
     "        --run ID      only this run's records\n"
     "        --since TIME  2026-12-02T10:00:00Z, 2026-12-02, or an age: 90s, 30m, 1h, 2d, 1w\n"
     "        show does not verify: use `rexec audit verify` for that.\n"
+    "prune   removes rotated audit files older than --before (whole files, oldest first, never\n"
+    "        audit.log, never cutting an intent from its outcome). A \"prune\" record in the\n"
+    "        chain and audit/anchor.json keep the rest verifiable: verify starts at the anchor.\n"
     "\n"
     "The key of a keyed log: --key FILE, else $REXEC_AUDIT_KEY, else rexec.json's\n"
     "\"audit\": {\"key_file\": \"/abs/path\"}. It must lie outside the workspace, not be a\n"
@@ -41,6 +45,7 @@ typedef struct audit_opts {
     const char *key;
     const char *run;
     const char *since;
+    const char *host, *action, *before;
     int json;
 } audit_opts;
 
@@ -58,6 +63,12 @@ static int parse_opts(int argc, char **argv, const char *sub, int allow_show, au
             o->run = v;
         else if (allow_show && (v = cli_opt_value(argc, argv, &i, "--since", &missing)) != NULL)
             o->since = v;
+        else if (allow_show && (v = cli_opt_value(argc, argv, &i, "--host", &missing)) != NULL)
+            o->host = v;
+        else if (allow_show && (v = cli_opt_value(argc, argv, &i, "--action", &missing)) != NULL)
+            o->action = v;
+        else if (!allow_show && (v = cli_opt_value(argc, argv, &i, "--before", &missing)))
+            o->before = v;
         else if (missing)
             return cli_error(EXIT_USAGE, "audit %s: %s needs a value", sub, argv[i]);
         else
@@ -88,7 +99,8 @@ static int audit_verify_cmd(const cli_global *g, const audit_opts *o)
 static int audit_show_cmd(const cli_global *g, const audit_opts *o)
 {
     rexec_error err = {0};
-    rexec_audit_query q = {.run_id = o->run, .json = o->json};
+    rexec_audit_query q = {.run_id = o->run, .host = o->host, .action = o->action,
+                           .json = o->json};
     if (o->since != NULL) {
         if (rexec_audit_parse_time(o->since, time(NULL), &q.since) != 0)
             return cli_error(EXIT_USAGE,
@@ -100,6 +112,44 @@ static int audit_show_cmd(const cli_global *g, const audit_opts *o)
     int r = rexec_audit_show(g->workspace, &q, stdout, &err);
     fflush(stdout);
     return r == 0 ? 0 : cli_error(rexec_err_exit_code(r), "%s", err.msg);
+}
+
+/* The key: --key, $REXEC_AUDIT_KEY, or rexec.json's audit.key_file (malloc'd in *ws_key). */
+static int audit_key(const cli_global *g, const audit_opts *o, const char **key, char **ws_key,
+                     rexec_error *err)
+{
+    *key = o->key ? o->key : getenv("REXEC_AUDIT_KEY");
+    *ws_key = NULL;
+    if (*key != NULL && **key == 0)
+        *key = NULL;
+    return *key == NULL ? rexec_audit_key_file(g->workspace, ws_key, err) : 0;
+}
+
+static int audit_prune_cmd(const cli_global *g, const audit_opts *o)
+{
+    rexec_error err = {0};
+    size_t files = 0, records = 0;
+    const char *key;
+    char *ws_key;
+    time_t before;
+    int r;
+    if (o->before == NULL)
+        return cli_error(EXIT_USAGE, "audit prune: --before TIME is required (e.g. 90d, "
+                                     "2026-01-01)");
+    if (rexec_audit_parse_time(o->before, time(NULL), &before) != 0)
+        return cli_error(EXIT_USAGE, "audit prune: --before \"%.64s\": expected a time like "
+                                     "2026-12-02T10:00:00Z or an age like 90d", o->before);
+    if ((r = audit_key(g, o, &key, &ws_key, &err)) == 0)
+        r = rexec_audit_prune(g->workspace, key ? key : ws_key, before, &files, &records, &err);
+    free(ws_key);
+    if (r != 0)
+        return cli_error(rexec_err_exit_code(r), "%s", err.msg);
+    if (o->json)
+        printf("{\"files\":%zu,\"records\":%zu}\n", files, records);
+    else
+        printf("audit: pruned %zu rotated file(s), %zu record(s); the chain continues from "
+               "audit/anchor.json\n", files, records);
+    return 0;
 }
 
 /* `audit help`, or --help / -h anywhere (but not a value such as --run help). */
@@ -127,6 +177,8 @@ int cli_audit(const cli_global *g, int argc, char **argv)
         return (r = parse_opts(argc, argv, "verify", 0, &o)) != 0 ? r : audit_verify_cmd(g, &o);
     if (strcmp(argv[1], "show") == 0)
         return (r = parse_opts(argc, argv, "show", 1, &o)) != 0 ? r : audit_show_cmd(g, &o);
-    return cli_error(EXIT_USAGE, "audit: unknown subcommand \"%.64s\" (expected verify or show)",
+    if (strcmp(argv[1], "prune") == 0)
+        return (r = parse_opts(argc, argv, "prune", 0, &o)) != 0 ? r : audit_prune_cmd(g, &o);
+    return cli_error(EXIT_USAGE, "audit: unknown subcommand \"%.64s\" (expected verify, show or prune)",
                      argv[1]);
 }

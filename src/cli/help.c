@@ -16,7 +16,8 @@ static const char overview[] =
     "  groups               list the host groups (@name) and their hosts\n"
     "  approve ID           confirm a pending challenge at a terminal\n"
     "  approvals            list pending challenges and unused grants\n"
-    "  audit verify|show    check the audit log's integrity | read it\n"
+    "  audit verify|show|prune  check the audit log's integrity | read it | drop old files\n"
+    "  evidence prune       remove old evidence (--older-than 30d by default)\n"
     "  serve --socket PATH  long-lived controller with warm connections\n"
     "  help [COMMAND]       this text, or a command's\n"
     "\n"
@@ -90,6 +91,14 @@ static const char actions_help[] =
     "usage: rexec actions [--json]\n\nLists the catalog: each action's effective risk, its\n"
     "parameters with their types, and the secrets it receives (by name).\n";
 
+static const char evidence_help[] =
+    "usage: rexec evidence prune [--older-than D] [--keep N] [--json]\n"
+    "\n"
+    "Removes the evidence (evidence/<run_id>/) of runs older than D: an age (90s, 30m, 12h,\n"
+    "30d, 1w) or a time (2026-12-01T00:00:00Z); default 30d. --keep N keeps the newest N runs\n"
+    "whatever their age. The audit log is not touched (see `rexec audit prune`).\n"
+    "See docs/audit.md, \"Retention\".\n";
+
 static const char groups_help[] =
     "usage: rexec groups [--json]\n\nLists the host groups of rexec.json (TARGETS @name) with\n"
     "their hosts. No connection is made.\n";
@@ -126,7 +135,7 @@ static const struct {
     {"run", run_help},         {"eval", eval_help},           {"check", check_help},
     {"hosts", hosts_help},     {"actions", actions_help},     {"approve", approve_help},
     {"approvals", approve_help}, {"audit", audit_help},       {"serve", serve_help},
-    {"groups", groups_help},   {"help", overview},
+    {"groups", groups_help},   {"evidence", evidence_help},   {"help", overview},
 };
 
 const char *cli_help_text(const char *command)

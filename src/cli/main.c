@@ -56,7 +56,7 @@ static const struct command commands[] = {
     {"run", cli_run},         {"eval", cli_run},           {"check", cli_check},
     {"hosts", cli_hosts},     {"actions", cli_actions},    {"audit", cli_audit},
     {"approve", cli_approve}, {"approvals", cli_approvals}, {"serve", cli_serve},
-    {"groups", cli_groups},   {"help", cli_help},           {"__complete", cli_complete},
+    {"groups", cli_groups},   {"evidence", cli_evidence},   {"help", cli_help},           {"__complete", cli_complete},
 };
 
 /* `rexec X --help` is `rexec help X`, for every command. */

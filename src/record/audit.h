@@ -68,6 +68,8 @@ int rx_audit_verify_ex(const char *ws_dir, const char *key_file, int flags, FILE
 /* What `rexec audit show` selects. */
 typedef struct rx_audit_query {
     const char *run_id; /* only this run's records, or NULL */
+    const char *host;   /* only records of this host, or NULL */
+    const char *action; /* only records of this action, or NULL */
     time_t since;       /* only records at or after this time, when has_since */
     int has_since;
     int json;           /* print the raw JSON lines instead of a table */
@@ -97,5 +99,22 @@ int rx_audit_line_hash(const char *line, size_t len, char hex[RX_AUDIT_HEX_LEN])
  * name and the array. A missing directory is an empty list. */
 int rx_audit_rotated(const char *audit_dir, char ***names, size_t *n, rexec_error *err);
 void rx_audit_names_free(char **names, size_t n);
+
+/* ---- Retention (audit_prune.c, docs/audit.md "Retention") -------------------------------- */
+
+typedef struct rx_audit_prune_stats {
+    size_t files, records; /* rotated files removed, and the records they held */
+} rx_audit_prune_stats;
+
+/* Removes the rotated audit files older than before (a prefix in which every intent has its
+ * outcome), after appending a "prune" record and writing audit/anchor.json, through which
+ * rx_audit_verify checks the rest. key_file as for rx_audit_open. 0 or REXEC_EAUDIT. */
+int rx_audit_prune(const char *ws_dir, const char *key_file, time_t before,
+                   rx_audit_prune_stats *st, rexec_error *err);
+/* audit/anchor.json parsed (NULL when there is none), and whether it names a file. */
+int rx_audit_anchor_load(const char *ws_dir, cJSON **out, rexec_error *err);
+int rx_audit_anchor_names(const cJSON *anchor, const char *name);
+/* Whether the anchor lists run_id among the runs whose intent was pruned before its outcome. */
+int rx_audit_anchor_open(const cJSON *anchor, const char *run_id);
 
 #endif

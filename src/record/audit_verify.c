@@ -190,14 +190,19 @@ static int walk_rotated(const snapshot *s, const char *name, walk_fn fn, void *u
     return r;
 }
 
-/* Every line of every audit file in chain order. *files counts the files. */
-static int walk(const char *ws_dir, walk_fn fn, void *ud, size_t *files, rexec_error *err)
+/* Every line of every audit file in chain order. *files counts the files. Files an anchor of
+ * `audit prune` names (skip) are covered by it and not read (a crash may have left them). */
+static int walk(const char *ws_dir, walk_fn fn, void *ud, size_t *files, const cJSON *skip,
+                rexec_error *err)
 {
     snapshot s;
     int r = snap_take(ws_dir, &s, err);
     *files = 0;
-    for (size_t i = 0; r == 0 && i < s.n_rotated; i++, (*files)++)
-        r = walk_rotated(&s, s.rotated[i], fn, ud, err);
+    for (size_t i = 0; r == 0 && i < s.n_rotated; i++)
+        if (!rx_audit_anchor_names(skip, s.rotated[i])) {
+            r = walk_rotated(&s, s.rotated[i], fn, ud, err);
+            (*files)++;
+        }
     if (r == 0 && s.cur_fd >= 0) {
         r = walk_fd(s.cur_fd, s.cur_size, "audit/audit.log", fn, ud, err);
         (*files)++;
@@ -229,6 +234,9 @@ typedef struct vstate {
     cJSON *errors, *warnings;
     rx_buf body;
     pend *pend[PEND_BUCKETS];
+    const char *anchor; /* audit/anchor.json's hash: where the chain starts after a prune */
+    const cJSON *anchor_doc;
+    int anchor_confirmed; /* a chained "prune" record names it */
 } vstate;
 
 static void v_note(vstate *v, int warning, const char *file, size_t line, const char *problem,
@@ -307,6 +315,8 @@ static void v_pair(vstate *v, const char *file, size_t line, const char *run_id,
         *pp = p;
     } else if (strcmp(phase, "outcome") == 0) {
         pend *p = *pp;
+        if (p == NULL && rx_audit_anchor_open(v->anchor_doc, run_id))
+            return; /* its intent was pruned: the anchor says so */
         if (p == NULL) {
             v_note(v, 0, file, line, "outcome_without_intent",
                    "outcome of run %.64s without an intent before it", run_id);
@@ -328,6 +338,10 @@ static void v_record(vstate *v, const char *file, size_t line, const cJSON *body
         v_note(v, 0, file, line, "bad_record", "record has no run_id or phase");
         return;
     }
+    const cJSON *anchor = cJSON_GetObjectItemCaseSensitive(body, "anchor");
+    if (v->anchor && strcmp(phase->valuestring, "prune") == 0 && cJSON_IsString(anchor) &&
+        strcmp(anchor->valuestring, v->anchor) == 0)
+        v->anchor_confirmed = 1;
     v_pair(v, file, line, run->valuestring, phase->valuestring);
 }
 
@@ -543,6 +557,7 @@ int rx_audit_verify_ex(const char *ws_dir, const char *key_file, int flags, FILE
 {
     vstate *v = malloc(sizeof(*v));
     rx_buf key;
+    cJSON *anchor = NULL;
     size_t files = 0;
     int r;
 
@@ -554,8 +569,20 @@ int rx_audit_verify_ex(const char *ws_dir, const char *key_file, int flags, FILE
     if (key_file != NULL && (r = rx_audit_key_load(key_file, ws_dir, &key, err)) != 0)
         goto out;
     v->key = key_file != NULL ? &key : NULL;
-    if ((r = walk(ws_dir, v_line, v, &files, err)) != 0)
+    if ((r = rx_audit_anchor_load(ws_dir, &anchor, err)) != 0)
         goto out;
+    if (anchor) { /* the chain starts at the pruned files' last hash */
+        v->anchor = cJSON_GetObjectItemCaseSensitive(anchor, "anchor")->valuestring;
+        v->anchor_doc = anchor;
+        memcpy(v->prev, v->anchor, RX_AUDIT_HEX_LEN);
+        snprintf(v->prev_file, sizeof(v->prev_file), "audit/anchor.json");
+    }
+    if ((r = walk(ws_dir, v_line, v, &files, anchor, err)) != 0)
+        goto out;
+    if (anchor && !v->anchor_confirmed)
+        v_note(v, 0, "audit/anchor.json", 1, "anchor_unconfirmed",
+               "no prune record in the chain names this anchor: written by hand, or the log "
+               "was cut after it");
     v_pending(v);
     if (v->oom) {
         r = rx_fail(err, REXEC_ENOMEM, "out of memory while verifying the audit log");
@@ -574,6 +601,7 @@ out:
     }
     free(v);
     rx_buf_free(&key);
+    cJSON_Delete(anchor);
     return r;
 }
 
@@ -722,8 +750,17 @@ static void show_row(show_state *st, const cJSON *rec)
             decision, exit_cell(rec, ex, sizeof(ex)));
 }
 
+/* 1 when want is NULL or the record's field key is the string want. */
+static int field_is(const cJSON *rec, const char *key, const char *want)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(rec, key);
+    return want == NULL || (cJSON_IsString(v) && strcmp(v->valuestring, want) == 0);
+}
+
 static int show_selected(const show_state *st, const cJSON *rec)
 {
+    if (!field_is(rec, "host", st->q->host) || !field_is(rec, "action", st->q->action))
+        return 0;
     const cJSON *run = cJSON_GetObjectItemCaseSensitive(rec, "run_id");
     const cJSON *ts = cJSON_GetObjectItemCaseSensitive(rec, "ts");
     time_t t;
@@ -760,5 +797,10 @@ int rx_audit_show(const char *ws_dir, const rx_audit_query *q, FILE *out, rexec_
 {
     show_state st = {q, out, 0};
     size_t files = 0;
-    return walk(ws_dir, show_line, &st, &files, err);
+    cJSON *anchor = NULL;
+    int r = rx_audit_anchor_load(ws_dir, &anchor, err);
+    if (r == 0)
+        r = walk(ws_dir, show_line, &st, &files, anchor, err);
+    cJSON_Delete(anchor);
+    return r;
 }
