@@ -14,17 +14,20 @@ install(FILES ${CMAKE_BINARY_DIR}/include/rexec/version.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/rexec)
 
 # rexec.pc: written at install time, so `cmake --install --prefix P` and CPack get their own
-# prefix in it (the configure-time CMAKE_INSTALL_PREFIX may be another).
+# prefix in it (the configure-time CMAKE_INSTALL_PREFIX may be another). One file per
+# destination, so concurrent installs of this build (a test and cpack) cannot swap contents.
 set(REXEC_PC_IN ${CMAKE_SOURCE_DIR}/cmake/rexec.pc.in)
-set(REXEC_PC_OUT ${CMAKE_BINARY_DIR}/pkgconfig/rexec.pc)
 install(CODE "
   set(PROJECT_VERSION \"${PROJECT_VERSION}\")
   set(REXEC_LIBDIR \"${CMAKE_INSTALL_LIBDIR}\")
   set(REXEC_INCLUDEDIR \"${CMAKE_INSTALL_INCLUDEDIR}\")
   set(REXEC_PREFIX \"\${CMAKE_INSTALL_PREFIX}\")
-  configure_file(\"${REXEC_PC_IN}\" \"${REXEC_PC_OUT}\" @ONLY)
+  string(MD5 _rexec_pc_tag \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}\")
+  set(_rexec_pc \"${CMAKE_BINARY_DIR}/pkgconfig/\${_rexec_pc_tag}/rexec.pc\")
+  configure_file(\"${REXEC_PC_IN}\" \"\${_rexec_pc}\" @ONLY)
+  file(INSTALL DESTINATION \"\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_LIBDIR}/pkgconfig\"
+       TYPE FILE FILES \"\${_rexec_pc}\")
 ")
-install(FILES ${REXEC_PC_OUT} DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 
 # find_package(rexec): imported targets rexec::rexec (shared) and rexec::rexec_static.
 set(REXEC_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/rexec)

@@ -19,4 +19,11 @@ typedef int (*tmpl_param_fn)(void *ctx, const char *name, size_t n);
  * it, so they cannot disagree. Returns 0 or the first non-zero callback return. */
 int rx_template_walk(const char *t, tmpl_text_fn text, tmpl_param_fn param, void *ctx);
 
+/* Where each placeholder stands in the shell code around it. The renderer writes a value as one
+ * single-quoted word, which holds only where a word can stand: not inside single or double quotes,
+ * $'...', backticks, $(...), an arithmetic context ((( )), $(( )), $[ ]), a comment, a
+ * heredoc body, nor right after a backslash. Returns 0 when every placeholder stands where a
+ * word can, else 1 with the first offender's line and column (1-based) and the context in why. */
+int rx_template_context(const char *t, size_t *line, size_t *col, const char **why);
+
 #endif

@@ -686,7 +686,16 @@ static int check_param(void *ctx, const char *name, size_t n)
 int rx_ws_check_template(const rx_action *a, rexec_error *err)
 {
     void *ctx[2] = {(void *)a, err};
-    return rx_template_walk(a->command, check_text, check_param, ctx);
+    size_t line, col;
+    const char *why;
+    int r = rx_template_walk(a->command, check_text, check_param, ctx);
+    if (r == 0 && rx_template_context(a->command, &line, &col, &why))
+        r = rx_fail(err, REXEC_ECONFIG,
+                    "actions.%s.command: line %zu, column %zu: a {placeholder} %s; a value "
+                    "is rendered as one quoted shell word, so a placeholder must stand where a "
+                    "word can (e.g. echo v={v}, not echo \"v={v}\")",
+                    a->name, line, col, why);
+    return r;
 }
 
 static int load_action(const rx_ws *ws, const cJSON *o, const char *path, rx_action *a,

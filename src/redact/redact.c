@@ -290,6 +290,18 @@ static int lit_match(const rx_redactor *r, const rx_win *w, size_t q, rx_hit *hi
     return RX_YES;
 }
 
+/* Does the first 4 bytes of the run at q, line breaks skipped, pass the filter? Yes when the
+ * window ends first (more input decides). Most line ends of ordinary text stop here. */
+static int wrap_gram_passes(const rx_redactor *r, const rx_win *w, size_t q)
+{
+    unsigned char key[8];
+    unsigned how;
+    size_t k = joined8(w, q, key, &how);
+    if (k < 4)
+        return (how & WALK_END) != 0;
+    return (int)(filter_probe(r->filter, r->fshift, rx_load32(key) | RX_FOLD32) & 1);
+}
+
 /* The next position at or after q (before lim) where a wrapped form may start with a line break
  * inside its first 8 bytes: the filter cannot see those. *nl caches the next '\n' found. */
 static size_t next_wrap(const rx_redactor *r, const rx_win *w, size_t q, size_t lim, size_t *nl)
@@ -307,8 +319,9 @@ static size_t next_wrap(const rx_redactor *r, const rx_win *w, size_t q, size_t 
         while (start > q && b - start < 7 && wrap_char(w->p[start - 1]))
             start--;
         int after = *nl + 1 >= w->n || wrap_char(w->p[*nl + 1]); /* unknown yet: try */
-        if (start < b && after)
-            return start < lim ? start : lim;
+        for (; start < b && after && start < lim; start++)
+            if (wrap_gram_passes(r, w, start))
+                return start;
         if (*nl >= w->n)
             return lim;
         q = *nl + 1;

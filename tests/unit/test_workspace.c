@@ -99,7 +99,9 @@ static void test_catalog_checks(void **state)
            "\"secrets\": [\"S\"]}}}", REXEC_ECONFIG, "actions.a.secrets[0]");
     /* dangerous secret names */
     const char *bad[] = {"BASH_ENV", "ENV", "PATH", "IFS", "PS4", "SHELLOPTS", "LD_PRELOAD",
-                         "BASH_FUNC_x", "1X", "A-B"};
+                         "BASH_FUNC_x", "1X", "A-B", "PERLLIB", "PERL5OPT", "PYTHONHOME",
+                         "PYTHONWARNINGS", "RUBYLIB", "NODE_PATH", "NODE_EXTRA_CA_CERTS",
+                         "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "GIT_SSH_COMMAND"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
         char json[512];
         snprintf(json, sizeof(json), "{" HOSTS ", \"secrets\": {\"%s\": {\"env\": \"X\"}}}", bad[i]);
@@ -113,6 +115,51 @@ static void test_catalog_checks(void **state)
     expect("{" HOSTS ", \"actions\": {\"a\": {\"risk\": \"L0\", \"command\": \"x {p}\", "
            "\"params\": {\"p\": {\"type\": \"int\", \"pattern\": \"x\"}}}}}",
            REXEC_ECONFIG, "pattern");
+}
+
+/* A placeholder must stand where a shell word can: the loader names the action, line, column
+ * and context of one that does not. */
+static void test_template_contexts(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *t, *why;
+        size_t col;
+    } bad[] = {
+        {"echo \\\"v={v}\\\"", "double quotes", 9},
+        {"echo 'v={v}'", "single quotes", 9},
+        {"echo `cat {v}`", "backticks", 11},
+        {"echo $(cat {v})", "$(...)", 12},
+        {"echo $(( {v} + 1 ))", "arithmetic", 10},
+        {"(( {v} > 2 ))", "arithmetic", 4},
+        {"echo \\\"${x:-{v}}\\\"", "double quotes", 12},
+        {"echo $'a{v}'", "$'", 9},
+        {"echo x # {v}", "comment", 10},
+        {"cat <<EOF\\nv={v}\\nEOF", "heredoc", 3},
+        {"echo \\\\{v}", "backslash", 7},
+        {"echo \\\"$(cat {v})\\\"", "$(...)", 13},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+        char json[512], want[64];
+        snprintf(json, sizeof(json),
+                 "{" HOSTS ", \"actions\": {\"a\": {\"risk\": \"L0\", \"command\": \"%s\", "
+                 "\"params\": {\"v\": {\"type\": \"string\"}}}}}", bad[i].t);
+        expect(json, REXEC_ECONFIG, bad[i].why);
+        snprintf(want, sizeof(want), "column %zu", bad[i].col);
+        expect(json, REXEC_ECONFIG, want);
+        expect(json, REXEC_ECONFIG, "actions.a.command");
+    }
+    static const char *const good[] = {
+        "echo v={v}", "echo {v} | tr a b", "echo 'x' {v} \\\"y\\\"", "a=$(date) ; echo {v}",
+        "cat <<EOF\\nbody\\nEOF\\necho {v}", "cat <<<{v}", "echo ${HOME} {v}",
+        "echo $((1 + 2)) {v}", "echo ${x:-{v}}", "x # c\\necho {v}", "echo {{v}} {v}", "f() { echo {v}; }"};
+    for (size_t i = 0; i < sizeof(good) / sizeof(*good); i++) {
+        char json[512];
+        snprintf(json, sizeof(json),
+                 "{" HOSTS ", \"actions\": {\"a\": {\"risk\": \"L0\", \"command\": \"%s\", "
+                 "\"params\": {\"v\": {\"type\": \"string\"}}}}}", good[i]);
+        rx_ws_free(load(json));
+    }
 }
 
 static void test_floors(void **state)
@@ -188,7 +235,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_minimal_and_defaults), cmocka_unit_test(test_errors_name_the_path),
-        cmocka_unit_test(test_catalog_checks),       cmocka_unit_test(test_floors),
+        cmocka_unit_test(test_catalog_checks),
+        cmocka_unit_test(test_template_contexts),       cmocka_unit_test(test_floors),
         cmocka_unit_test(test_targets),              cmocka_unit_test(test_unsafe_workspace_refused),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
