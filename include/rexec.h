@@ -207,7 +207,8 @@ REXEC_API int rexec_call_start(rexec_ctx *ctx, const rexec_request *req, const r
 
 /* Asks a call to stop: the remote process tree is killed per the remote contract, then on_done
  * reports what happened. Safe to call more than once, and on a call that is already finishing,
- * up to and inside its on_done; never after on_done has returned (see Lifetimes above). */
+ * up to and inside its on_done; never after on_done has returned (see Lifetimes above). A
+ * paused call is resumed by the cancel. */
 REXEC_API void rexec_call_cancel(rexec_call *call);
 
 /* The result of a call that never started on host: rexec_call_start failed (err from it), or a
@@ -216,6 +217,14 @@ REXEC_API void rexec_call_cancel(rexec_call *call);
  * way front ends build such a result, so it looks the same everywhere. */
 REXEC_API rexec_result rexec_result_not_started(const char *host, const char *action, int err,
                                       const char *msg);
+
+/* Flow control for a consumer of on_output that cannot keep up (serve's slow client): while a
+ * call is paused, rexec stops reading its output from the host, so the SSH channel's window
+ * fills and the command on the VM waits in its write(). Nothing is dropped; on_output resumes
+ * where it stopped. The call's own timeout still runs on the VM; rexec's backstop and keepalive
+ * do not count the paused time against the connection. Same validity rule as cancel. */
+REXEC_API void rexec_call_pause(rexec_call *call);
+REXEC_API void rexec_call_resume(rexec_call *call);
 
 /* The result as one JSON object (the fields of `rexec run --json`); stdout/stderr that are not
  * UTF-8 text come as stdout_base64/stderr_base64. malloc'd text, or NULL on ENOMEM. */

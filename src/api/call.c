@@ -462,7 +462,7 @@ static int call_send(rexec_call *c, rexec_error *err)
                            .stdin_data = c->stdin_data, .stdin_len = c->stdin_len,
                            .nonce = c->nonce,
                            .backstop_s = c->timeout_s + l->kill_after_s + CALL_BACKSTOP_SLACK_S,
-                           .drain_s = CALL_DRAIN_S};
+                           .drain_s = CALL_DRAIN_S, .setup_s = l->connect_timeout_s};
         rx_exec_cb cb = {on_exec_data, on_exec_done, c};
         const rx_host *ph = rx_ctx_pool_host(c->ctx, c->host);
         if ((r = rx_pool_exec(c->ctx->pool, ph, &xo, &cb, &c->job)) != 0)
@@ -513,7 +513,26 @@ void rexec_call_cancel(rexec_call *c)
 {
     if (c->finished || c->cancelled)
         return;
+    rexec_call_resume(c); /* the cancelled call's output must drain for its end line to come */
     c->cancelled = 1;
     if (c->job)
         rx_pool_cancel(c->job);
+}
+
+void rexec_call_pause(rexec_call *c)
+{
+    if (c->finished || c->cancelled || c->paused)
+        return;
+    c->paused = 1;
+    if (c->job)
+        rx_pool_pause(c->job, 1);
+}
+
+void rexec_call_resume(rexec_call *c)
+{
+    if (c->finished || !c->paused)
+        return;
+    c->paused = 0;
+    if (c->job)
+        rx_pool_pause(c->job, 0);
 }

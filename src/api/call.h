@@ -89,7 +89,7 @@ struct rexec_call {
     rx_pool_job *job;
     uint64_t t0_ns;
     uint64_t duration_ms;
-    int intent_written, script_sent, cancelled, finished; /* script_sent: on the wire */
+    int intent_written, script_sent, cancelled, finished, paused; /* script_sent: on the wire */
     int refused_written; /* the refusal record went out before the challenge file */
     rx_exec_result x;
     int ran;            /* the command started and the wrapper reported its end */

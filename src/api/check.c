@@ -122,16 +122,20 @@ static int check_send(check *k)
     rx_buf script;
     char nonce[RX_NONCE_LEN + 1];
     if (rx_nonce_new(nonce) != 0)
-        return REXEC_EINTERNAL;
+        return rx_fail(&k->err, REXEC_EINTERNAL, "%s: no randomness for the check's nonce",
+                       k->host_name);
     rx_buf_init(&script, CHECK_SCRIPT_MAX);
     int r = rx_render_check_script(&script, nonce);
     if (r == 0) {
         rx_exec_opts xo = {.script = script.data, .script_len = script.len, .nonce = nonce,
-                           .backstop_s = CHECK_BACKSTOP_S, .drain_s = CHECK_DRAIN_S};
+                           .backstop_s = CHECK_BACKSTOP_S, .drain_s = CHECK_DRAIN_S,
+                           .setup_s = k->ctx->ws->limits.connect_timeout_s};
         rx_exec_cb cb = {on_check_data, on_check_done, k};
         r = rx_pool_exec(k->ctx->pool, rx_ctx_pool_host(k->ctx, k->host), &xo, &cb, NULL);
     }
     rx_buf_free(&script);
+    if (r != 0) /* each failure with its own class, not all as out of memory */
+        rx_fail(&k->err, r, "%s: cannot start the check: %s", k->host_name, rexec_strerror(r));
     return r;
 }
 
@@ -155,8 +159,8 @@ int rexec_check_start(rexec_ctx *ctx, const char *host,
     if (k->host == NULL)
         rx_fail(&k->err, REXEC_ECONFIG, "unknown host \"%s\" (`rexec hosts` lists the inventory)",
                 host);
-    else if (check_send(k) != 0)
-        rx_fail(&k->err, REXEC_ENOMEM, "out of memory");
+    else
+        check_send(k);
     if (k->err.code)
         uv_timer_start(&k->defer, on_check_defer, 0, 0);
     return 0;

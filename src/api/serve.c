@@ -18,7 +18,16 @@
 #include "request.h"
 
 #define SERVE_LINE_MAX (RX_REQUEST_MAX_LEN + 4096)
-#define SERVE_MAX_BACKLOG (64u * 1024u * 1024u) /* bytes queued to a slow client before dropping it */
+/* Back-pressure: above HIGH bytes queued to a client its calls stop reading their hosts (the SSH
+ * windows fill and the commands on the VMs wait); below LOW they read again. A client that reads
+ * is never dropped, however slowly it reads. */
+#define SERVE_HIGH_WATER ((size_t)4 << 20)
+#define SERVE_LOW_WATER ((size_t)1 << 20)
+/* A result line carries at most this much of each captured stream; past it the line says so
+ * (stdout_truncated_in_result) and stdout_bytes / the evidence file have the whole. */
+#define SERVE_RESULT_MAX ((size_t)256 << 20)
+#define SERVE_MAX_REQS 1024 /* requests in flight per client */
+#define SERVE_WRITE_CHUNK ((size_t)1 << 30) /* uv_buf_t lengths are unsigned int */
 
 typedef struct serve_client serve_client;
 typedef struct serve_req serve_req;
@@ -42,7 +51,9 @@ struct serve_client {
     uv_timer_t idle;
     rx_buf line;
     serve_req *reqs;
+    size_t n_reqs;
     int closing, handles, overlong;
+    int throttled; /* its calls are paused: the write queue went above SERVE_HIGH_WATER */
 };
 
 /* One host of a request. */
@@ -75,40 +86,78 @@ static void client_close(serve_client *cl);
 static void touch(serve_client *cl);
 static void server_maybe_done(rexec_server *s);
 static void stop_idle_clients(rexec_server *s);
+static void on_listener_closed(uv_handle_t *h);
 
 /* ---- writing replies ------------------------------------------------------------------------ */
 
-static void on_written(uv_write_t *w, int status)
+typedef struct serve_write {
+    uv_write_t w;
+    serve_client *cl;
+    char *line;
+} serve_write;
+
+/* Pauses (on = 1) or resumes every call the client's requests have running. */
+static void client_throttle(serve_client *cl, int on)
 {
-    (void)status;
-    free(w->data);
-    free(w);
+    cl->throttled = on;
+    for (serve_req *q = cl->reqs; q; q = q->next)
+        for (size_t i = 0; i < q->started && q->calls; i++)
+            if (q->calls[i].call)
+                (on ? rexec_call_pause : rexec_call_resume)(q->calls[i].call);
 }
 
-/* Sends one JSON object as a line. A client that does not read is dropped, not buffered for. */
-static void client_send(serve_client *cl, cJSON *o)
+static size_t client_queued(serve_client *cl)
+{
+    return uv_stream_get_write_queue_size((uv_stream_t *)&cl->pipe);
+}
+
+/* libuv calls this for every write, also with UV_ECANCELED when the pipe closes, and always
+ * before the pipe's close callback: cl is still allocated here. */
+static void on_written(uv_write_t *req, int status)
+{
+    serve_write *w = (serve_write *)req;
+    serve_client *cl = w->cl;
+    (void)status;
+    free(w->line);
+    free(w);
+    if (!cl->closing && cl->throttled && client_queued(cl) < SERVE_LOW_WATER)
+        client_throttle(cl, 0);
+}
+
+/* Sends one JSON object as a line. Never closes the client (callers hold its requests): a
+ * client that reads slowly is throttled instead. Returns 0, or -1 when the line could not be
+ * built (out of memory) or the client is gone. */
+static int client_send(serve_client *cl, cJSON *o)
 {
     char *text = cl && !cl->closing ? cJSON_PrintUnformatted(o) : NULL;
     if (text == NULL)
-        return;
+        return -1;
     size_t n = strlen(text);
-    if (uv_stream_get_write_queue_size((uv_stream_t *)&cl->pipe) > SERVE_MAX_BACKLOG) {
-        free(text);
-        client_close(cl);
-        return;
-    }
     char *line = realloc(text, n + 2);
-    uv_write_t *w = malloc(sizeof(*w));
+    serve_write *w = malloc(sizeof(*w));
     if (line == NULL || w == NULL) {
         free(line ? line : text);
         free(w);
-        return;
+        return -1;
     }
-    line[n] = '\n';
-    uv_buf_t b = uv_buf_init(line, (unsigned)(n + 1));
-    w->data = line;
-    if (uv_write(w, (uv_stream_t *)&cl->pipe, &b, 1, on_written) != 0)
-        on_written(w, -1);
+    line[n++] = '\n';
+    uv_buf_t b[8];
+    unsigned nb = 0;
+    for (size_t off = 0; off < n && nb < 8; nb++) {
+        size_t len = n - off < SERVE_WRITE_CHUNK ? n - off : SERVE_WRITE_CHUNK;
+        b[nb] = uv_buf_init(line + off, (unsigned)len);
+        off += len;
+    }
+    w->cl = cl;
+    w->line = line;
+    if (uv_write(&w->w, (uv_stream_t *)&cl->pipe, b, nb, on_written) != 0) {
+        free(line);
+        free(w);
+        return -1;
+    }
+    if (!cl->throttled && client_queued(cl) > SERVE_HIGH_WATER)
+        client_throttle(cl, 1);
+    return 0;
 }
 
 /* Every reply carries the request's "id" (null when it had none) and its "type". */
@@ -161,6 +210,7 @@ static void req_unlink(serve_req *q)
     for (serve_req **pp = &q->cl->reqs; *pp; pp = &(*pp)->next)
         if (*pp == q) {
             *pp = q->next;
+            q->cl->n_reqs--;
             break;
         }
     q->cl = NULL;
@@ -202,15 +252,39 @@ static void on_call_output(void *ud, int stream, const void *data, size_t len)
     cJSON_Delete(o);
 }
 
-/* One host's "result" line; the request's status is the largest of its hosts'. */
+/* The result without its captured streams, and why: the line every host gets when the full
+ * one cannot be built (out of memory). */
+static int send_result_bare(serve_req *q, const rexec_result *r)
+{
+    rexec_result b = *r;
+    char msg[512];
+    snprintf(msg, sizeof(msg), "%s: the result line could not be built (out of memory): its "
+             "output is left out%s%s", r->host ? r->host : "?", r->error ? "; " : "",
+             r->error ? r->error : "");
+    b.stdout_data = b.stderr_data = NULL;
+    b.stdout_len = b.stderr_len = 0;
+    b.error = msg;
+    cJSON *o = rx_result_json(&b);
+    int rc = o ? client_send(q->cl, add_head(o, q->id, "result")) : -1;
+    cJSON_Delete(o);
+    return rc;
+}
+
+/* One host's "result" line; the request's status is the largest of its hosts'. Captured output
+ * beyond SERVE_RESULT_MAX is cut from the line, which says so. */
 static void send_result(serve_req *q, const rexec_result *r)
 {
-    cJSON *o = rx_result_json(r);
-    if (o) {
-        add_head(o, q->id, "result");
-        client_send(q->cl, o);
-        cJSON_Delete(o);
-    }
+    rexec_result c = *r;
+    int cut_out = c.stdout_len > SERVE_RESULT_MAX, cut_err = c.stderr_len > SERVE_RESULT_MAX;
+    if (cut_out)
+        c.stdout_len = SERVE_RESULT_MAX, c.stdout_truncated_in_result = 1;
+    if (cut_err)
+        c.stderr_len = SERVE_RESULT_MAX, c.stderr_truncated_in_result = 1;
+    cJSON *o = rx_result_json(&c);
+    if (q->cl && (o == NULL || client_send(q->cl, add_head(o, q->id, "result")) != 0) &&
+        !q->cl->closing)
+        send_result_bare(q, r);
+    cJSON_Delete(o);
     if (r->exit_status > q->worst)
         q->worst = r->exit_status;
 }
@@ -241,6 +315,8 @@ static void req_launch(serve_req *q)
             on_call_done(sc, &r);
             return; /* on_call_done launched the rest */
         }
+        if (q->cl->throttled && sc->call)
+            rexec_call_pause(sc->call);
     }
 }
 
@@ -267,11 +343,17 @@ static serve_req *req_new(serve_client *cl, const cJSON *root, const char *op)
     if (q == NULL)
         return NULL;
     q->srv = cl->srv;
-    q->cl = cl;
     q->id = id ? cJSON_Duplicate(id, 1) : NULL;
-    q->op = strdup(op);
+    if ((q->op = strdup(op)) == NULL || (id && q->id == NULL)) {
+        cJSON_Delete(q->id);
+        free(q->op);
+        free(q);
+        return NULL;
+    }
+    q->cl = cl;
     q->next = cl->reqs;
     cl->reqs = q;
+    cl->n_reqs++;
     cl->srv->reqs_alive++;
     return q;
 }
@@ -328,6 +410,11 @@ static int start_run(serve_client *cl, const cJSON *root, const char *op, rexec_
     }
     /* the grant id lives in the tree, which goes after this line: keep a copy */
     q->view.grant_id = grant ? (q->grant = strdup(grant)) : NULL;
+    if (grant && q->grant == NULL) {
+        req_unlink(q);
+        req_free(q);
+        return rx_fail(err, REXEC_ENOMEM, "out of memory");
+    }
     q->parallel = (int)parallel;
     q->view.eval_only = strcmp(op, "eval") == 0;
     q->view.capture = 1;
@@ -350,8 +437,18 @@ static int start_check(serve_client *cl, const cJSON *root, rexec_error *err)
         req_free(q);
         return r;
     }
-    for (size_t i = 0; i < q->n; i++)
-        rexec_check_start(q->srv->ctx, q->hosts[i], on_check_done, &q->calls[i], err);
+    /* Every host reports, also one whose check could not start: otherwise the request never
+     * got its "done" and rexec_server_stop waited for it for ever. q may be gone after the
+     * last report: count first. */
+    size_t n = q->n;
+    for (size_t i = 0; i < n; i++) {
+        rexec_error e;
+        if (rexec_check_start(q->srv->ctx, q->hosts[i], on_check_done, &q->calls[i], &e) != 0) {
+            rexec_check_result cr = {.host = q->hosts[i], .err = e.code, .error = e.msg,
+                                     .exit_status = rexec_err_exit_code(e.code)};
+            on_check_done(&q->calls[i], &cr);
+        }
+    }
     return 0;
 }
 
@@ -451,7 +548,12 @@ static void handle_line(serve_client *cl, const char *line, size_t len)
         r = rx_json_want(root, "", cJSON_Object, REXEC_EREQUEST, &e);
     if (r == 0)
         r = rx_json_get_string(root, "op", "", 1, &op, REXEC_EREQUEST, &e);
-    if (r == 0 && (strcmp(op, "run") == 0 || strcmp(op, "eval") == 0))
+    if (r == 0 && cl->n_reqs >= SERVE_MAX_REQS && (strcmp(op, "run") == 0 ||
+                                                   strcmp(op, "eval") == 0 ||
+                                                   strcmp(op, "check") == 0))
+        r = rx_fail(&e, REXEC_EREQUEST, "too many requests in flight on this connection (at "
+                                        "most %d): wait for a \"done\"", SERVE_MAX_REQS);
+    else if (r == 0 && (strcmp(op, "run") == 0 || strcmp(op, "eval") == 0))
         r = start_run(cl, root, op, &e);
     else if (r == 0 && strcmp(op, "check") == 0)
         r = start_check(cl, root, &e);
@@ -592,7 +694,11 @@ static void on_connection(uv_stream_t *server, int status)
         return;
     }
     touch(cl);
-    uv_read_start((uv_stream_t *)&cl->pipe, on_alloc, on_read);
+    int r = uv_read_start((uv_stream_t *)&cl->pipe, on_alloc, on_read);
+    if (r != 0) {
+        fprintf(stderr, "rexec serve: cannot read from a client: %s\n", uv_strerror(r));
+        client_close(cl);
+    }
 }
 
 /* ---- the server ----------------------------------------------------------------------------- */
@@ -649,10 +755,10 @@ int rexec_server_start(rexec_ctx *ctx, const rexec_server_opts *opts, rexec_serv
         r = uv_listen((uv_stream_t *)&s->listener, 128, on_connection);
     if (r != 0) {
         rx_fail(err, REXEC_EUSAGE, "cannot listen on %s: %s", s->path, uv_strerror(r));
+        /* The handle is the loop's until its close callback has run: s goes there (freeing it
+         * here left the loop closing a freed handle). */
         s->stopping = 1;
-        uv_close((uv_handle_t *)&s->listener, NULL);
-        free(s->path);
-        free(s); /* the handle's close callback is NULL: nothing refers to s after this */
+        uv_close((uv_handle_t *)&s->listener, on_listener_closed);
         return REXEC_EUSAGE;
     }
     *out = s;

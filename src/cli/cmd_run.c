@@ -275,21 +275,27 @@ static int parse_args(run_opts *o, int argc, char **argv)
 
 /* ---- inputs --------------------------------------------------------------------------------- */
 
+/* Reads all of path ("-": stdin) up to max bytes. Every path out closes what it opened. */
 static int read_file(const char *path, size_t max, unsigned char **data, size_t *len)
 {
-    int fd = strcmp(path, "-") == 0 ? 0 : open(path, O_RDONLY | O_CLOEXEC);
+    int fd = strcmp(path, "-") == 0 ? 0 : open(path, O_RDONLY | O_CLOEXEC), rc = 0;
     size_t cap = 65536, n = 0;
-    unsigned char *buf = malloc(cap);
+    unsigned char *buf = fd < 0 ? NULL : malloc(cap);
     if (fd < 0 || buf == NULL) {
-        free(buf);
-        return cli_error(65, "%s: %s", path, strerror(errno));
+        rc = fd < 0 ? cli_error(65, "%s: %s", path, strerror(errno))
+                    : cli_error(71, "%s: out of memory", path);
+        goto out;
     }
     for (;;) {
         if (n == cap) {
-            unsigned char *b = cap >= max ? NULL : realloc(buf, cap *= 2);
+            if (cap >= max) {
+                rc = cli_error(65, "%s: larger than %zu bytes", path, max);
+                goto out;
+            }
+            unsigned char *b = realloc(buf, cap *= 2);
             if (b == NULL) {
-                free(buf);
-                return cli_error(65, "%s: larger than %zu bytes", path, max);
+                rc = cli_error(71, "%s: out of memory", path);
+                goto out;
             }
             buf = b;
         }
@@ -297,15 +303,20 @@ static int read_file(const char *path, size_t max, unsigned char **data, size_t 
         if (got < 0 && errno == EINTR)
             continue;
         if (got < 0) {
-            free(buf);
-            return cli_error(65, "%s: %s", path, strerror(errno));
+            rc = cli_error(65, "%s: %s", path, strerror(errno));
+            goto out;
         }
         if (got == 0)
             break;
         n += (size_t)got;
     }
-    if (fd != 0)
+out:
+    if (fd > 0)
         close(fd);
+    if (rc != 0) {
+        free(buf);
+        return rc;
+    }
     *data = buf;
     *len = n;
     return 0;

@@ -77,7 +77,8 @@ int cli_serve(const cli_global *g, int argc, char **argv)
         return cli_error(rexec_err_exit_code(e.code), "%s", e.msg);
     if (rexec_server_start(s.ctx, &opts, &s.srv, &e) != 0) {
         rexec_ctx_close(s.ctx, NULL, NULL);
-        uv_run(&s.loop, UV_RUN_DEFAULT);
+        uv_run(&s.loop, UV_RUN_DEFAULT); /* the listener's close, the context's release */
+        uv_loop_close(&s.loop);
         return cli_error(rexec_err_exit_code(e.code), "%s", e.msg);
     }
     uv_signal_init(&s.loop, &s.sigint);

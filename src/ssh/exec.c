@@ -1,4 +1,5 @@
 /* One exec channel running one wrapper script (see exec.h and remote/wrapper.sh). */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,8 +52,10 @@ struct rx_exec {
     double backstop_s, drain_s;
     uv_timer_t timer;    /* backstop while running, drain after the end line */
     int timer_armed, backstop_fired, drain_expired, drain_armed;
-    int gave_up;         /* the backstop ran out: the connection is stuck */
+    int gave_up;         /* the backstop or the set-up deadline ran out: the connection is stuck */
+    double setup_s;
     int cancel_req, eof_sent;
+    int paused;          /* the consumer asked us to stop reading (rx_exec_pause) */
     int opening, exec_sent; /* a libssh2 request is in flight and must be completed */
     marker_filter mf;
     rx_exec_result res;
@@ -89,6 +92,33 @@ static void mf_init(marker_filter *m, const char *nonce)
     m->plen = (size_t)snprintf(m->prefix, sizeof(m->prefix), "\036rexec:%s:", nonce);
 }
 
+/* One space-separated word of a status line into out (NUL-terminated); -1 if empty or too long. */
+static int word(const char **pp, char *out, size_t cap)
+{
+    const char *p = *pp;
+    size_t n = strcspn(p, " ");
+    if (n == 0 || n >= cap)
+        return -1;
+    memcpy(out, p, n);
+    out[n] = 0;
+    *pp = p + n + (p[n] == ' ');
+    return 0;
+}
+
+/* One decimal number in [lo, hi]; -1 otherwise. */
+static int num(const char **pp, long lo, long hi, int *out)
+{
+    char w[16], *end;
+    if (word(pp, w, sizeof(w)) != 0)
+        return -1;
+    errno = 0;
+    long v = strtol(w, &end, 10);
+    if (errno || *end || end == w || v < lo || v > hi)
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
 static void mf_parse(rx_exec *e, const char *body)
 {
     rx_exec_result *r = &e->res;
@@ -96,9 +126,19 @@ static void mf_parse(rx_exec *e, const char *body)
         r->started = 1;
         return;
     }
-    if (sscanf(body, "end %15s %d %d %31s %d", r->phase, &r->rc, &r->timed_out, r->containment,
-               &r->cancelled) == 5)
+    /* "end PHASE RC TIMED_OUT CONTAINMENT CANCELLED", from the VM: parsed strictly (sscanf's %d
+     * is undefined on a number out of range, and the VM's bytes are not ours). */
+    char phase[sizeof(r->phase)], cont[sizeof(r->containment)];
+    int rc, to, cancelled;
+    const char *p = body + 4;
+    if (strncmp(body, "end ", 4) == 0 && word(&p, phase, sizeof(phase)) == 0 &&
+        num(&p, 0, 255, &rc) == 0 && num(&p, 0, 1, &to) == 0 &&
+        word(&p, cont, sizeof(cont)) == 0 && num(&p, 0, 1, &cancelled) == 0 && *p == 0) {
+        memcpy(r->phase, phase, sizeof(phase));
+        memcpy(r->containment, cont, sizeof(cont));
+        r->rc = rc, r->timed_out = to, r->cancelled = cancelled;
         r->ended = 1;
+    }
 }
 
 static void mf_emit(rx_exec *e, const unsigned char *p, size_t n)
@@ -156,10 +196,27 @@ static void mf_flush(rx_exec *e)
 
 /* ---- timers --------------------------------------------------------------------------------- */
 
+static void arm(rx_exec *e, double seconds);
+
 static void on_exec_timer(uv_timer_t *t)
 {
     rx_exec *e = t->data;
     e->timer_armed = 0;
+    if (!e->res.sent) { /* the set-up deadline: channel open, exec request or script send hang */
+        exec_error(e, REXEC_ETIMEDOUT,
+                   "%s: the connection does not answer: the call was not started within %.1f s "
+                   "(stuck in %s; connect_timeout_s); nothing ran",
+                   rx_session_host(e->s)->name, e->setup_s, exec_state_names[e->state]);
+        e->gave_up = 1;
+        rx_session_kick(e->s);
+        return;
+    }
+    /* Output we have not read yet is not a stuck connection: the consumer holds it back. Look
+     * again a second later; the paused time does not count against the host. */
+    if (e->paused) {
+        arm(e, 1.0);
+        return;
+    }
     if (e->res.ended) {
         e->drain_expired = 1; /* escapees keep the streams open: stop waiting for them */
     } else if (!e->backstop_fired) {
@@ -171,8 +228,8 @@ static void on_exec_timer(uv_timer_t *t)
         uv_timer_start(&e->timer, on_exec_timer, (uint64_t)(e->drain_s * 1000) + EXEC_STOP_GRACE_MS, 0);
     } else {
         exec_error(e, REXEC_ECONNLOST,
-                   "no end of call from the host within %.0f s: connection stuck, result unknown",
-                   e->backstop_s);
+                   "%s: no end of call from the host within %.0f s: connection stuck, result "
+                   "unknown", rx_session_host(e->s)->name, e->backstop_s);
         e->drain_expired = 1;
         e->gave_up = 1;
     }
@@ -206,7 +263,7 @@ static int st_open(rx_exec *e)
 {
     char m[200];
     if (e->cancel_req && !e->opening) {
-        exec_error(e, REXEC_ECANCELLED, "cancelled before it started");
+        exec_error(e, REXEC_ECANCELLED, "%s: cancelled before it started", rx_session_host(e->s)->name);
         exec_set_state(e, EX_DONE);
         return RX_STEP_DONE;
     }
@@ -242,7 +299,7 @@ static int st_exec(rx_exec *e)
 {
     char m[200];
     if (e->cancel_req && !e->exec_sent) {
-        exec_error(e, REXEC_ECANCELLED, "cancelled before it started");
+        exec_error(e, REXEC_ECANCELLED, "%s: cancelled before it started", rx_session_host(e->s)->name);
         return lost(e);
     }
     int rc = libssh2_channel_exec(e->ch, "bash -s");
@@ -266,6 +323,8 @@ static int read_streams(rx_exec *e)
 {
     unsigned char *buf = e->rbuf;
     int got = 0;
+    if (e->paused)
+        return 0;
     for (int stream = 0; stream < 2; stream++) {
         for (;;) {
             ssize_t n = libssh2_channel_read_ex(e->ch, stream, (char *)buf, RX_EXEC_CHUNK);
@@ -324,7 +383,7 @@ static int st_send(rx_exec *e)
     const unsigned char *p;
     long want;
     if (e->cancel_req && e->off == 0) { /* bash gets an empty script and exits */
-        exec_error(e, REXEC_ECANCELLED, "cancelled before it started");
+        exec_error(e, REXEC_ECANCELLED, "%s: cancelled before it started", rx_session_host(e->s)->name);
         return lost(e);
     }
     while (!(e->cancel_req && e->off >= e->script_len) && (want = send_piece(e, &p)) != 0) {
@@ -424,6 +483,8 @@ static int st_close(rx_exec *e)
 static int exec_step(rx_chan_user *u)
 {
     rx_exec *e = (rx_exec *)u;
+    if (e->gave_up && e->state < EX_RUN)
+        exec_set_state(e, EX_CLOSE); /* st_close leaves a stuck channel to libssh2 */
     switch (e->state) {
     case EX_OPEN: return st_open(e);
     case EX_EXEC: return st_exec(e);
@@ -437,10 +498,21 @@ static int exec_step(rx_chan_user *u)
 static int exec_pending(rx_chan_user *u)
 {
     rx_exec *e = (rx_exec *)u;
-    if (e->ch == NULL || e->state < EX_SEND || e->state > EX_RUN)
+    if (e->ch == NULL || e->state < EX_SEND || e->state > EX_RUN || e->paused)
         return 0;
     return libssh2_poll_channel_read(e->ch, 0) > 0 || libssh2_poll_channel_read(e->ch, 1) > 0 ||
            (e->state == EX_RUN && libssh2_channel_eof(e->ch));
+}
+
+static int exec_hung(const rx_chan_user *u)
+{
+    return ((const rx_exec *)u)->gave_up;
+}
+
+static int exec_paused(const rx_chan_user *u)
+{
+    const rx_exec *e = (const rx_exec *)u;
+    return e->paused && e->state >= EX_SEND && e->state <= EX_RUN;
 }
 
 static int exec_holds_channel(const rx_chan_user *u)
@@ -487,8 +559,10 @@ static void exec_finish(rx_chan_user *u)
     uv_close((uv_handle_t *)&e->timer, on_exec_closed);
 }
 
-static const rx_chan_ops exec_ops = {exec_step, exec_pending, exec_holds_channel, exec_fail,
-                                     exec_finish};
+static const rx_chan_ops exec_ops = {.step = exec_step, .pending = exec_pending,
+                                     .holds_channel = exec_holds_channel, .fail = exec_fail,
+                                     .finish = exec_finish, .paused = exec_paused,
+                                     .hung = exec_hung};
 
 int rx_exec_start(rx_session *s, const rx_exec_opts *opts, const rx_exec_cb *cb, rx_exec **out)
 {
@@ -520,11 +594,22 @@ int rx_exec_start(rx_session *s, const rx_exec_opts *opts, const rx_exec_cb *cb,
     mf_init(&e->mf, opts->nonce);
     uv_timer_init(rx_session_loop(s), &e->timer);
     e->timer.data = e;
+    e->setup_s = opts->setup_s;
+    if (e->setup_s > 0)
+        arm(e, e->setup_s);
     if (out)
         *out = e;
     e->user.ops = &exec_ops;
     rx_session_attach(s, &e->user);
     return 0;
+}
+
+void rx_exec_pause(rx_exec *e, int on)
+{
+    if (e->finished || e->paused == on)
+        return;
+    e->paused = on;
+    rx_session_kick(e->s); /* resumed: read what waits; paused: stop watching for it */
 }
 
 void rx_exec_cancel(rx_exec *e)

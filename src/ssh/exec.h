@@ -51,6 +51,8 @@ typedef struct rx_exec_opts {
      * channel takes them, so that stdin of any size flows in flat memory. */
     rx_exec_stdin_pull stdin_pull;
     void *stdin_ud;
+    double setup_s;      /* channel open + exec request + script sent within this (0: none);
+                          * past it the call ends ETIMEDOUT and the connection is judged hung */
 } rx_exec_opts;
 
 /* The channel's receive window and packet size (libssh2_channel_open_ex), and the size of the
@@ -67,5 +69,9 @@ int rx_exec_start(rx_session *s, const rx_exec_opts *opts, const rx_exec_cb *cb,
 /* Cancel: before the script is sent, nothing runs; after, EOF tells the wrapper to stop the
  * command, whose end is then reported as usual (cancelled = 1). */
 void rx_exec_cancel(rx_exec *e);
+
+/* Stops (on = 1) or resumes reading the channel: unread, the channel's window fills and the
+ * remote command blocks in its write. The backstop does not expire while paused. */
+void rx_exec_pause(rx_exec *e, int on);
 
 #endif

@@ -277,8 +277,9 @@ static void jump_finish(rx_chan_user *u)
     jump_free((rx_jump *)u);
 }
 
-static const rx_chan_ops jump_ops = {jump_step, jump_pending, jump_holds_channel, jump_fail,
-                                     jump_finish};
+static const rx_chan_ops jump_ops = {.step = jump_step, .pending = jump_pending,
+                                     .holds_channel = jump_holds_channel, .fail = jump_fail,
+                                     .finish = jump_finish};
 
 void rx_jump_attach(rx_jump *j, rx_session *bastion)
 {

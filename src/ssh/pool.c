@@ -10,7 +10,7 @@
 #include "session.h"
 
 #define POOL_MAX_CONNS 8
-#define POOL_MAX_CONNECT_RETRIES 6 /* MaxStartups drops: back off 50 ms .. 1.6 s */
+#define POOL_MAX_CONNECT_RETRIES 8 /* MaxStartups drops: see backoff_ms (about 15 s in all) */
 #define POOL_MAX_SETUP_RETRIES 2   /* a call whose channel set-up failed before it sent anything */
 
 typedef struct pool_conn {
@@ -25,6 +25,7 @@ typedef struct pool_host {
     int n_conns;
     rx_pool_job *queue; /* FIFO */
     int connect_failures;
+    uint64_t first_failure_ms; /* loop time of the first drop in this run of failures */
     uv_timer_t backoff;
     struct pool_host *next;
 } pool_host;
@@ -37,6 +38,7 @@ struct rx_pool_job {
     rx_exec_cb cb;
     rx_exec *exec;
     int retries;
+    int paused;
     rx_jump *tunnel; /* a proxy_jump tunnel waiting for room on this (bastion) host */
     rx_pool_job *next;
 };
@@ -140,14 +142,31 @@ static void on_backoff(uv_timer_t *t)
     pool_dispatch(t->data);
 }
 
-/* A connection that was refused in the handshake is what sshd's MaxStartups does to a burst:
- * try again after a bounded back-off. Anything else (refused port, host key, auth) is final. */
-static int retryable(rx_session *s, const rexec_error *err)
+/* A connection dropped in the handshake ("Failed getting banner", a reset before the banner) is
+ * what sshd's MaxStartups does to a burst: try again after a back-off, for as long as the
+ * connect budget (connect_timeout_s from the first drop) lasts. Anything else (refused port,
+ * host key, auth, a timeout) is final. */
+static int retryable(pool_host *ph, rx_session *s, const rexec_error *err)
 {
     /* Behind a proxy_jump a failed handshake is mostly the tunnel's failure (bastion down,
      * forwarding refused), which the bastion's own connection already retried. */
-    return err->code == REXEC_EHOST && rx_session_failed_in(s) == RX_SS_HANDSHAKE &&
-           rx_session_host(s)->jump == NULL;
+    if (rx_session_failed_in(s) != RX_SS_HANDSHAKE || rx_session_host(s)->jump != NULL ||
+        (err->code != REXEC_EHOST && err->code != REXEC_ECONNLOST))
+        return 0;
+    uint64_t now = uv_now(ph->p->loop);
+    if (ph->connect_failures == 0)
+        ph->first_failure_ms = now;
+    return ph->connect_failures < POOL_MAX_CONNECT_RETRIES &&
+           now - ph->first_failure_ms < (uint64_t)(ph->p->opts.connect_timeout_s * 1000);
+}
+
+/* Exponential from 100 ms, at most 3.2 s, with jitter (half to all of it): the hosts of a
+ * fan-out that were dropped together must not come back together. */
+static uint64_t backoff_ms(pool_host *ph)
+{
+    int k = ph->connect_failures < 5 ? ph->connect_failures : 5;
+    uint64_t full = 100u << k;
+    return full / 2 + (uv_hrtime() / 1000) % (full / 2 + 1);
 }
 
 static void fail_queue(pool_host *ph, const rexec_error *err)
@@ -166,10 +185,19 @@ static void on_session_failed(void *ud, rx_session *s, const rexec_error *err)
     pool_host *ph = ud;
     int was_ready = rx_session_failed_in(s) == RX_SS_READY;
     conn_remove(ph, s);
-    if (was_ready || ph->p->closing)
-        return; /* its execs report through their own callbacks; the next call reconnects */
-    if (retryable(s, err) && ph->connect_failures < POOL_MAX_CONNECT_RETRIES) {
-        uint64_t ms = 50u << ph->connect_failures++;
+    if (ph->p->closing)
+        return;
+    if (was_ready) {
+        /* Its execs report through their own callbacks. Calls still queued behind its channel
+         * budget would wait for a slot that never comes (the dying session announces none):
+         * give them a fresh connection, from the loop. */
+        if (ph->queue && !uv_is_active((uv_handle_t *)&ph->backoff))
+            uv_timer_start(&ph->backoff, on_backoff, 0, 0);
+        return;
+    }
+    if (retryable(ph, s, err)) {
+        uint64_t ms = backoff_ms(ph);
+        ph->connect_failures++;
         uv_timer_start(&ph->backoff, on_backoff, ms, 0);
         return;
     }
@@ -287,7 +315,10 @@ static int job_start(rx_pool_job *j, pool_conn *c)
         return 0;
     }
     rx_exec_cb cb = {on_job_data, on_job_done, j};
-    return rx_exec_start(c->s, &j->opts, &cb, &j->exec);
+    int r = rx_exec_start(c->s, &j->opts, &cb, &j->exec);
+    if (r == 0 && j->paused)
+        rx_exec_pause(j->exec, 1);
+    return r;
 }
 
 static void pool_dispatch(pool_host *ph)
@@ -361,6 +392,8 @@ int rx_pool_exec(rx_pool *p, const rx_host *h, const rx_exec_opts *opts, const r
     }
     j->opts.script = j->script;
     j->opts.stdin_data = j->stdin_data;
+    if (j->opts.setup_s <= 0) /* a hung warm connection must not outlast the connect budget */
+        j->opts.setup_s = p->opts.connect_timeout_s;
     queue_push(ph, j, 0);
     if (out)
         *out = j;
@@ -375,7 +408,9 @@ static void on_reaper(uv_timer_t *t)
     p->cancelled = NULL;
     while (j) {
         rx_pool_job *next = j->next;
-        job_fail(j, REXEC_ECANCELLED, "cancelled before it started");
+        char msg[300];
+        snprintf(msg, sizeof(msg), "%s: cancelled before it started", j->ph->h->name);
+        job_fail(j, REXEC_ECANCELLED, msg);
         j = next;
     }
 }
@@ -392,6 +427,13 @@ void rx_pool_cancel(rx_pool_job *j)
         p->cancelled = j;
         uv_timer_start(&p->reaper, on_reaper, 0, 0);
     }
+}
+
+void rx_pool_pause(rx_pool_job *j, int on)
+{
+    j->paused = on;
+    if (j->exec)
+        rx_exec_pause(j->exec, on);
 }
 
 rx_pool *rx_pool_new(uv_loop_t *loop, const rx_pool_opts *opts)

@@ -29,6 +29,8 @@ rx_pool *rx_pool_new(uv_loop_t *loop, const rx_pool_opts *opts); /* NULL on ENOM
 int rx_pool_exec(rx_pool *p, const rx_host *h, const rx_exec_opts *opts, const rx_exec_cb *cb,
                  rx_pool_job **out);
 void rx_pool_cancel(rx_pool_job *j);
+/* Stops (on = 1) or resumes reading the job's output; a queued job starts paused. */
+void rx_pool_pause(rx_pool_job *j, int on);
 
 /* Fails what is queued, cancels what runs, closes every session; on_closed runs from the loop
  * once all memory is released. */

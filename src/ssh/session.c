@@ -34,7 +34,7 @@ struct rx_session {
     uv_timer_t timer;      /* connect timeout, then keepalive */
     uv_timer_t kick;       /* runs the drive loop from the loop, never from a caller's stack */
     int pinging;           /* a keepalive round trip (see st_ping) is in flight */
-    uint64_t last_rx;      /* loop time (ms) of the last bytes read from the server */
+    int unanswered;        /* keepalive probes sent since the last bytes read from the server */
     int open_handles;      /* handles whose close callback is still due */
     int gai_pending;
     rx_chan_user *users;   /* attached channel users (execs), running or queued */
@@ -185,26 +185,56 @@ static void on_connect_timeout(uv_timer_t *t)
                  s->opts.connect_timeout_s, rx_session_state_name(s->state));
 }
 
-/* A round trip every keepalive_s: it answers the server's own keepalives and finds a dead peer
- * (the socket has TCP_USER_TIMEOUT, so unacknowledged bytes end the connection). A peer whose
- * kernel still acknowledges but whose sshd no longer answers (hung, frozen, a middlebox that
- * lost the flow's state) is found by silence: every keepalive asks for a reply, so nothing at
- * all read for three intervals means the connection is dead. Without this, an idle connection
- * to such a peer stayed READY for ever and the next call on it hung in channel open, beyond
- * its own timeout (the exec's backstop starts only once the script is sent). */
+/* 1 when every exec on s is paused by its consumer (rexec_call_pause): the socket is then not
+ * read on purpose, and its silence says nothing about the peer. */
+static int session_all_paused(const rx_session *s)
+{
+    if (s->users == NULL || s->pinging)
+        return 0;
+    for (rx_chan_user *u = s->users; u; u = u->next)
+        if (u->ops->paused == NULL || !u->ops->paused(u))
+            return 0;
+    return 1;
+}
+
+/* Bytes the kernel holds for us that libssh2 has not read yet (a busy loop, not a dead peer). */
+static int socket_has_bytes(const rx_session *s)
+{
+    char c;
+    return s->fd >= 0 && recv(s->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
+}
+
+/* A probe every keepalive_s, counted like OpenSSH's ServerAliveCountMax: it answers the
+ * server's own keepalives and finds a dead peer (the socket has TCP_USER_TIMEOUT, so
+ * unacknowledged bytes end the connection). A peer whose kernel still acknowledges but whose
+ * sshd no longer answers (SIGSTOPped, hung, a middlebox that lost the flow) is found by
+ * unanswered probes: every probe asks for a reply, and any byte read resets the count; after
+ * RX_KEEPALIVE_COUNT unanswered ones the connection is dead, so a dead peer is found between
+ * RX_KEEPALIVE_COUNT and RX_KEEPALIVE_COUNT + 1 intervals after its last bytes. Judged by
+ * probes, not by wall-clock silence: a loop that was blocked (a slow on_output, an operator's
+ * approval prompt) fires this timer once when it wakes, and what arrived meanwhile is read
+ * before the count can grow again. */
 static void on_keepalive(uv_timer_t *t)
 {
     rx_session *s = t->data;
     int next = 0;
     if (s->state != RX_SS_READY)
         return;
-    uint64_t quiet = uv_now(s->loop) - s->last_rx, every = (uint64_t)(s->opts.keepalive_s * 1000);
-    if (quiet >= 3 * (every > 1000 ? every : 1000)) { /* libssh2 sends at most one a second */
-        session_fail(s, REXEC_ECONNLOST,
-                     "no answer from the server for %.0f s (keepalive): the connection is dead",
-                     (double)quiet / 1000);
+    if (session_all_paused(s)) {
+        s->unanswered = 0;
         return;
     }
+    if (s->unanswered >= RX_KEEPALIVE_COUNT) {
+        if (socket_has_bytes(s)) { /* arrived, not read yet: read it, judge on the next tick */
+            rx_session_kick(s);
+            return;
+        }
+        session_fail(s, REXEC_ECONNLOST,
+                     "no answer to %d keepalives sent %.0f s apart: the connection is dead",
+                     s->unanswered, s->opts.keepalive_s);
+        return;
+    }
+    s->unanswered++;
     if (s->users != NULL) {
         libssh2_keepalive_send(s->ssh, &next);
         return;
@@ -283,7 +313,9 @@ static void st_connect_next(rx_session *s)
         s->poll->data = s;
         s->open_handles++;
         s->poll_events = UV_WRITABLE;
-        uv_poll_start(s->poll, UV_WRITABLE, on_poll);
+        int r = uv_poll_start(s->poll, UV_WRITABLE, on_poll);
+        if (r != 0)
+            session_fail(s, REXEC_EINTERNAL, "cannot watch the socket: %s", uv_strerror(r));
         return;
     }
     if (last == EMFILE || last == ENFILE) /* one fd per connection: say which limit */
@@ -532,7 +564,7 @@ static int st_auth(rx_session *s)
     }
     uv_timer_stop(&s->timer);
     session_set_state(s, RX_SS_READY);
-    s->last_rx = uv_now(s->loop);
+    s->unanswered = 0;
     if (s->opts.keepalive_s > 0) {
         uint64_t ms = (uint64_t)(s->opts.keepalive_s * 1000);
         /* interval 1: libssh2 then sends one on every tick of our timer (it rate-limits by
@@ -608,13 +640,19 @@ static void session_update_poll(rx_session *s)
         ev |= UV_READABLE;
     if (dir & LIBSSH2_SESSION_BLOCK_OUTBOUND)
         ev |= UV_WRITABLE;
-    /* An idle connection still listens, so that a server closing it is noticed. */
-    if (ev == 0)
+    /* An idle connection still listens, so that a server closing it is noticed. While every
+     * exec is paused the socket is left unread on purpose (the server's window and then TCP
+     * hold the output back); listening would wake the loop for ever for bytes nobody reads. */
+    if (session_all_paused(s))
+        ev &= ~UV_READABLE;
+    else if (ev == 0)
         ev = UV_READABLE;
-    if (ev != s->poll_events) {
-        s->poll_events = ev;
-        uv_poll_start(s->poll, ev, on_poll);
-    }
+    if (ev == s->poll_events)
+        return;
+    s->poll_events = ev;
+    int r = ev ? uv_poll_start(s->poll, ev, on_poll) : uv_poll_stop(s->poll);
+    if (r != 0)
+        session_fail(s, REXEC_EINTERNAL, "cannot watch the socket: %s", uv_strerror(r));
 }
 
 static void finish_done(rx_chan_user *done)
@@ -661,6 +699,11 @@ static void session_drive(rx_session *s)
      * ever fail it). */
     if (!s->closing && done != NULL && s->state == RX_SS_READY && rx_ssh_conn_gone(libssh2_session_last_errno(s->ssh)))
         session_fail(s, REXEC_ECONNLOST, "the connection to the server is gone");
+    /* A call that gave up on an answer (set-up deadline, backstop) leaves libssh2 mid-request:
+     * the connection is hung and goes, so that the calls after it get a fresh one. */
+    for (rx_chan_user *u = done; u && !s->closing; u = u->next)
+        if (u->ops->hung && u->ops->hung(u))
+            session_fail(s, REXEC_ECONNLOST, "the server stopped answering on this connection");
     if (!s->closing && s->state >= RX_SS_HANDSHAKE)
         session_update_poll(s);
     s->driving = 0;
@@ -705,7 +748,7 @@ static void on_poll(uv_poll_t *p, int status, int events)
 
 /* ---- public --------------------------------------------------------------------------------- */
 
-/* libssh2's own recv, plus the time of the last bytes read (keepalive's liveness, above). */
+/* libssh2's own recv; any byte read answers the keepalive probes (on_keepalive). */
 static ssize_t session_recv(libssh2_socket_t fd, void *buf, size_t len, int flags, void **abstract)
 {
     rx_session *s = *abstract;
@@ -713,7 +756,7 @@ static ssize_t session_recv(libssh2_socket_t fd, void *buf, size_t len, int flag
         return rx_auth_agent_io(s->auth, 0, fd, buf, len, flags);
     ssize_t n = recv(fd, buf, len, flags);
     if (n > 0)
-        s->last_rx = uv_now(s->loop);
+        s->unanswered = 0;
     if (n < 0)
         return errno == EWOULDBLOCK ? -EAGAIN : -errno;
     return n;
@@ -837,11 +880,18 @@ static void on_first_tick(uv_timer_t *t)
     session_fail(s, s->err.code, "%s", s->err.msg);
 }
 
+/* libssh2_init is int (int): uv_once takes void (void), and a cast call is undefined. */
+static void ssh_global_init(void)
+{
+    if (libssh2_init(0) != 0)
+        fprintf(stderr, "rexec: libssh2_init failed: connections will fail\n");
+}
+
 rx_session *rx_session_new(uv_loop_t *loop, const rx_session_opts *opts,
                            const rx_session_events *ev)
 {
     static uv_once_t once = UV_ONCE_INIT;
-    uv_once(&once, (void (*)(void))libssh2_init);
+    uv_once(&once, ssh_global_init);
     rx_session *s = calloc(1, sizeof(*s));
     if (s == NULL)
         return NULL;

@@ -13,6 +13,9 @@
 
 typedef struct rx_session rx_session;
 
+/* Unanswered keepalive probes before a READY connection is declared dead (ServerAliveCountMax). */
+#define RX_KEEPALIVE_COUNT 3
+
 /* A user of the connection's channels (an exec today, any channel-driving module): the session
  * keeps a list of attached users and, whenever the socket may have moved, steps each through
  * its ops until none makes progress. The session knows users only through this, so modules
@@ -25,6 +28,11 @@ typedef struct rx_chan_ops {
     int (*holds_channel)(const rx_chan_user *u); /* counts against the channel budget */
     void (*fail)(rx_chan_user *u, int code, const char *msg); /* the session died */
     void (*finish)(rx_chan_user *u); /* reports and frees (after a DONE step or a fail) */
+    /* Optional (NULL: never). paused: its consumer holds its output back, so the socket is not
+     * read for it and its silence says nothing about the peer; hung: it ended because the
+     * connection stopped answering mid-request, so the connection must go. */
+    int (*paused)(const rx_chan_user *u);
+    int (*hung)(const rx_chan_user *u);
 } rx_chan_ops;
 struct rx_chan_user {
     const rx_chan_ops *ops;

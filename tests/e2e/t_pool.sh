@@ -308,7 +308,8 @@ assert_exit 255 rxt run full t.port
 elapsed=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%d", b - a }')
 assert_contains "$ERR" "handshake"
 n=$(cat "$RELAY_COUNT")
-# bounded: a first try and a few retries (6 at 50 ms .. 1.6 s today), then 255 -- not a storm,
+# bounded: a first try and a few retries (at most 8, jittered 100 ms .. 3.2 s, within
+# connect_timeout_s), then 255 -- not a storm,
 # and not for ever
 (( n >= 2 && n <= 10 )) || fail "$n connection attempts to a host that drops them all"
 (( elapsed < 30 )) || fail "gave up on a host that drops every handshake only after ${elapsed}s"
