@@ -23,6 +23,7 @@ struct rx_jump {
     int poll_events, poll_open;
     int state;
     int fd_eof, ch_eof;
+    int read_blocked; /* the last channel read said EAGAIN (it may, with data queued) */
     unsigned char up[JUMP_BUF], down[JUMP_BUF]; /* up: target -> bastion; down: the reverse */
     size_t up_len, up_off, down_len, down_off;
     rx_tunnel_link *link;
@@ -148,6 +149,9 @@ static int pump_down(rx_jump *j)
         if (j->ch_eof)
             return progress;
         ssize_t n = libssh2_channel_read(j->ch, (char *)j->down, sizeof(j->down));
+        /* libssh2 1.10 answers EAGAIN with data queued when its window adjust could not be
+         * sent yet: "pending" must then wait for the socket, or the drive loop spins. */
+        j->read_blocked = n == LIBSSH2_ERROR_EAGAIN;
         if (n > 0) {
             j->down_len = (size_t)n, j->down_off = 0;
             progress = 1;
@@ -251,7 +255,7 @@ static int jump_step(rx_chan_user *u)
 static int jump_pending(rx_chan_user *u)
 {
     rx_jump *j = (rx_jump *)u;
-    return j->state == J_PUMP && j->down_off >= j->down_len &&
+    return j->state == J_PUMP && j->down_off >= j->down_len && !j->read_blocked &&
            libssh2_poll_channel_read(j->ch, 0);
 }
 
