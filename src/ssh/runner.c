@@ -518,7 +518,9 @@ static void rn_finish(rx_chan_user *u)
     uv_close((uv_handle_t *)&r->deliver, on_runner_closed);
 }
 
-static const rx_chan_ops runner_ops = {rn_step, rn_pending, rn_holds_channel, rn_fail, rn_finish};
+static const rx_chan_ops runner_ops = {.step = rn_step, .pending = rn_pending,
+                                       .holds_channel = rn_holds_channel, .fail = rn_fail,
+                                       .finish = rn_finish};
 
 /* ---- public --------------------------------------------------------------------------------- */
 
