@@ -50,19 +50,40 @@ def main(argv=None):
         call.cancel()
     signal.signal(signal.SIGINT, on_sigint)
 
-    def on_output(host, stream, data):
+    # Whole lines per host and stream: with several hosts, their output arrives in pieces that
+    # would otherwise interleave mid-line. A partial line is written when its call ends.
+    partial = {}
+
+    def write(stream, data):
         out = sys.stdout if stream == "stdout" else sys.stderr
         out.buffer.write(data)
         out.flush()
+
+    def on_output(host, stream, data):
+        buf = partial.get((host, stream), b"") + data
+        cut = buf.rfind(b"\n") + 1
+        if cut:
+            write(stream, buf[:cut])
+        partial[(host, stream)] = buf[cut:]
+
+    def flush_host(host):
+        for (h, stream), rest in list(partial.items()):
+            if h == host and rest:
+                write(stream, rest)
+                partial[(h, stream)] = b""
 
     try:
         for m in call.events():
             if m["type"] == "output":
                 on_output(m.get("host"), m["stream"], m["bytes"])
-            elif m["type"] == "result" and a.json:
-                print(json.dumps(m), flush=True)
-            elif m["type"] == "result" and m.get("error"):
-                print("rexec: %s" % m["error"], file=sys.stderr)
+            elif m["type"] == "result":
+                flush_host(m.get("host"))
+                if a.json:
+                    print(json.dumps(m), flush=True)
+                elif m.get("error"):
+                    print("rexec: %s" % m["error"], file=sys.stderr)
+        for host in {h for h, _ in partial}:
+            flush_host(host)
         status = call.wait()["exit_status"]
     except RexecError as e:
         print("rexec: %s" % e, file=sys.stderr)
