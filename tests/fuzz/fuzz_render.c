@@ -1,6 +1,6 @@
 /* libFuzzer target for the template renderer. Input: a template, '\0', a parameter value. The
  * action has one parameter "p" (string, or shell when the template's first byte is odd). A
- * template that passes rx_render_check_template renders; the value of a string parameter must
+ * template that passes rx_ws_check_template renders; the value of a string parameter must
  * appear only as one single-quoted word (checked by rendering a second, marker value and
  * comparing the shapes), and a value can never end a quote early: the rendered command of
  * "{p}" alone, unquoted by a POSIX shell's rules, is exactly the value. */
@@ -53,7 +53,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     rexec_error e;
     rx_buf out;
     rx_buf_init(&out, 1 << 20);
-    if (rx_render_check_template(&a, &e) == 0 && rx_render_command(&a, &v, &out, &e) == 0 &&
+    if (rx_ws_check_template(&a, &e) == 0 && rx_render_command(&a, &v, &out, &e) == 0 &&
         ps.type == RX_P_STRING) {
         /* the value alone: one quoted word that unquotes to exactly the value */
         rx_action one = {.name = "one", .command = "{p}", .params = &ps, .n_params = 1};
