@@ -7,7 +7,8 @@
 # `... :none <why>`, then it exits having read nothing more), and then reads frames:
 #   C <nonce> <min_rank> <stdin_len> <code_len>\n<code bytes><stdin bytes>
 #   K\n                                   stop the running call (timeout or cancel)
-# EOF stops everything. Each call ends with `\036rexec:<nonce>:end` on stdout and
+# EOF stops everything. A call is acknowledged by `\036rexec:<nonce>:start` on stderr as soon as
+# its header is read. Each call ends with `\036rexec:<nonce>:end` on stdout and
 # `\036rexec:<nonce>:end <phase> <rc> 0 <containment> <killed> <started>` on stderr, both written
 # after every process of the call is gone.
 #
@@ -126,6 +127,8 @@ __rx_call() {
     case "$nonce/$min/$inlen/$clen" in
     *[!0-9a-f/-]* | *//* | */ | /*) return 1 ;;
     esac
+    # The acknowledgement: the controller's set-up deadline (a frozen peer) ends here.
+    printf '\036rexec:%s:start\n' "$nonce" >&2
     __rx_read_code "$clen" || return 1
     if [ "$inlen" -ge 0 ]; then
         in=$__rx_dir/in

@@ -13,33 +13,6 @@
 
 #define EXIT_USAGE 64
 
-static const char audit_help[] =
-    "usage: rexec audit verify [--key FILE] [--json]\n"
-    "       rexec audit show [--run ID] [--since TIME] [--host H] [--action A] [--json]\n"
-    "       rexec audit prune --before TIME [--key FILE] [--json]\n"
-    "\n"
-    "verify  checks every audit file of the workspace (audit/audit-*.log oldest first, then\n"
-    "        audit/audit.log) as one hash chain and names each bad line as FILE:LINE.\n"
-    "        --json  one JSON object: status, first_bad, errors[], warnings[]\n"
-    "        exit 0   intact, every intent has its outcome\n"
-    "             1   tampered or corrupt: an edited, removed, reordered, truncated or foreign\n"
-    "                 line, or a missing audit file\n"
-    "             2   intact, but an intent has no outcome (rexec stopped between the two, or\n"
-    "                 the run is still going)\n"
-    "             74  an audit file cannot be read\n"
-    "             78  the key is refused (symlink, readable by others, inside the workspace)\n"
-    "show    prints the records oldest first: a table (time, run id, phase, host, action,\n"
-    "        decision/reason, exit), or with --json the stored lines unchanged.\n"
-    "        --run ID      only this run's records\n"
-    "        --since TIME  2026-12-02T10:00:00Z, 2026-12-02, or an age: 90s, 30m, 1h, 2d, 1w\n"
-    "        show does not verify: use `rexec audit verify` for that.\n"
-    "prune   removes rotated audit files older than --before (whole files, oldest first, never\n"
-    "        audit.log, never cutting an intent from its outcome). A \"prune\" record in the\n"
-    "        chain and audit/anchor.json keep the rest verifiable: verify starts at the anchor.\n"
-    "\n"
-    "The key of a keyed log: --key FILE, else $REXEC_AUDIT_KEY, else rexec.json's\n"
-    "\"audit\": {\"key_file\": \"/abs/path\"}. It must lie outside the workspace, not be a\n"
-    "symlink, and be readable by its owner only.\n";
 
 typedef struct audit_opts {
     const char *key;
@@ -170,7 +143,7 @@ int cli_audit(const cli_global *g, int argc, char **argv)
     if (argc < 2)
         return cli_error(EXIT_USAGE, "audit: expected verify or show (see rexec audit --help)");
     if (wants_help(argc, argv)) {
-        fputs(audit_help, stdout);
+        fputs(cli_help_text("audit"), stdout);
         return 0;
     }
     if (strcmp(argv[1], "verify") == 0)

@@ -29,6 +29,7 @@ typedef struct rn_call {
     int frame_queued, frame_sent;
     int kill_why, kill_queued, cancel_req, backstop_fired;
     int out_mark, err_mark; /* the end markers seen on stdout / stderr */
+    int acked;         /* the runner said "start": the connection answers */
     rx_marker mo, me;
     rx_exec_opts opts; /* its buffers belong to the caller until on_done */
 } rn_call;
@@ -51,6 +52,7 @@ struct rx_runner {
     rn_call call;
     uv_timer_t timer; /* the call's deadline, then its backstop; the idle timeout */
     uv_timer_t deliver;
+    uv_timer_t setup; /* the call's set-up deadline: until the runner acknowledges it */
     int deliver_armed;
     rx_exec_cb dcb;   /* a finished call, reported from the loop */
     rx_exec_result dres;
@@ -113,6 +115,7 @@ static void call_end(rx_runner *r)
     if (!c->active)
         return;
     uv_timer_stop(&r->timer);
+    uv_timer_stop(&r->setup);
     r->dcb = c->cb;
     r->dres = c->res;
     r->dpending = 1;
@@ -168,6 +171,28 @@ static void on_call_timer(uv_timer_t *t)
     rx_session_kick(r->s);
 }
 
+/* No "start" from the runner within setup_s: on a warm connection whose peer froze, the frame
+ * sits in a socket buffer and nothing answers; only the keepalive would find it, much later.
+ * The call ends like a channel-per-call one whose channel open hangs, and the connection goes. */
+static void on_setup_timer(uv_timer_t *t)
+{
+    rx_runner *r = t->data;
+    rn_call *c = &r->call;
+    if (!c->active || c->acked || c->res.ended)
+        return;
+    c->res.sent = c->frame_sent;
+    call_error(c, REXEC_ETIMEDOUT,
+               "%s: the connection does not answer: the runner did not acknowledge the call "
+               "within %.1f s (connect_timeout_s); %s",
+               rx_session_host(r->s)->name, c->opts.setup_s,
+               c->frame_sent ? "the call was sent and may have started; it is not re-run"
+                             : "nothing ran");
+    r->gave_up = 1;
+    r->close_req = 1;
+    call_end(r);
+    rx_session_kick(r->s);
+}
+
 /* ---- the streams ---------------------------------------------------------------------------- */
 
 static void emit_out(void *ud, const unsigned char *p, size_t n)
@@ -208,6 +233,11 @@ static void line_err(void *ud, const char *body)
     rn_call *c = &r->call;
     rx_exec_result *x = &c->res;
     int to = 0, killed = 0, started = 0;
+    if (strcmp(body, "start") == 0 && !c->acked) {
+        c->acked = 1;
+        uv_timer_stop(&r->setup);
+        return;
+    }
     if (sscanf(body, "end %15s %d %d %31s %d %d", x->phase, &x->rc, &to, x->containment, &killed,
                &started) != 6) {
         r->close_req = 1;
@@ -516,11 +546,17 @@ static void rn_finish(rx_chan_user *u)
     deliver_now(r);
     uv_close((uv_handle_t *)&r->timer, on_runner_closed);
     uv_close((uv_handle_t *)&r->deliver, on_runner_closed);
+    uv_close((uv_handle_t *)&r->setup, on_runner_closed);
+}
+
+static int rn_hung(const rx_chan_user *u)
+{
+    return ((const rx_runner *)u)->gave_up;
 }
 
 static const rx_chan_ops runner_ops = {.step = rn_step, .pending = rn_pending,
                                        .holds_channel = rn_holds_channel, .fail = rn_fail,
-                                       .finish = rn_finish};
+                                       .finish = rn_finish, .hung = rn_hung};
 
 /* ---- public --------------------------------------------------------------------------------- */
 
@@ -541,8 +577,9 @@ rx_runner *rx_runner_new(rx_session *s, int max_rank, double idle_s)
     }
     uv_timer_init(rx_session_loop(s), &r->timer);
     uv_timer_init(rx_session_loop(s), &r->deliver);
-    r->timer.data = r->deliver.data = r;
-    r->handles = 2;
+    uv_timer_init(rx_session_loop(s), &r->setup);
+    r->timer.data = r->deliver.data = r->setup.data = r;
+    r->handles = 3;
     rx_session_attach(s, &r->u);
     return r;
 }
@@ -609,6 +646,8 @@ int rx_runner_call(rx_runner *r, const rx_exec_opts *o, const rx_exec_cb *cb)
     c->opts = *o;
     rx_marker_init(&c->mo, o->nonce, emit_out, line_out, r);
     rx_marker_init(&c->me, o->nonce, emit_err, line_err, r);
+    if (o->setup_s > 0) /* a starting runner's wait for "ready" counts too */
+        uv_timer_start(&r->setup, on_setup_timer, (uint64_t)(o->setup_s * 1000) + 1, 0);
     /* A starting runner gets the frame once it said "ready": a runner that cannot start has
      * then read nothing of the call, which may run on a channel of its own. */
     if (r->state == RN_IDLE && start_call(r) != 0) {
