@@ -1,9 +1,13 @@
 /* The path of one call (docs/architecture.md): workspace -> gate -> render -> audit intent -> pool/exec ->
  * redactor -> caps -> sinks -> evidence -> audit outcome -> report. The CLI and `serve` reach
  * it only through include/rexec.h. */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <openssl/crypto.h>
 
@@ -115,6 +119,10 @@ static void call_free(rexec_call *c)
     rx_evidence_abort(c->ev); /* a call that never ran leaves no evidence */
     if (c->stdin_data)
         OPENSSL_clear_free(c->stdin_data, c->stdin_len);
+    if (c->stdin_fd >= 0)
+        close(c->stdin_fd);
+    EVP_MD_CTX_free(c->stdin_sha);
+    free(c->stdin_path);
     rx_buf_free(&c->rendered);
     rx_buf_free(&c->shown_error);
     rx_buf_free(&c->shown_rendered);
@@ -310,6 +318,8 @@ static int call_copy_request(rexec_call *c, const rexec_request *req)
         memcpy(c->stdin_data, req->stdin_data, req->stdin_len);
         c->stdin_len = req->stdin_len;
     }
+    if (req->stdin_path && !req->stdin_data && (c->stdin_path = strdup(req->stdin_path)) == NULL)
+        return REXEC_ENOMEM;
     c->timeout_s = req->timeout_s;
     c->eval_only = req->eval_only;
     c->capture = req->capture;
@@ -335,6 +345,72 @@ static int call_resolve(rexec_call *c, rexec_error *err)
     return rx_render_command(c->action, c->values, &c->rendered, err);
 }
 
+/* stdin from a file: a regular file, opened once (what is hashed for the gate is what is
+ * sent: call_stdin_pull checks), hashed here in fixed pieces, never loaded whole. */
+static int call_stdin_file(rexec_call *c, rexec_error *err)
+{
+    struct stat st;
+    unsigned char md[32];
+    unsigned int mdlen = 0;
+    ssize_t n = 0;
+    c->stdin_fd = open(c->stdin_path, O_RDONLY | O_CLOEXEC);
+    if (c->stdin_fd < 0 || fstat(c->stdin_fd, &st) != 0)
+        return rx_fail(err, REXEC_EREQUEST, "--stdin %s: %s", c->stdin_path, strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return rx_fail(err, REXEC_EREQUEST, "--stdin %s: not a regular file", c->stdin_path);
+    c->stdin_len = (size_t)st.st_size;
+    if (c->stdin_len > c->ctx->ws->limits.max_stdin_bytes)
+        return rx_fail(err, REXEC_EREQUEST, "stdin is %zu bytes; limits.max_stdin_bytes is %llu",
+                       c->stdin_len, (unsigned long long)c->ctx->ws->limits.max_stdin_bytes);
+    EVP_MD_CTX *h = EVP_MD_CTX_new();
+    unsigned char *buf = malloc(RX_EXEC_CHUNK);
+    int ok = h && buf && EVP_DigestInit_ex(h, EVP_sha256(), NULL);
+    while (ok && (n = read(c->stdin_fd, buf, RX_EXEC_CHUNK)) > 0)
+        ok = EVP_DigestUpdate(h, buf, (size_t)n);
+    ok = ok && n == 0 && EVP_DigestFinal_ex(h, md, &mdlen) &&
+         lseek(c->stdin_fd, 0, SEEK_SET) == 0;
+    EVP_MD_CTX_free(h);
+    free(buf);
+    if (!ok)
+        return rx_fail(err, REXEC_EREQUEST, "--stdin %s: cannot read it", c->stdin_path);
+    rx_hex_encode(md, 32, c->stdin_hex);
+    c->stdin_sha = EVP_MD_CTX_new();
+    if (c->stdin_sha == NULL || !EVP_DigestInit_ex(c->stdin_sha, EVP_sha256(), NULL))
+        return rx_fail(err, REXEC_ENOMEM, "out of memory");
+    return 0;
+}
+
+/* The exec pulls stdin from the file as the channel takes it. Before the last piece goes out
+ * the bytes sent are checked against the gate's hash: a file changed meanwhile is never run
+ * (the wrapper sees EOF before all of stdin and starts nothing). */
+static long call_stdin_pull(void *ud, unsigned char *buf, size_t n, char *msg, size_t cap)
+{
+    rexec_call *c = ud;
+    unsigned char md[32];
+    char hex[65];
+    unsigned int mdlen = 0;
+    ssize_t got;
+    do
+        got = read(c->stdin_fd, buf, n);
+    while (got < 0 && errno == EINTR);
+    if (got <= 0) {
+        snprintf(msg, cap, "%s: %s", c->stdin_path,
+                 got < 0 ? strerror(errno) : "the file shrank while it was sent");
+        return -1;
+    }
+    EVP_DigestUpdate(c->stdin_sha, buf, (size_t)got);
+    c->stdin_sent += (uint64_t)got;
+    if (c->stdin_sent < c->stdin_len)
+        return got;
+    EVP_DigestFinal_ex(c->stdin_sha, md, &mdlen);
+    rx_hex_encode(md, 32, hex);
+    if (strcmp(hex, c->stdin_hex) != 0) {
+        snprintf(msg, cap, "%s changed while it was sent: nothing ran", c->stdin_path);
+        return -1;
+    }
+    return got;
+}
+
 /* The effective timeout: the caller may shorten the action's, never lengthen it. */
 static int call_timeout(rexec_call *c, rexec_error *err)
 {
@@ -345,6 +421,8 @@ static int call_timeout(rexec_call *c, rexec_error *err)
                        limit, c->action->name);
     if (c->timeout_s == 0)
         c->timeout_s = limit;
+    if (c->stdin_path)
+        return call_stdin_file(c, err);
     if (c->stdin_data && c->stdin_len > c->ctx->ws->limits.max_stdin_bytes)
         return rx_fail(err, REXEC_EREQUEST, "stdin is %zu bytes; limits.max_stdin_bytes is %llu",
                        c->stdin_len, (unsigned long long)c->ctx->ws->limits.max_stdin_bytes);
@@ -372,6 +450,7 @@ static int call_decide(rexec_call *c, rexec_error *err)
     rx_gate_input in = {.ws = c->ctx->ws, .host = c->host, .action = c->action,
                         .values = c->values, .rendered = (const char *)c->rendered.data,
                         .stdin_data = c->stdin_data, .stdin_len = c->stdin_len,
+                        .stdin_hex = c->stdin_path ? c->stdin_hex : NULL,
                         .grant_id = c->grant_id, .eval_only = c->eval_only,
                         .redactor = rx_ctx_redactor(c->ctx), .on_challenge = audit_challenge, .ud = c};
     int r = rx_gate_decide(&in, &c->dec, err);
@@ -450,7 +529,7 @@ static int call_send(rexec_call *c, rexec_error *err)
     rx_render_in in = {.command = (const char *)c->rendered.data, .secrets = c->secrets,
                        .n_secrets = c->n_secrets, .cwd = c->action->cwd,
                        .timeout_s = c->timeout_s, .kill_after_s = l->kill_after_s,
-                       .stdin_len = c->stdin_data ? (long long)c->stdin_len : -1,
+                       .stdin_len = c->stdin_data || c->stdin_path ? (long long)c->stdin_len : -1,
                        .min_containment = c->action->containment,
                        .max_containment = c->host->max_containment, .nonce = c->nonce,
                        .run_id = c->run_id};
@@ -468,7 +547,8 @@ static int call_send(rexec_call *c, rexec_error *err)
                            .backstop_s = c->timeout_s + l->kill_after_s + CALL_BACKSTOP_SLACK_S,
                            .drain_s = CALL_DRAIN_S, .setup_s = l->connect_timeout_s,
                            .runner_code = code.data, .runner_code_len = code.len,
-                           .min_rank = (int)c->action->containment, .timeout_s = c->timeout_s};
+                           .min_rank = (int)c->action->containment, .timeout_s = c->timeout_s,
+                           .stdin_pull = c->stdin_path ? call_stdin_pull : NULL, .stdin_ud = c};
         rx_exec_cb cb = {on_exec_data, on_exec_done, c};
         const rx_host *ph = rx_ctx_pool_host(c->ctx, c->host);
         if ((r = rx_pool_exec(c->ctx->pool, ph, &xo, &cb, &c->job)) != 0)
@@ -490,6 +570,7 @@ int rexec_call_start(rexec_ctx *ctx, const rexec_request *req, const rexec_callb
                                 ctx->closing ? "rexec is shutting down" : "out of memory");
     c->ctx = ctx;
     c->cb = *cb;
+    c->stdin_fd = -1;
     c->t0_ns = uv_hrtime();
     rx_run_id_new(c->run_id);
     if (call_copy_request(c, req) != 0) {

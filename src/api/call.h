@@ -101,6 +101,7 @@ struct rexec_call {
     char *evidence;
     rx_evidence *ev; /* open from before the run until the call's end */
     int cap_killed;
+    char *stdin_path; /* stdin streamed from this regular file (stdin_len is its size) */
     int stdin_fd;    /* stdin_path, open while it streams; -1 */
     uint64_t stdin_sent;
     EVP_MD_CTX *stdin_sha; /* of what was sent, checked against the gate's */

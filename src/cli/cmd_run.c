@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -15,6 +16,7 @@
 
 typedef struct run_opts {
     const char *targets, *action, *request_file, *stdin_file, *grant, *socket;
+    int stdin_stream; /* a regular --stdin file goes to the library by name: streamed */
     rexec_param params[MAX_PARAMS];
     size_t n_params;
     double timeout_s;
@@ -362,12 +364,18 @@ static int build_request(run_opts *o, run_inputs *in, rexec_request *req)
     req->params = in->params;
     req->n_params += o->n_params;
     if (o->stdin_file) {
+        struct stat st;
         if (req->stdin_data)
             return cli_error(64, "--stdin and the request's stdin are exclusive");
-        int r = read_file(o->stdin_file, MAX_STDIN_FILE, &in->stdin_data, &req->stdin_len);
-        if (r)
-            return r;
-        req->stdin_data = in->stdin_data;
+        if (o->stdin_stream && strcmp(o->stdin_file, "-") != 0 && stat(o->stdin_file, &st) == 0 &&
+            S_ISREG(st.st_mode)) {
+            req->stdin_path = o->stdin_file; /* streamed by the call, never loaded */
+        } else {
+            int r = read_file(o->stdin_file, MAX_STDIN_FILE, &in->stdin_data, &req->stdin_len);
+            if (r)
+                return r;
+            req->stdin_data = in->stdin_data;
+        }
     }
     if (o->timeout_s > 0)
         req->timeout_s = o->timeout_s;
@@ -417,6 +425,7 @@ int cli_run(const cli_global *g, int argc, char **argv)
     int rc = parse_args(&o, argc, argv);
     o.no_progress = g->no_progress;
     const char *socket = o.socket ? o.socket : g->socket;
+    o.stdin_stream = socket == NULL;
     signal(SIGPIPE, SIG_IGN);
     if (rc == 0 && (rc = build_request(&o, &in, &r.req)) == 0 && socket) {
         if (o.approve)

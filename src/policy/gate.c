@@ -219,10 +219,17 @@ static void request_hash_with(const rx_gate_input *in, const char *stdin_hex, ch
     EVP_MD_CTX_free(ctx);
 }
 
+static int gate_has_stdin(const rx_gate_input *in)
+{
+    return in->stdin_data != NULL || in->stdin_hex != NULL;
+}
+
 static void stdin_digest(const rx_gate_input *in, char out[65])
 {
     out[0] = 0;
-    if (in->stdin_data != NULL)
+    if (in->stdin_hex != NULL)
+        snprintf(out, 65, "%s", in->stdin_hex);
+    else if (in->stdin_data != NULL)
         rx_sha256_hex(in->stdin_data, in->stdin_len, out);
 }
 
@@ -230,7 +237,7 @@ void rx_gate_request_hash(const rx_gate_input *in, char out[65])
 {
     char sh[65];
     stdin_digest(in, sh);
-    request_hash_with(in, in->stdin_data ? sh : NULL, out);
+    request_hash_with(in, gate_has_stdin(in) ? sh : NULL, out);
 }
 
 /* ---- Decisions -------------------------------------------------------------------------- */
@@ -310,7 +317,7 @@ static int require_approval(const rx_gate_input *in, const char *hash, const cha
         .host = in->host->name, .action = a->name, .risk = a->risk,
         .declared_risk = a->declared_risk, .risk_why = risk_why(a, why, sizeof(why)),
         .request_hash = hash, .rendered = in->rendered, .params = in->values,
-        .n_params = a->n_params, .has_stdin = in->stdin_data != NULL, .stdin_sha256 = stdin_hex,
+        .n_params = a->n_params, .has_stdin = gate_has_stdin(in), .stdin_sha256 = stdin_hex,
         .stdin_len = in->stdin_len, .secrets = a->secrets, .n_secrets = a->n_secrets,
         .redactor = in->redactor, .before_write = before_challenge};
     challenge_hook hook = {in, d, lv};
@@ -368,7 +375,7 @@ static void mismatch_what(const rx_gate_input *in, const rx_challenge *c, const 
                  in->action->name);
     else if (params_differ(in, c, what, cap))
         return;
-    else if (c->has_stdin != (in->stdin_data != NULL) ||
+    else if (c->has_stdin != gate_has_stdin(in) ||
              (c->has_stdin && !str_eq(c->stdin_sha256, stdin_hex)))
         snprintf(what, cap, "the stdin differs");
     else
@@ -463,7 +470,7 @@ int rx_gate_decide(const rx_gate_input *in, rx_decision *out, rexec_error *err)
     if (a->risk <= h->allow)
         return allow_level(in, out);
     stdin_digest(in, stdin_hex);
-    request_hash_with(in, in->stdin_data ? stdin_hex : NULL, hash);
+    request_hash_with(in, gate_has_stdin(in) ? stdin_hex : NULL, hash);
     if (in->grant_id != NULL)
         return use_grant(in, hash, stdin_hex, out, err);
     return require_approval(in, hash, stdin_hex, out, err);

@@ -40,6 +40,8 @@ typedef struct rx_gate_input {
     const char *rendered;        /* the rendered command (secrets by name only) */
     const unsigned char *stdin_data; /* NULL: none */
     size_t stdin_len;
+    const char *stdin_hex;       /* or, for stdin streamed from a file: its SHA-256, hashed by the
+                                  * caller (stdin_data NULL, stdin_len its size) */
     const char *grant_id;        /* NULL: none */
     int eval_only;               /* decide, but write no challenge and consume no grant */
     const rx_redactor *redactor; /* what the challenge file holds goes through it (may be NULL) */

@@ -6,7 +6,8 @@
 #  - --json keeps at most limits.max_result_bytes and says so; the evidence keeps the rest;
 #  - `truncated`, the byte counts, the evidence size and the exit status are exact under several
 #    caps (below, at and above the output; 0), on both streams;
-#  - on_cap "kill" stops a command that never ends once it passes the cap.
+#  - on_cap "kill" stops a command that never ends once it passes the cap;
+#  - stdin from a regular file is streamed (never loaded) and arrives byte-exact.
 tid="bulk: streamed output, caps and on_cap"
 . "${REXEC_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/e2e/lib.sh"
 
@@ -96,4 +97,14 @@ assert_eq false "$(json timed_out)" "timed_out with on_cap kill"
 assert_eq null "$(json error)" "error with on_cap kill"
 assert_eq 100000 "$(wc -c <"$(json evidence)/stdout")" "evidence with on_cap kill"
 remote_pgrep 'yes rexec-on-cap-test' >/dev/null && fail "the command still runs after on_cap kill"
+
+# stdin streamed from a file: byte-exact, and max_stdin_bytes still applies.
+head -c 20000000 /dev/urandom >"$RX_TMP/in.bin"
+ws_edit 'c["limits"]["max_stdin_bytes"] = 20000000; c["limits"]["max_output_bytes"] = 4096'
+ws_add_action t.sha '{"risk": "L0", "command": "sha256sum"}'
+assert_exit 0 rx run lab1 t.sha --stdin "$RX_TMP/in.bin"
+assert_contains "$OUT" "$(sha256sum <"$RX_TMP/in.bin" | cut -d' ' -f1)"
+printf x >>"$RX_TMP/in.bin"
+assert_exit 65 rx run lab1 t.sha --stdin "$RX_TMP/in.bin"
+assert_contains "$ERR" "limits.max_stdin_bytes is 20000000"
 pass
