@@ -70,7 +70,11 @@ lab thaw lab1 >/dev/null
 assert_eq 255 "$rc" "exit status of a call on a hung connection"
 # the keepalive (3-4 intervals = 6-8 s) or the set-up deadline (connect_timeout_s = 3 s) ends
 # it, whichever is first; before the fix it waited for the keepalive, long after --timeout.
-(( t <= CT * 1000 + 2500 )) || fail "the call on a hung connection took $t ms (connect_timeout_s $CT)"
+echo "the call on a hung connection ended after $t ms: $(head -c 300 "$RX_TMP/d.err")"
+# The set-up deadline's message ("does not answer"), not the keepalive's, says which ended it; the
+# time bound only has to stay below the keepalive's earliest verdict (3 intervals), with the
+# loaded machine's slack taken from there.
+(( t < 3 * KA * 1000 )) || fail "the call on a hung connection took $t ms (connect_timeout_s $CT)"
 assert_contains "$RX_TMP/d.err" "does not answer"
 assert_exit 0 rxs run lab1 t.quick            # and the next call gets a fresh connection
 
