@@ -296,7 +296,13 @@ static void on_job_done(void *ud, const rx_exec_result *res)
         for (int i = 0; i < ph->n_conns; i++)
             if (rx_session_full(ph->conns[i].s)) {
                 int n = rx_session_channels(ph->conns[i].s);
-                ph->conns[i].budget = n > 0 ? n : 1;
+                n = n > 0 ? n : 1;
+                if (ph->conns[i].budget != n)
+                    rx_log(ph->p->opts.log, REXEC_LOG_WARN,
+                           "%s: sshd refused a channel (MaxSessions below max_channels?): "
+                           "the connection takes %d call(s) at a time, the others wait",
+                           ph->h->name, n);
+                ph->conns[i].budget = n;
             }
         queue_push(ph, j, 1);
         pool_dispatch(ph);
