@@ -2,6 +2,7 @@
  * replies are newline-delimited JSON; every call goes through the same library path as the CLI,
  * on the same loop, so connections to hosts stay warm between calls. */
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +55,9 @@ struct serve_client {
     size_t n_reqs;
     int closing, handles, overlong;
     int throttled; /* its calls are paused: the write queue went above SERVE_HIGH_WATER */
+    int read_eof;  /* it half-closed (shutdown SHUT_WR): it is closed once its requests are done */
+    int finishing; /* shutdown requested: closed once what is queued has been written */
+    uv_shutdown_t shut;
 };
 
 /* One host of a request. */
@@ -83,6 +87,7 @@ struct serve_req {
 };
 
 static void client_close(serve_client *cl);
+static void client_finish(serve_client *cl);
 static void touch(serve_client *cl);
 static void server_maybe_done(rexec_server *s);
 static void stop_idle_clients(rexec_server *s);
@@ -117,9 +122,13 @@ static void on_written(uv_write_t *req, int status)
 {
     serve_write *w = (serve_write *)req;
     serve_client *cl = w->cl;
-    (void)status;
     free(w->line);
     free(w);
+    /* a half-closed client that is gone for good shows up only here (EPIPE) */
+    if (!cl->closing && cl->read_eof && status < 0 && status != UV_ECANCELED) {
+        client_close(cl);
+        return;
+    }
     if (!cl->closing && cl->throttled && client_queued(cl) < SERVE_LOW_WATER)
         client_throttle(cl, 0);
 }
@@ -227,6 +236,8 @@ static void req_done(serve_req *q)
     serve_client *cl = q->cl;
     req_unlink(q);
     req_free(q);
+    if (cl && !cl->closing && cl->read_eof && cl->reqs == NULL)
+        client_finish(cl); /* a half-closed client: its last result is queued */
     /* The idle time counts from the end of the last request: the idle timer may have fired while
      * this one ran (on_idle spares a client with requests), and nothing else would re-arm it, so
      * a client whose request outlived --idle-timeout was never closed for idleness. */
@@ -367,6 +378,11 @@ static int req_targets(serve_req *q, const cJSON *root, const char *host, rexec_
         return r;
     if (targets == NULL)
         return rx_fail(err, REXEC_EREQUEST, "targets: missing (a host, h1,h2 or @group)");
+    /* as on the command line: targets decide where the call goes, a host naming another is a
+     * mistake, not a choice between the two */
+    if (host && strcmp(host, targets) != 0)
+        return rx_fail(err, REXEC_EREQUEST,
+                       "targets \"%s\" differs from the request's host \"%s\"", targets, host);
     if ((r = rexec_ctx_targets(q->srv->ctx, targets, &q->hosts, &q->n, err)) != 0)
         return r;
     q->calls = calloc(q->n, sizeof(*q->calls));
@@ -610,6 +626,23 @@ static void client_close(serve_client *cl)
     uv_close((uv_handle_t *)&cl->idle, on_client_handle_closed);
 }
 
+static void on_finished(uv_shutdown_t *req, int status)
+{
+    (void)status;
+    client_close(req->data);
+}
+
+/* Closes a client after every queued line is written (uv_close would drop them). */
+static void client_finish(serve_client *cl)
+{
+    if (cl->closing || cl->finishing)
+        return;
+    cl->finishing = 1;
+    cl->shut.data = cl;
+    if (uv_shutdown(&cl->shut, (uv_stream_t *)&cl->pipe, on_finished) != 0)
+        client_close(cl);
+}
+
 static void on_idle(uv_timer_t *t)
 {
     serve_client *cl = t->data;
@@ -650,12 +683,42 @@ static void feed_lines(serve_client *cl, const char *p, size_t n)
     }
 }
 
+/* EOF on a Unix stream socket is either a half-close (shutdown SHUT_WR: the client still
+ * reads) or the client gone. Only a peer that closed both ways leaves POLLHUP on our side. */
+static int peer_gone(serve_client *cl)
+{
+    uv_os_fd_t fd;
+    if (uv_fileno((uv_handle_t *)&cl->pipe, &fd) != 0)
+        return 1;
+    struct pollfd p = {.fd = fd, .events = POLLOUT};
+    return poll(&p, 1, 0) != 1 || (p.revents & (POLLHUP | POLLERR)) != 0;
+}
+
+/* A half-closed client gets the results of what it sent (a last line without '\n' counts as a
+ * line), then the connection closes; a client that is gone has its calls cancelled. */
+static void on_eof(serve_client *cl)
+{
+    if (peer_gone(cl)) {
+        client_close(cl);
+        return;
+    }
+    cl->read_eof = 1;
+    uv_read_stop((uv_stream_t *)&cl->pipe);
+    if (!cl->overlong && cl->line.len > 0)
+        handle_line(cl, (const char *)cl->line.data, cl->line.len);
+    rx_buf_reset(&cl->line);
+    if (!cl->closing && cl->reqs == NULL)
+        client_finish(cl);
+}
+
 static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
 {
     serve_client *cl = st->data;
     if (n > 0) {
         touch(cl);
         feed_lines(cl, b->base, (size_t)n);
+    } else if (n == UV_EOF) {
+        on_eof(cl);
     } else if (n < 0) {
         client_close(cl);
     }

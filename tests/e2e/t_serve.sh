@@ -103,6 +103,14 @@ elif cmd == "longcall":        # longcall SOCK ACTION: a call, then how long unt
     data = s.recv(1)
     print(json.dumps({"after_done": "eof" if data == b"" else "data",
                       "seconds": round(time.time() - t, 2)}))
+elif cmd == "halfclose":       # halfclose SOCK LINE...: send, shut the write side, print until EOF
+    s, f = connect(path)
+    for l in sys.argv[3:]:
+        s.sendall(l.encode() + b"\n")
+    s.shutdown(socket.SHUT_WR)
+    s.settimeout(60)
+    for l in f:
+        print(l.decode().strip())
 elif cmd == "raw":             # raw SOCK LINE...: send each line, print every reply until EOF
     s, f = connect(path)       # or until as many final replies as requests
     for l in sys.argv[3:]:
@@ -144,6 +152,18 @@ assert_exit 0 proto raw "$SOCK" '{"op": "frobnicate", "id": 9}' 'not json' '{"op
 assert_eq 3 "$(wc -l <"$OUT")" "replies to three lines"
 assert_contains "$OUT" '"id": 9, "type": "error"'
 assert_contains "$OUT" '"type": "pong"'
+
+# A host that disagrees with targets is refused, as on the command line, and nothing runs.
+assert_exit 0 proto raw "$SOCK" '{"op": "run", "id": 11, "targets": "lab1", "host": "lab2", "action": "sys.echo", "params": {"text": "x"}}'
+assert_contains "$OUT" '"id": 11, "type": "error"'
+assert_contains "$OUT" 'differs from the request'
+assert_not_contains "$OUT" '"type": "accepted"'
+
+# A client that half-closes after its requests (shutdown(SHUT_WR), as `nc -N` does) still gets
+# every result before serve closes the connection.
+assert_exit 0 proto halfclose "$SOCK" '{"op": "run", "id": 12, "targets": "lab1", "action": "sys.echo", "params": {"text": "half-1"}}' '{"op": "run", "id": 13, "targets": "lab1", "action": "sys.echo", "params": {"text": "half-2"}}'
+assert_eq 2 "$(grep -c '"type":"done"\|"type": "done"' "$OUT")" "results after a half-close"
+assert_contains "$OUT" 'half-2'
 
 # ---- through the socket: the same output and exit codes as direct -----------------------------
 # same_as_direct EXPECTED_STATUS ARGS...: rexec ARGS directly, then with --socket, then with
