@@ -3,7 +3,8 @@
 # 2), on small tmpfs mounts made here (root only; skipped, saying so, elsewhere):
 #  1. audit/ full: the intent cannot be written, so nothing runs: 74, the message names the
 #     audit file and the system error, the command did not run.
-#  2. audit/ read-only: the same, "Read-only file system".
+#  2. audit/ read-only: the same, "Read-only file system"; a call that needs approval writes no
+#     challenge file (its refusal record comes first and cannot be written).
 #  3. audit/ goes read-only while the command runs (the command remounts it): the command ran,
 #     the outcome cannot be written: 74 with executed true and the remote status kept; once the
 #     disk is writable again, `audit verify` names the run that has no outcome (exit 2).
@@ -58,6 +59,14 @@ mount -o remount,ro "$WS/audit"
 assert_exit 74 rx run lab1 t.mark --param n=2
 assert_contains "$ERR" "Read-only file system"
 [[ ! -e ${M}2 ]] || fail "ran although the intent could not be written (read-only)"
+# A call that needs approval writes its refusal record before its challenge file: with the
+# audit log unwritable there is no challenge an operator could approve unaccounted for.
+ws_edit 'c["actions"]["t.held"] = {"risk": "L2", "state_changing": True, "command": "echo held"}'
+mkdir -p "$WS/approvals"
+n_ap=$(find "$WS/approvals" -type f | wc -l)
+assert_exit 74 rx run lab1 t.held
+assert_contains "$ERR" "Read-only file system"
+assert_eq "$n_ap" "$(find "$WS/approvals" -type f | wc -l)" "challenge files after a failed audit append"
 mount -o remount,rw "$WS/audit"
 assert_audit_whole
 
