@@ -134,6 +134,9 @@ typedef struct rexec_request {
     /* Instead of stdin_data: a regular file streamed into the command's stdin as the channel
      * takes it (flat memory whatever its size; the gate hashes it first). */
     const char *stdin_path;
+    /* Shared by the calls of one fan-out (rexec_batch_id_new), recorded in their audit records,
+     * evidence and results; NULL for a call on its own. */
+    const char *batch_id;
 } rexec_request;
 
 /* What a call did. Strings are owned by the call and valid during on_done only. */
@@ -168,6 +171,7 @@ typedef struct rexec_result {
      * keeps up to max_output_bytes; the result at most limits.max_result_bytes) */
     int stdout_truncated_in_result, stderr_truncated_in_result;
     int cap_killed; /* the action's on_cap "kill" stopped the command when output passed the cap */
+    const char *batch_id; /* the request's batch_id, or NULL */
 } rexec_result;
 
 enum { REXEC_STDOUT = 1, REXEC_STDERR = 2 };
@@ -215,6 +219,10 @@ REXEC_API void rexec_call_cancel(rexec_call *call);
  * fan-out or a client ended before it reached this host (REXEC_ECANCELLED). executed is 0,
  * exit_code -1, exit_status the error's. host, action and msg are borrowed, not copied. The one
  * way front ends build such a result, so it looks the same everywhere. */
+/* A fresh batch id (32 random hex characters) for the calls of one fan-out. 0, or -1 when no
+ * randomness is available. */
+REXEC_API int rexec_batch_id_new(char out[33]);
+
 REXEC_API rexec_result rexec_result_not_started(const char *host, const char *action, int err,
                                       const char *msg);
 

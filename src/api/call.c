@@ -127,7 +127,7 @@ static void call_free(rexec_call *c)
     rx_buf_free(&c->shown_error);
     rx_buf_free(&c->shown_rendered);
     free(c->host_name), free(c->action_name), free(c->grant_id);
-    free(c->rationale), free(c->hypothesis_id), free(c->evidence);
+    free(c->rationale), free(c->hypothesis_id), free(c->evidence), free(c->batch_id);
     free(c);
 }
 
@@ -285,6 +285,11 @@ static void on_exec_done(void *ud, const rx_exec_result *x)
 
 /* ---- the steps before the host -------------------------------------------------------------- */
 
+int rexec_batch_id_new(char out[33])
+{
+    return rx_nonce_new(out);
+}
+
 static char *dup_or_null(const char *s)
 {
     return s ? strdup(s) : NULL;
@@ -297,9 +302,11 @@ static int call_copy_request(rexec_call *c, const rexec_request *req)
     c->grant_id = dup_or_null(req->grant_id);
     c->rationale = dup_or_null(req->rationale);
     c->hypothesis_id = dup_or_null(req->hypothesis_id);
+    c->batch_id = dup_or_null(req->batch_id);
     c->given = calloc(req->n_params + 1, sizeof(*c->given));
     if (!c->host_name || !c->action_name || !c->given || (req->grant_id && !c->grant_id) ||
-        (req->rationale && !c->rationale) || (req->hypothesis_id && !c->hypothesis_id))
+        (req->rationale && !c->rationale) || (req->hypothesis_id && !c->hypothesis_id) ||
+        (req->batch_id && !c->batch_id))
         return REXEC_ENOMEM;
     for (size_t i = 0; i < req->n_params; i++, c->n_given++) {
         char *v = malloc(req->params[i].value_len + 1);

@@ -66,7 +66,7 @@ struct rexec_call {
     rexec_call *next;
     rexec_callbacks cb;
     char run_id[RX_RUN_ID_LEN];
-    char *host_name, *action_name, *grant_id, *rationale, *hypothesis_id;
+    char *host_name, *action_name, *grant_id, *rationale, *hypothesis_id, *batch_id;
     rexec_param *given; /* the caller's parameters, copied */
     size_t n_given;
     rexec_param *values; /* resolved onto the action's parameters */

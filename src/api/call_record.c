@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/time.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "call.h"
 #include "err.h"
@@ -204,6 +205,20 @@ static cJSON *secret_names(const rexec_call *c)
     return a;
 }
 
+/* Which controller wrote the record: its host name and uid (records from several controllers
+ * can end up side by side once shipped). */
+static void add_controller(cJSON *o)
+{
+    static char host[256];
+    if (host[0] == 0 && (gethostname(host, sizeof(host) - 1) != 0 || host[0] == 0))
+        snprintf(host, sizeof(host), "?");
+    cJSON *c = cJSON_AddObjectToObject(o, "controller");
+    if (c == NULL)
+        return;
+    cJSON_AddStringToObject(c, "host", host);
+    cJSON_AddNumberToObject(c, "uid", (double)getuid());
+}
+
 /* phase: "intent" (before anything runs), "outcome" (after), or "refused". */
 int rx_call_audit(rexec_call *c, const char *phase, rexec_error *err)
 {
@@ -219,7 +234,9 @@ int rx_call_audit(rexec_call *c, const char *phase, rexec_error *err)
     iso_now(ts);
     cJSON_AddStringToObject(o, "ts", ts);
     cJSON_AddStringToObject(o, "run_id", c->run_id);
+    add_redacted(c, o, "batch_id", c->batch_id);
     cJSON_AddStringToObject(o, "phase", phase);
+    add_controller(o);
     add_redacted(c, o, "host", c->host_name);
     add_redacted(c, o, "action", c->action_name);
     add_decision(c, o);
@@ -245,6 +262,8 @@ void rx_call_write_evidence(rexec_call *c)
     if (meta == NULL)
         return;
     cJSON_AddStringToObject(meta, "run_id", c->run_id);
+    if (c->batch_id)
+        cJSON_AddStringToObject(meta, "batch_id", c->batch_id);
     cJSON_AddStringToObject(meta, "host", c->host->name);
     cJSON_AddStringToObject(meta, "action", c->action->name);
     add_decision(c, meta);
@@ -274,6 +293,7 @@ void rx_call_result(rexec_call *c, rexec_result *res)
 {
     memset(res, 0, sizeof(*res));
     res->run_id = c->run_id;
+    res->batch_id = c->batch_id;
     res->host = c->host_name;
     res->action = c->action_name;
     res->decision = c->decided ? rx_verdict_name(c->dec.verdict) : NULL;

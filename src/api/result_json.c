@@ -70,6 +70,8 @@ cJSON *rx_result_json(const rexec_result *r)
     if (o == NULL)
         return NULL;
     rx_json_add_str(o, "run_id", r->run_id);
+    if (r->batch_id)
+        rx_json_add_str(o, "batch_id", r->batch_id);
     rx_json_add_str(o, "host", r->host);
     rx_json_add_str(o, "action", r->action);
     rx_json_add_str(o, "decision", r->decision);

@@ -75,6 +75,7 @@ struct serve_req {
     serve_req *next;
     cJSON *id;
     char *op, *grant;
+    char batch[33]; /* the batch_id of a request to several hosts */
     int stream;
     rx_request parsed;
     rexec_param *params;
@@ -432,6 +433,8 @@ static int start_run(serve_client *cl, const cJSON *root, const char *op, rexec_
         return rx_fail(err, REXEC_ENOMEM, "out of memory");
     }
     q->parallel = (int)parallel;
+    if (q->n > 1 && rexec_batch_id_new(q->batch) == 0)
+        q->view.batch_id = q->batch;
     q->view.eval_only = strcmp(op, "eval") == 0;
     q->view.capture = 1;
     send_accepted(q);

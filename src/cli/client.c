@@ -187,7 +187,8 @@ static void on_result(client *c, const cJSON *o)
                       .duration_ms = (uint64_t)jn(o, "duration_ms", 0),
                       .containment = js(o, "containment"), .evidence = js(o, "evidence"),
                       .challenge_id = js(o, "challenge_id"), .rendered = js(o, "rendered"),
-                      .error = js(o, "error"), .exit_status = (int)jn(o, "exit_status", 70)};
+                      .error = js(o, "error"), .exit_status = (int)jn(o, "exit_status", 70),
+                      .batch_id = js(o, "batch_id")};
     unsigned char *out = c->json ? jbytes(o, "stdout", &r.stdout_len) : NULL;
     unsigned char *err = c->json ? jbytes(o, "stderr", &r.stderr_len) : NULL;
     r.stdout_data = out;

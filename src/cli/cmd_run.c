@@ -43,6 +43,7 @@ typedef struct run {
     host_call *hosts;
     size_t n_hosts, next, running, finished, failed;
     int worst;
+    char batch[33]; /* a fan-out's batch_id */
     int interrupted;
     int progress; /* stderr is a terminal and there are several hosts */
     int drawn;    /* the progress line is on the screen (no newline after it yet) */
@@ -443,6 +444,8 @@ int cli_run(const cli_global *g, int argc, char **argv)
         } else {
             if (o.parallel == 0)
                 o.parallel = rexec_ctx_parallel(r.ctx);
+            if (r.n_hosts > 1 && rexec_batch_id_new(r.batch) == 0)
+                r.req.batch_id = r.batch;
             rc = run_loop(&r, names);
         }
         uv_run(&r.loop, UV_RUN_DEFAULT); /* let the context finish closing */

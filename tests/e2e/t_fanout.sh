@@ -58,6 +58,24 @@ check_json "$OUT" "${all[@]}"
 assert_exit 0 rxt run lab2,lab5,lab7 t.whoami --json
 assert_eq 3 "$(wc -l <"$OUT")" "--json lines for lab2,lab5,lab7"
 check_json "$OUT" lab2 lab5 lab7
+# One fan-out, one batch_id: in every result and in both audit records of each of its runs,
+# with the controller's host name and uid; a single call has none.
+"$RX_PYTHON" - "$OUT" "$WS/audit/audit.log" "$(hostname)" "$(id -u)" <<'PY' || fail "batch_id of a fan-out"
+import json, sys
+res = [json.loads(l) for l in open(sys.argv[1])]
+batches = {r.get("batch_id") for r in res}
+assert len(batches) == 1 and None not in batches and len(batches.pop()) == 32, res
+runs = {r["run_id"]: r["batch_id"] for r in res}
+recs = [json.loads(l) for l in open(sys.argv[2]) if l.strip()]
+recs = [r for r in recs if r.get("run_id") in runs]
+assert len(recs) == 6, len(recs)
+for rec in recs:
+    assert rec["batch_id"] == runs[rec["run_id"]], rec
+    assert rec["controller"] == {"host": sys.argv[3], "uid": int(sys.argv[4])}, rec["controller"]
+PY
+assert_exit 0 rxt run lab2 t.whoami --json
+assert_not_contains "$OUT" '"batch_id"'
+assert_eq null "$(audit_field intent batch_id)" "batch_id of a single call"
 
 # A host named twice, or in a list and its group, runs once.
 assert_exit 0 rxt run lab3,lab3,lab4 t.whoami --json
