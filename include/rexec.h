@@ -215,14 +215,15 @@ REXEC_API int rexec_call_start(rexec_ctx *ctx, const rexec_request *req, const r
  * paused call is resumed by the cancel. */
 REXEC_API void rexec_call_cancel(rexec_call *call);
 
+/* A fresh batch id (32 random hex characters and a NUL) for the calls of one fan-out. 0, or -1
+ * when no randomness is available. */
+#define REXEC_BATCH_ID_SIZE 33
+REXEC_API int rexec_batch_id_new(char out[REXEC_BATCH_ID_SIZE]);
+
 /* The result of a call that never started on host: rexec_call_start failed (err from it), or a
  * fan-out or a client ended before it reached this host (REXEC_ECANCELLED). executed is 0,
  * exit_code -1, exit_status the error's. host, action and msg are borrowed, not copied. The one
  * way front ends build such a result, so it looks the same everywhere. */
-/* A fresh batch id (32 random hex characters) for the calls of one fan-out. 0, or -1 when no
- * randomness is available. */
-REXEC_API int rexec_batch_id_new(char out[33]);
-
 REXEC_API rexec_result rexec_result_not_started(const char *host, const char *action, int err,
                                       const char *msg);
 

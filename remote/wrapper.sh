@@ -67,8 +67,8 @@ __rx_stage_stdin() {
     __rx_tmp=${TMPDIR:-/tmp}/.rexec-stdin-$__rx_nonce
     (umask 077 && set -C && exec head -c "$__rx_stdin_len" >"$__rx_tmp") <&7 2>/dev/null || return 1
     exec 6<"$__rx_tmp" || return 1
-    # Unlinked before the command starts, so it never sees the file by name (only as fd 0). This
-    # path carries bulk stdin only (small stdin goes to a runner): one rm is noise beside it.
+    # Unlinked before the command starts, so it never sees the file by name (only as fd 0): one
+    # rm on the path of a call with stdin (bulk stdin, or any stdin where no runner is used).
     rm -f -- "$__rx_tmp" </dev/null
 }
 

@@ -285,7 +285,7 @@ static void on_exec_done(void *ud, const rx_exec_result *x)
 
 /* ---- the steps before the host -------------------------------------------------------------- */
 
-int rexec_batch_id_new(char out[33])
+int rexec_batch_id_new(char out[REXEC_BATCH_ID_SIZE])
 {
     return rx_nonce_new(out);
 }

@@ -75,7 +75,7 @@ struct serve_req {
     serve_req *next;
     cJSON *id;
     char *op, *grant;
-    char batch[33]; /* the batch_id of a request to several hosts */
+    char batch[REXEC_BATCH_ID_SIZE]; /* the batch_id of a request to several hosts */
     int stream;
     rx_request parsed;
     rexec_param *params;

@@ -43,7 +43,7 @@ typedef struct run {
     host_call *hosts;
     size_t n_hosts, next, running, finished, failed;
     int worst;
-    char batch[33]; /* a fan-out's batch_id */
+    char batch[REXEC_BATCH_ID_SIZE]; /* a fan-out's batch_id */
     int interrupted;
     int progress; /* stderr is a terminal and there are several hosts */
     int drawn;    /* the progress line is on the screen (no newline after it yet) */
