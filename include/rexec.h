@@ -137,6 +137,10 @@ typedef struct rexec_request {
     /* Shared by the calls of one fan-out (rexec_batch_id_new), recorded in their audit records,
      * evidence and results; NULL for a call on its own. */
     const char *batch_id;
+    /* Who asked, when it is not the process itself (serve: the peer's user name and uid), recorded
+     * in the audit records as "client"; NULL for a local caller. */
+    const char *client_user;
+    unsigned client_uid;
 } rexec_request;
 
 /* What a call did. Strings are owned by the call and valid during on_done only. */

@@ -128,6 +128,7 @@ static void call_free(rexec_call *c)
     rx_buf_free(&c->shown_rendered);
     free(c->host_name), free(c->action_name), free(c->grant_id);
     free(c->rationale), free(c->hypothesis_id), free(c->evidence), free(c->batch_id);
+    free(c->client_user);
     free(c);
 }
 
@@ -303,10 +304,12 @@ static int call_copy_request(rexec_call *c, const rexec_request *req)
     c->rationale = dup_or_null(req->rationale);
     c->hypothesis_id = dup_or_null(req->hypothesis_id);
     c->batch_id = dup_or_null(req->batch_id);
+    c->client_user = dup_or_null(req->client_user);
+    c->client_uid = req->client_uid;
     c->given = calloc(req->n_params + 1, sizeof(*c->given));
     if (!c->host_name || !c->action_name || !c->given || (req->grant_id && !c->grant_id) ||
         (req->rationale && !c->rationale) || (req->hypothesis_id && !c->hypothesis_id) ||
-        (req->batch_id && !c->batch_id))
+        (req->batch_id && !c->batch_id) || (req->client_user && !c->client_user))
         return REXEC_ENOMEM;
     for (size_t i = 0; i < req->n_params; i++, c->n_given++) {
         char *v = malloc(req->params[i].value_len + 1);
@@ -452,6 +455,14 @@ static int audit_challenge(void *ud, const rx_decision *d, rexec_error *err)
     return r;
 }
 
+/* A grant is spent when the audit log says a call ran on it, whatever approvals/ says now. */
+static int audit_grant_used(void *ud, const char *id, int64_t created, int *used,
+                            rexec_error *err)
+{
+    rexec_call *c = ud;
+    return rx_audit_grant_used(c->ctx->ws->dir, id, (time_t)created, used, err);
+}
+
 static int call_decide(rexec_call *c, rexec_error *err)
 {
     rx_gate_input in = {.ws = c->ctx->ws, .host = c->host, .action = c->action,
@@ -459,7 +470,8 @@ static int call_decide(rexec_call *c, rexec_error *err)
                         .stdin_data = c->stdin_data, .stdin_len = c->stdin_len,
                         .stdin_hex = c->stdin_path ? c->stdin_hex : NULL,
                         .grant_id = c->grant_id, .eval_only = c->eval_only,
-                        .redactor = rx_ctx_redactor(c->ctx), .on_challenge = audit_challenge, .ud = c};
+                        .redactor = rx_ctx_redactor(c->ctx), .on_challenge = audit_challenge,
+                        .grant_used = audit_grant_used, .ud = c};
     int r = rx_gate_decide(&in, &c->dec, err);
     if (r != 0)
         return r;

@@ -41,6 +41,8 @@ struct rexec_ctx {
     const rx_host **pool_hosts;
     cJSON *hosts_doc;
     unsigned reloads;
+    /* serve: checks a workspace before a reload puts it in place (rx_serve_ws_check), or NULL */
+    int (*ws_check)(const rx_ws *nw, rexec_error *err);
 };
 
 /* One output stream: raw bytes -> redactor -> cap -> (evidence file, sha256, caller, and with
@@ -67,6 +69,8 @@ struct rexec_call {
     rexec_callbacks cb;
     char run_id[RX_RUN_ID_LEN];
     char *host_name, *action_name, *grant_id, *rationale, *hypothesis_id, *batch_id;
+    char *client_user;   /* serve: the peer who asked (rexec_request.client_user), or NULL */
+    unsigned client_uid;
     rexec_param *given; /* the caller's parameters, copied */
     size_t n_given;
     rexec_param *values; /* resolved onto the action's parameters */

@@ -219,6 +219,20 @@ static void add_controller(cJSON *o)
     cJSON_AddNumberToObject(c, "uid", (double)getuid());
 }
 
+/* Who asked: serve's peer ({"uid", "user"}), or null for the process itself. */
+static void add_client(const rexec_call *c, cJSON *o)
+{
+    cJSON *k = c->client_user ? cJSON_AddObjectToObject(o, "client") : NULL;
+    if (c->client_user == NULL) {
+        cJSON_AddNullToObject(o, "client");
+        return;
+    }
+    if (k == NULL)
+        return;
+    cJSON_AddNumberToObject(k, "uid", (double)c->client_uid);
+    cJSON_AddStringToObject(k, "user", c->client_user);
+}
+
 /* phase: "intent" (before anything runs), "outcome" (after), or "refused". */
 int rx_call_audit(rexec_call *c, const char *phase, rexec_error *err)
 {
@@ -237,9 +251,11 @@ int rx_call_audit(rexec_call *c, const char *phase, rexec_error *err)
     add_redacted(c, o, "batch_id", c->batch_id);
     cJSON_AddStringToObject(o, "phase", phase);
     add_controller(o);
+    add_client(c, o);
     add_redacted(c, o, "host", c->host_name);
     add_redacted(c, o, "action", c->action_name);
     add_decision(c, o);
+    add_redacted(c, o, "grant_id", c->grant_id);
     add_redacted(c, o, "argv", c->rendered.data ? (const char *)c->rendered.data : NULL);
     cJSON_AddItemToObject(o, "secrets", secret_names(c));
     if (strcmp(phase, "intent") != 0)

@@ -88,6 +88,10 @@ int rexec_ctx_reload(rexec_ctx *ctx, size_t *kept_warm, rexec_error *err)
         return rx_fail(err, REXEC_ECANCELLED, "rexec is shutting down");
     if ((r = rx_ws_load(&nw, ctx->ws->dir, err)) != 0)
         return r; /* the old configuration stays */
+    if (ctx->ws_check != NULL && (r = ctx->ws_check(nw, err)) != 0) {
+        rx_ws_free(nw);
+        return r;
+    }
     cJSON *doc = hosts_doc(nw->dir);
     const rx_host **map = map_hosts(ctx, nw, doc, &warm);
     rx_ws **retired = realloc(ctx->retired, (ctx->n_retired + 1) * sizeof(*retired));

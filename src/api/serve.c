@@ -17,6 +17,7 @@
 #include "err.h"
 #include "jsonx.h"
 #include "request.h"
+#include "serve_peer.h"
 
 #define SERVE_LINE_MAX (RX_REQUEST_MAX_LEN + 4096)
 /* Back-pressure: above HIGH bytes queued to a client its calls stop reading their hosts (the SSH
@@ -58,6 +59,9 @@ struct serve_client {
     int read_eof;  /* it half-closed (shutdown SHUT_WR): it is closed once its requests are done */
     int finishing; /* shutdown requested: closed once what is queued has been written */
     uv_shutdown_t shut;
+    rx_peer peer;       /* who connected (SO_PEERCRED) */
+    unsigned verbs;     /* what it may do (RX_VERB_*), as of workspace load verbs_gen */
+    unsigned verbs_gen;
 };
 
 /* One host of a request. */
@@ -93,6 +97,7 @@ static void touch(serve_client *cl);
 static void server_maybe_done(rexec_server *s);
 static void stop_idle_clients(rexec_server *s);
 static void on_listener_closed(uv_handle_t *h);
+static void say_who(const rx_ws *ws);
 
 /* ---- writing replies ------------------------------------------------------------------------ */
 
@@ -437,6 +442,8 @@ static int start_run(serve_client *cl, const cJSON *root, const char *op, rexec_
         q->view.batch_id = q->batch;
     q->view.eval_only = strcmp(op, "eval") == 0;
     q->view.capture = 1;
+    q->view.client_user = cl->peer.user;
+    q->view.client_uid = (unsigned)cl->peer.uid;
     send_accepted(q);
     req_launch(q);
     return 0;
@@ -557,6 +564,30 @@ static int do_reload(serve_client *cl, const cJSON *root, rexec_error *err)
     return 0;
 }
 
+/* The verbs of the workspace as loaded now (a reload may have changed serve.clients). */
+static unsigned client_verbs(serve_client *cl)
+{
+    const rexec_ctx *ctx = cl->srv->ctx;
+    if (cl->verbs_gen != ctx->reloads) {
+        cl->verbs = rx_peer_verbs(ctx->ws, &cl->peer);
+        cl->verbs_gen = ctx->reloads;
+    }
+    return cl->verbs;
+}
+
+/* An op this client was not granted is refused (77) naming what it may do; an unknown op goes
+ * on to the "unknown op" error. */
+static int client_may(serve_client *cl, const char *op, rexec_error *err)
+{
+    char have[128];
+    unsigned need = rx_serve_op_verb(op), verbs = client_verbs(cl);
+    if (need == 0 || (verbs & need) != 0)
+        return 0;
+    return rx_fail(err, REXEC_EDENIED, "user %s (uid %u) may not use \"%s\" here: serve.clients "
+                   "grants it %s", cl->peer.user, (unsigned)cl->peer.uid, op,
+                   rx_serve_verbs_str(verbs, have, sizeof(have)));
+}
+
 static void handle_line(serve_client *cl, const char *line, size_t len)
 {
     cJSON *root = NULL;
@@ -567,6 +598,8 @@ static void handle_line(serve_client *cl, const char *line, size_t len)
         r = rx_json_want(root, "", cJSON_Object, REXEC_EREQUEST, &e);
     if (r == 0)
         r = rx_json_get_string(root, "op", "", 1, &op, REXEC_EREQUEST, &e);
+    if (r == 0)
+        r = client_may(cl, op, &e);
     if (r == 0 && cl->n_reqs >= SERVE_MAX_REQS && (strcmp(op, "run") == 0 ||
                                                    strcmp(op, "eval") == 0 ||
                                                    strcmp(op, "check") == 0))
@@ -728,22 +761,31 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
     free(b->base);
 }
 
-/* Only the user running serve may talk to it (the socket is 0600 too). */
-static int peer_is_us(uv_pipe_t *p)
+/* The user running serve, and the users and groups serve.clients lists, may talk to it; anyone
+ * else gets one line saying why, and the connection closes. 0 when admitted. */
+static int client_admit(serve_client *cl)
 {
-    struct ucred cred;
-    socklen_t len = sizeof(cred);
     uv_os_fd_t fd;
-    if (uv_fileno((uv_handle_t *)p, &fd) != 0 ||
-        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0)
+    char m[256];
+    const rexec_ctx *ctx = cl->srv->ctx;
+    if (uv_fileno((uv_handle_t *)&cl->pipe, &fd) != 0 || rx_peer_get(fd, &cl->peer) != 0)
+        return -1;
+    cl->verbs = rx_peer_verbs(ctx->ws, &cl->peer);
+    cl->verbs_gen = ctx->reloads;
+    if (cl->verbs != 0)
         return 0;
-    return cred.uid == geteuid();
+    snprintf(m, sizeof(m), "user %s (uid %u) is not admitted by this rexec serve (it admits its "
+             "own user and serve.clients in rexec.json)", cl->peer.user, (unsigned)cl->peer.uid);
+    send_error(cl, NULL, REXEC_EDENIED, m);
+    client_finish(cl);
+    return 1;
 }
 
 static void on_connection(uv_stream_t *server, int status)
 {
     rexec_server *s = server->data;
     serve_client *cl;
+    int r;
     if (status < 0 || s->stopping || (cl = calloc(1, sizeof(*cl))) == NULL)
         return;
     cl->srv = s;
@@ -755,12 +797,17 @@ static void on_connection(uv_stream_t *server, int status)
     s->handles++;
     cl->next = s->clients;
     s->clients = cl;
-    if (uv_accept(server, (uv_stream_t *)&cl->pipe) != 0 || !peer_is_us(&cl->pipe)) {
+    if (uv_accept(server, (uv_stream_t *)&cl->pipe) != 0) {
         client_close(cl);
         return;
     }
+    if ((r = client_admit(cl)) != 0) {
+        if (r < 0)
+            client_close(cl);
+        return;
+    }
     touch(cl);
-    int r = uv_read_start((uv_stream_t *)&cl->pipe, on_alloc, on_read);
+    r = uv_read_start((uv_stream_t *)&cl->pipe, on_alloc, on_read);
     if (r != 0) {
         fprintf(stderr, "rexec serve: cannot read from a client: %s\n", uv_strerror(r));
         client_close(cl);
@@ -805,7 +852,7 @@ int rexec_server_start(rexec_ctx *ctx, const rexec_server_opts *opts, rexec_serv
     }
     s->ctx = ctx;
     s->idle_s = opts->idle_timeout_s;
-    if ((r = claim_path(s->path, err)) != 0) {
+    if ((r = rx_serve_ws_check(ctx->ws, err)) != 0 || (r = claim_path(s->path, err)) != 0) {
         free(s->path);
         free(s);
         return r;
@@ -817,6 +864,12 @@ int rexec_server_start(rexec_ctx *ctx, const rexec_server_opts *opts, rexec_serv
     mode_t old = umask(0177);
     r = uv_pipe_bind(&s->listener, s->path);
     umask(old);
+    if (r == 0 && (r = rx_serve_socket_access(ctx->ws, s->path, err)) != 0) {
+        unlink(s->path);
+        s->stopping = 1;
+        uv_close((uv_handle_t *)&s->listener, on_listener_closed);
+        return r;
+    }
     if (r == 0)
         r = uv_listen((uv_stream_t *)&s->listener, 128, on_connection);
     if (r != 0) {
@@ -827,8 +880,28 @@ int rexec_server_start(rexec_ctx *ctx, const rexec_server_opts *opts, rexec_serv
         uv_close((uv_handle_t *)&s->listener, on_listener_closed);
         return REXEC_EUSAGE;
     }
+    ctx->ws_check = rx_serve_ws_check; /* a reload must keep what serve admits safe */
+    say_who(ctx->ws);
     *out = s;
     return 0;
+}
+
+/* Says at start who may connect; with one user, that approvals are then that user's word. */
+static void say_who(const rx_ws *ws)
+{
+    const rx_serve_conf *sc = &ws->serve;
+    char verbs[128];
+    if (sc->n_clients == 0) {
+        fprintf(stderr, "rexec serve: only uid %u (the user running serve) may connect. It can "
+                "also approve, so approvals are only as strong as that user's discipline: run "
+                "callers as another user listed in serve.clients (docs/gate.md, \"Two users\")\n",
+                (unsigned)geteuid());
+        return;
+    }
+    for (size_t i = 0; i < sc->n_clients; i++)
+        fprintf(stderr, "rexec serve: admits %s %s: %s\n", sc->clients[i].user ? "user" : "group",
+                sc->clients[i].user ? sc->clients[i].user : sc->clients[i].group,
+                rx_serve_verbs_str(sc->clients[i].verbs, verbs, sizeof(verbs)));
 }
 
 static void server_maybe_done(rexec_server *s)

@@ -43,6 +43,9 @@ void cli_write_all(int fd, const void *p, size_t n);
 void cli_prefix_write(cli_prefixer *p, int stream, const void *data, size_t len);
 void cli_prefix_flush(cli_prefixer *p);
 void cli_show_result(const rexec_result *res, int json, int eval);
+/* Says, once a challenge was written by the caller's own user (directly, or by a serve running
+ * as that user), that approvals are then only that user's discipline. */
+void cli_note_one_user(void);
 
 void cli_show_check(const rexec_check_result *r, int json);
 

@@ -94,6 +94,7 @@ static char *request_line(const rexec_request *req, const char *op, const char *
 
 typedef struct client {
     int fd, json, eval, cancel_sent, status, finished;
+    int same_user, one_user_said; /* serve runs as our own user: its challenges are ours too */
     cli_prefixer *pf; /* one per host when several report */
     size_t n_hosts;
 } client;
@@ -197,6 +198,8 @@ static void on_result(client *c, const cJSON *o)
     if (pf && !c->json)
         cli_prefix_flush(pf);
     cli_show_result(&r, c->json, c->eval);
+    if (r.challenge_id && !c->json && c->same_user && !c->one_user_said++)
+        cli_note_one_user();
     free(out);
     free(err);
 }
@@ -316,6 +319,10 @@ int cli_client_call(const char *socket_path, const char *op, const rexec_request
     if (fd < 0)
         return -fd;
     c.fd = fd;
+    struct ucred peer;
+    socklen_t plen = sizeof(peer);
+    c.same_user = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &plen) == 0 &&
+                  peer.uid == getuid();
     /* stdin rides in the request as base64, and a request is at most 64 KiB (docs/cli.md) */
     if (req && req->stdin_data && req->stdin_len > CLIENT_MAX_STDIN) {
         close(fd);

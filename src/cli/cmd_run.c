@@ -45,6 +45,7 @@ typedef struct run {
     int worst;
     char batch[REXEC_BATCH_ID_SIZE]; /* a fan-out's batch_id */
     int interrupted;
+    int one_user_said; /* the one-user note is said once per run */
     int progress; /* stderr is a terminal and there are several hosts */
     int drawn;    /* the progress line is on the screen (no newline after it yet) */
     uv_signal_t sigint, sigterm;
@@ -130,6 +131,8 @@ static void on_done(void *ud, const rexec_result *res)
     if (r->n_hosts > 1 && !r->o->json)
         cli_prefix_flush(&h->pf);
     cli_show_result(res, r->o->json, r->o->eval);
+    if (res->challenge_id && !r->o->json && !r->o->approve && !r->one_user_said++)
+        cli_note_one_user();
     progress_draw(r);
     launch_more(r);
     if (r->finished == r->n_hosts) {

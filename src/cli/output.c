@@ -52,6 +52,13 @@ void cli_prefix_flush(cli_prefixer *p)
 }
 
 /* --json: the result object; otherwise what a person needs beyond the streams. */
+void cli_note_one_user(void)
+{
+    dprintf(2, "rexec: note: the challenge was written by this user, who can also read approvals/ "
+               "and approve it: approvals are only as strong as that user's discipline. Run "
+               "callers as another user through rexec serve (docs/gate.md, \"Two users\")\n");
+}
+
 void cli_show_result(const rexec_result *res, int json, int eval)
 {
     if (json) {

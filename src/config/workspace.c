@@ -807,7 +807,7 @@ static int load_audit(rx_ws *ws, const cJSON *root, rexec_error *err)
 static int load_root(rx_ws *ws, const cJSON *root, rexec_error *err)
 {
     static const char *const keys[] = {"hosts", "groups", "scope", "secrets", "actions",
-                                       "limits", "audit", "description", NULL};
+                                       "limits", "audit", "serve", "description", NULL};
     int r;
     if ((r = rx_json_want(root, "", cJSON_Object, C, err)) != 0 ||
         (r = rx_json_check_keys(root, "", keys, C, err)) != 0 ||
@@ -816,7 +816,8 @@ static int load_root(rx_ws *ws, const cJSON *root, rexec_error *err)
         (r = load_secrets(ws, root, err)) != 0 || (r = check_host_secrets(ws, err)) != 0 ||
         (r = check_host_jumps(ws, err)) != 0 ||
         (r = load_actions(ws, root, err)) != 0 ||
-        (r = load_audit(ws, root, err)) != 0)
+        (r = load_audit(ws, root, err)) != 0 ||
+        (r = rx_serve_conf_load(root, &ws->serve, err)) != 0)
         return r;
     return 0;
 }
@@ -912,6 +913,7 @@ void rx_ws_free(rx_ws *ws)
     free(ws->hosts), free(ws->groups), free(ws->secrets), free(ws->actions);
     rx_scope_free(ws->scope);
     free(ws->dir), free(ws->known_hosts), free(ws->audit_key_file);
+    rx_serve_conf_free(&ws->serve);
     free(ws);
 }
 

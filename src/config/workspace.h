@@ -9,6 +9,7 @@
 
 #include "buf.h"
 #include "rexec.h"
+#include "serve_conf.h"
 
 struct rx_scope;
 
@@ -145,6 +146,7 @@ typedef struct rx_ws {
     struct rx_scope *scope;
     rx_limits limits;
     char *audit_key_file; /* HMAC key for the audit chain (outside the workspace), or NULL */
+    rx_serve_conf serve;  /* who besides its own user may use rexec serve, and for what */
 } rx_ws;
 
 /* Loads dir/rexec.json. Returns 0 and a new workspace in *out, or REXEC_ECONFIG with err->msg

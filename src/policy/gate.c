@@ -420,6 +420,7 @@ static int use_grant(const rx_gate_input *in, const char *hash, const char *stdi
     rx_challenge c;
     rexec_error e = {0};
     char lv[384];
+    int used = 0;
     int r = rx_approvals_load(in->ws, in->grant_id, &c, &e);
 
     if (r == REXEC_EDENIED) {
@@ -430,6 +431,17 @@ static int use_grant(const rx_gate_input *in, const char *hash, const char *stdi
         if (err != NULL)
             *err = e;
         return r;
+    }
+    if (in->grant_used != NULL && (r = in->grant_used(in->ud, c.id, c.created, &used, &e)) != 0) {
+        if (err != NULL)
+            *err = e;
+        goto out;
+    }
+    if (used) {
+        say(d, "grant %s was already used: the audit log records a call that ran on it (a grant "
+               "runs once)", c.id);
+        decided(d, RX_DENY, "GRANT_USED");
+        goto out;
     }
     if (!grant_usable(in, &c, hash, stdin_hex, d))
         goto out;

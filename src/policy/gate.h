@@ -48,6 +48,9 @@ typedef struct rx_gate_input {
     /* Called once a challenge is decided (d filled: REQUIRES_APPROVAL, its id and message) and
      * before its file is written: an error leaves no file and is returned. May be NULL. */
     int (*on_challenge)(void *ud, const rx_decision *d, rexec_error *err);
+    /* Asked before a grant is taken: sets *used when the audit log shows a call that ran on it
+     * (created: the grant's creation, Unix seconds). An error is returned. May be NULL. */
+    int (*grant_used)(void *ud, const char *id, int64_t created, int *used, rexec_error *err);
     void *ud;
 } rx_gate_input;
 

@@ -100,6 +100,15 @@ int rx_audit_line_hash(const char *line, size_t len, char hex[RX_AUDIT_HEX_LEN])
 int rx_audit_rotated(const char *audit_dir, char ***names, size_t *n, rexec_error *err);
 void rx_audit_names_free(char **names, size_t n);
 
+/* ---- Grants (audit_grants.c) ------------------------------------------------------------- */
+
+/* Sets *used when a record shows a call that ran on grant_id (reason ALLOW_GRANT, "grant_id"
+ * equal): the proof a grant is spent that a rewritten approvals/ cannot undo. Files rotated
+ * before since (the grant's creation) are not read. 0, or REXEC_EAUDIT when a file cannot be
+ * read. A missing log holds no use. */
+int rx_audit_grant_used(const char *ws_dir, const char *grant_id, time_t since, int *used,
+                        rexec_error *err);
+
 /* ---- Retention (audit_prune.c, docs/audit.md "Retention") -------------------------------- */
 
 typedef struct rx_audit_prune_stats {
