@@ -73,8 +73,10 @@ int cli_serve(const cli_global *g, int argc, char **argv)
         return cli_error(64, "serve: --socket PATH is required");
     signal(SIGPIPE, SIG_IGN);
     uv_loop_init(&s.loop);
-    if (cli_ctx_new(&s.ctx, &s.loop, g->workspace, &e) != 0)
+    if (cli_ctx_new(&s.ctx, &s.loop, g->workspace, &e) != 0) {
+        uv_loop_close(&s.loop);
         return cli_error(rexec_err_exit_code(e.code), "%s", e.msg);
+    }
     if (rexec_server_start(s.ctx, &opts, &s.srv, &e) != 0) {
         rexec_ctx_close(s.ctx, NULL, NULL);
         uv_run(&s.loop, UV_RUN_DEFAULT); /* the listener's close, the context's release */
