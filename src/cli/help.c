@@ -143,8 +143,11 @@ static const char audit_help[] =
 static const char serve_help[] =
     "usage: rexec serve --socket PATH\n"
     "\n"
-    "A long-lived controller on a Unix socket (mode 0600, same user only), speaking\n"
-    "newline-delimited JSON (run, eval, check, cancel, ping, hosts, actions, groups, reload).\n"
+    "A long-lived controller on a Unix socket, speaking newline-delimited JSON (run, eval,\n"
+    "check, cancel, ping, hosts, actions, groups, reload). Its own user may use every op; the\n"
+    "users and groups in rexec.json's serve.clients only the verbs listed there (never\n"
+    "approve); anyone else is refused. The socket is 0600 unless serve.clients asks for\n"
+    "more (serve.socket_mode, serve.socket_group). See docs/gate.md, \"Two users\".\n"
     "Connections to hosts stay warm between calls. SIGHUP reloads rexec.json (a file that does\n"
     "not load is refused; calls in flight finish on their configuration); SIGTERM stops.\n"
     "See docs/serve-protocol.md.\n";

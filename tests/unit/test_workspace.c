@@ -231,6 +231,45 @@ static int teardown(void **state)
     return system(cmd) == 0 ? 0 : -1;
 }
 
+/* serve.clients: verbs as bits, ping always, approve never, names and modes checked. */
+static void test_serve_clients(void **state)
+{
+    (void)state;
+    rx_ws *ws = load("{" HOSTS ", \"serve\": {\"clients\": [{\"user\": \"agent\", \"verbs\": "
+                     "[\"run\", \"cancel\"]}, {\"group\": \"ops\", \"verbs\": [\"list\"]}], "
+                     "\"socket_group\": \"agents\"}}");
+    assert_int_equal(ws->serve.n_clients, 2);
+    assert_string_equal(ws->serve.clients[0].user, "agent");
+    assert_null(ws->serve.clients[0].group);
+    assert_int_equal(ws->serve.clients[0].verbs, RX_VERB_RUN | RX_VERB_CANCEL | RX_VERB_PING);
+    assert_int_equal(ws->serve.clients[1].verbs, RX_VERB_LIST | RX_VERB_PING);
+    assert_int_equal(rx_serve_socket_mode(&ws->serve), 0660);
+    rx_ws_free(ws);
+    ws = load("{" HOSTS "}");
+    assert_int_equal(ws->serve.n_clients, 0);
+    assert_int_equal(rx_serve_socket_mode(&ws->serve), 0600);
+    rx_ws_free(ws);
+    assert_int_equal(rx_serve_op_verb("hosts"), RX_VERB_LIST);
+    assert_int_equal(rx_serve_op_verb("reload"), RX_VERB_RELOAD);
+    assert_int_equal(rx_serve_op_verb("approve"), 0);
+    assert_int_equal(rx_serve_op_verb("list"), 0); /* a verb, not an op */
+    expect("{" HOSTS ", \"serve\": {\"clients\": [{\"user\": \"a\", \"verbs\": [\"approve\"]}]}}",
+           REXEC_ECONFIG, "serve.clients[0].verbs[0]: \"approve\" cannot be granted");
+    expect("{" HOSTS ", \"serve\": {\"clients\": [{\"user\": \"a\", \"group\": \"g\", "
+           "\"verbs\": [\"run\"]}]}}", REXEC_ECONFIG, "exactly one of");
+    expect("{" HOSTS ", \"serve\": {\"clients\": [{\"user\": \"a\", \"verbs\": []}]}}",
+           REXEC_ECONFIG, "grants nothing");
+    expect("{" HOSTS ", \"serve\": {\"clients\": [{\"user\": \"a\", \"verbs\": [\"sudo\"]}]}}",
+           REXEC_ECONFIG, "is not a verb");
+    expect("{" HOSTS ", \"serve\": {\"clients\": [{\"user\": \"../a\", \"verbs\": [\"run\"]}]}}",
+           REXEC_ECONFIG, "not a user or group name");
+    expect("{" HOSTS ", \"serve\": {\"socket_mode\": \"0777\"}}", REXEC_ECONFIG,
+           "serve.socket_mode");
+    expect("{" HOSTS ", \"serve\": {\"socket_mode\": \"0400\"}}", REXEC_ECONFIG,
+           "serve.socket_mode");
+    expect("{" HOSTS ", \"serve\": {\"other\": 1}}", REXEC_ECONFIG, "serve");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -238,6 +277,7 @@ int main(void)
         cmocka_unit_test(test_catalog_checks),
         cmocka_unit_test(test_template_contexts),       cmocka_unit_test(test_floors),
         cmocka_unit_test(test_targets),              cmocka_unit_test(test_unsafe_workspace_refused),
+        cmocka_unit_test(test_serve_clients),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
