@@ -127,6 +127,12 @@ static int rotated_name_ok(const char *s)
     return 1;
 }
 
+time_t rx_audit_rotated_time(const char *name)
+{
+    struct tm tm = {0};
+    return strptime(name + 6, "%Y%m%dT%H%M%S", &tm) ? timegm(&tm) : 0;
+}
+
 static int name_cmp(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);

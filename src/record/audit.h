@@ -99,6 +99,9 @@ int rx_audit_line_hash(const char *line, size_t len, char hex[RX_AUDIT_HEX_LEN])
  * name and the array. A missing directory is an empty list. */
 int rx_audit_rotated(const char *audit_dir, char ***names, size_t *n, rexec_error *err);
 void rx_audit_names_free(char **names, size_t n);
+/* The time in a rotated file's name (when it was rotated, so after its last record); 0 when the
+ * name holds none. */
+time_t rx_audit_rotated_time(const char *name);
 
 /* ---- Grants (audit_grants.c) ------------------------------------------------------------- */
 

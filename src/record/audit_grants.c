@@ -15,18 +15,6 @@
 #include "err.h"
 #include "fsutil.h"
 
-/* A rotated file named audit-YYYYmmddTHHMMSS...: its records are all older than that time. */
-static time_t rotated_time(const char *name)
-{
-    struct tm tm = {0};
-    if (sscanf(name, "audit-%4d%2d%2dT%2d%2d%2d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-               &tm.tm_hour, &tm.tm_min, &tm.tm_sec) != 6)
-        return 0;
-    tm.tm_year -= 1900;
-    tm.tm_mon -= 1;
-    return timegm(&tm);
-}
-
 /* The line records a call that ran on grant id: a "grant_id" member equal to id, with reason
  * ALLOW_GRANT. The substring test is only a filter (a quote inside a value is stored escaped, so
  * no value can fake the member); the parse decides. */
@@ -76,7 +64,7 @@ int rx_audit_grant_used(const char *ws_dir, const char *grant_id, time_t since, 
         goto out;
     /* newest first: a use is at most a grant's lifetime old */
     for (size_t i = n; r == 0 && !*used && i-- > 0;) {
-        if (rotated_time(names[i]) + 1 < since)
+        if (rx_audit_rotated_time(names[i]) + 1 < since)
             break;
         char *p = rx_fs_join(dir, names[i]);
         r = p ? file_uses(p, needle, grant_id, used, err) : rx_fail(err, REXEC_ENOMEM, "out of memory");

@@ -23,12 +23,6 @@
 
 #define PRUNE_MAX_FILE (512u << 20)
 
-/* The time in a rotated file's name (when it was rotated, so after its last record). */
-static time_t rotated_time(const char *name)
-{
-    struct tm tm = {0};
-    return strptime(name + 6, "%Y%m%dT%H%M%S", &tm) ? timegm(&tm) : 0;
-}
 
 /* The anchor file, or NULL when there is none. */
 int rx_audit_anchor_load(const char *ws_dir, cJSON **out, rexec_error *err)
@@ -147,7 +141,7 @@ static int choose(const char *dir, char **names, size_t n, const cJSON *old, tim
     int r = sc.open_runs ? 0 : rx_fail(err, REXEC_ENOMEM, "out of memory");
     cJSON_ArrayForEach(o, cJSON_GetObjectItemCaseSensitive(old, "open_runs"))
         cJSON_AddItemToArray(sc.open_runs, cJSON_Duplicate(o, 1));
-    for (size_t i = 0; r == 0 && i < n && rotated_time(names[i]) < before; i++) {
+    for (size_t i = 0; r == 0 && i < n && rx_audit_rotated_time(names[i]) < before; i++) {
         char *path = rx_fs_join(dir, names[i]);
         if (!rx_audit_anchor_names(old, names[i])) /* else a crash left it: it goes now */
             r = path ? scan_file(path, &sc, err) : rx_fail(err, REXEC_ENOMEM, "out of memory");
