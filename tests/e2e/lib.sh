@@ -320,6 +320,43 @@ lab_ssh() {
         "$LAB_USER@127.0.0.1" "$@"
 }
 
+# tty_answer CMD...: CMD on a new pseudo-terminal (its controlling terminal); waits for rexec's
+# approval prompt, then types $ANSWER if set, else the code the prompt shows. The terminal's text
+# goes to stdout; the status is CMD's (99: no prompt came).
+tty_answer() {
+    "$RX_PYTHON" - "$@" <<'PY'
+import os, pty, re, select, sys, time
+cmd = sys.argv[1:]
+answer = os.environ["ANSWER"].encode() if "ANSWER" in os.environ else None
+pid, fd = pty.fork()
+if pid == 0:
+    os.execvp(cmd[0], cmd)
+buf, deadline = b"", time.time() + 30
+def more():
+    global buf
+    if select.select([fd], [], [], 0.2)[0]:
+        try:
+            d = os.read(fd, 4096)
+        except OSError:
+            return False
+        if not d:
+            return False
+        buf += d
+    return True
+while b"anything else refuses): " not in buf and time.time() < deadline:
+    if not more():
+        break
+m = re.search(rb"type the code ([0-9A-Z]{3}-[0-9A-Z]{3})", buf)
+if m:
+    os.write(fd, (answer if answer is not None else m.group(1)) + b"\n")
+    while time.time() < deadline and more():
+        pass
+_, st = os.waitpid(pid, 0)
+sys.stdout.write(buf.decode("utf-8", "replace"))
+sys.exit(os.waitstatus_to_exitcode(st) if m else 99)
+PY
+}
+
 # rx ARGS...: the rexec under test on this test's workspace.
 rx() {
     [[ -n ${REXEC_BIN:-} ]] || fail "REXEC_BIN is not set"

@@ -15,41 +15,9 @@ RAN=$RX_TMP/ran
 ws_edit 'c["actions"]["svc.restart"]["command"] = "echo would restart {unit}; echo {unit} >> " + args[0]' \
     "'$RAN'"
 
-# at_tty ARGS...: rexec ARGS on a new pseudo-terminal (its controlling terminal); waits for the
-# approval prompt, then types $ANSWER if set, else the code the prompt shows. The terminal's
-# text goes to stdout; the status is rexec's (99: no prompt came).
+# at_tty ARGS...: rexec ARGS on a new pseudo-terminal (tty_answer, tests/e2e/lib.sh).
 at_tty() {
-    "$RX_PYTHON" - "$REXEC_BIN" "$WS" "$@" <<'PY'
-import os, pty, re, select, sys, time
-rexec, ws, args = sys.argv[1], sys.argv[2], sys.argv[3:]
-answer = os.environ["ANSWER"].encode() if "ANSWER" in os.environ else None
-pid, fd = pty.fork()
-if pid == 0:
-    os.execv(rexec, [rexec, "--workspace", ws] + args)
-buf, deadline = b"", time.time() + 30
-def more():
-    global buf
-    if select.select([fd], [], [], 0.2)[0]:
-        try:
-            d = os.read(fd, 4096)
-        except OSError:
-            return False
-        if not d:
-            return False
-        buf += d
-    return True
-while b"anything else refuses): " not in buf and time.time() < deadline:
-    if not more():
-        break
-m = re.search(rb"type the code ([0-9A-Z]{3}-[0-9A-Z]{3})", buf)
-if m:
-    os.write(fd, (answer if answer is not None else m.group(1)) + b"\n")
-    while time.time() < deadline and more():
-        pass
-_, st = os.waitpid(pid, 0)
-sys.stdout.write(buf.decode("utf-8", "replace"))
-sys.exit(os.waitstatus_to_exitcode(st) if m else 99)
-PY
+    tty_answer "$REXEC_BIN" --workspace "$WS" "$@"
 }
 
 # approve_at_tty ID [ANSWER]: `rexec approve ID` at a terminal, answering ANSWER or the code

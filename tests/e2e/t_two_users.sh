@@ -139,37 +139,8 @@ assert_eq "" "$(cat "$RAN")" "an unapproved grant runs nothing"
 # (a pseudo-terminal the operator's rexec gets as its controlling terminal; the code is what
 # the prompt shows, typed back)
 approve_as_op() {
-    "$RX_PYTHON" - "$OP" "$REXEC_BIN" "$WS" "$1" <<'PY'
-import os, pty, re, select, subprocess, sys, time
-op, rexec, ws, cid = sys.argv[1:5]
-pid, fd = pty.fork()
-if pid == 0:
-    os.execvp("setpriv", ["setpriv", "--reuid=" + op, "--regid=" + op, "--init-groups",
-                          rexec, "--workspace", ws, "approve", cid])
-buf, deadline = b"", time.time() + 30
-def more():
-    global buf
-    if select.select([fd], [], [], 0.2)[0]:
-        try:
-            d = os.read(fd, 4096)
-        except OSError:
-            return False
-        if not d:
-            return False
-        buf += d
-    return True
-while b"anything else refuses): " not in buf and time.time() < deadline:
-    if not more():
-        break
-m = re.search(rb"type the code ([0-9A-Z]{3}-[0-9A-Z]{3})", buf)
-if m:
-    os.write(fd, m.group(1) + b"\n")
-    while time.time() < deadline and more():
-        pass
-_, st = os.waitpid(pid, 0)
-sys.stdout.write(buf.decode("utf-8", "replace"))
-sys.exit(os.waitstatus_to_exitcode(st) if m else 99)
-PY
+    tty_answer setpriv --reuid="$OP" --regid="$OP" --init-groups \
+        "$REXEC_BIN" --workspace "$WS" approve "$1"
 }
 assert_exit 0 approve_as_op "$ID"
 assert_contains "$OUT" "approved"
