@@ -222,11 +222,11 @@ static void add_controller(cJSON *o)
 /* Who asked: serve's peer ({"uid", "user"}), or null for the process itself. */
 static void add_client(const rexec_call *c, cJSON *o)
 {
-    cJSON *k = c->client_user ? cJSON_AddObjectToObject(o, "client") : NULL;
     if (c->client_user == NULL) {
         cJSON_AddNullToObject(o, "client");
         return;
     }
+    cJSON *k = cJSON_AddObjectToObject(o, "client");
     if (k == NULL)
         return;
     cJSON_AddNumberToObject(k, "uid", (double)c->client_uid);
