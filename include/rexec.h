@@ -314,6 +314,21 @@ enum {
 int rexec_audit_verify(const char *workspace_dir, const char *key_file, int flags, FILE *report,
                        rexec_error *err);
 
+/* The same, and the chain must still hold head_json (a head `rexec audit head` printed and that
+ * was kept elsewhere): a log cut after it, a removed current or newest rotated file, or an
+ * older copy put back make it REXEC_AUDIT_TAMPERED. REXEC_EUSAGE when head_json is not a head.
+ * head_json NULL is rexec_audit_verify. */
+int rexec_audit_verify_head(const char *workspace_dir, const char *key_file,
+                            const char *head_json, int flags, FILE *report, rexec_error *err);
+
+/* The audit log's head, {"seq","hash","ts","keyed","mac"} on one line (malloc'd in *out), to
+ * ship elsewhere: audit/head.json, after checking it against the log's end and (with
+ * key_file) its mac. reset first rewrites head.json from the log's end and chains a
+ * "head_reset" record, for after an operator has seen why they disagreed. 0 or REXEC_EAUDIT
+ * (they disagree, saying how) / REXEC_ECONFIG (the key). */
+int rexec_audit_head(const char *workspace_dir, const char *key_file, int reset, char **out,
+                     rexec_error *err);
+
 /* The HMAC key file rexec.json names ("audit": {"key_file": "/abs/path"}), read on its own so
  * that verifying works whatever else the file holds. *key_file is malloc'd (caller frees) or
  * NULL when there is none. Returns 0 or REXEC_ECONFIG / REXEC_ENOMEM. */

@@ -233,14 +233,25 @@ static void add_client(const rexec_call *c, cJSON *o)
     cJSON_AddStringToObject(k, "user", c->client_user);
 }
 
+/* The workspace's audit log, with its syslog copy when audit.syslog asks for one. */
+static int call_audit_open(rexec_ctx *ctx, rexec_error *err)
+{
+    int r = rx_audit_open(&ctx->audit, ctx->ws->dir, ctx->ws->audit_key_file, err);
+    if (r == 0 && ctx->ws->audit_syslog != NULL &&
+        (r = rx_audit_set_syslog(ctx->audit, ctx->ws->audit_syslog, err)) != 0) {
+        rx_audit_close(ctx->audit);
+        ctx->audit = NULL;
+    }
+    return r;
+}
+
 /* phase: "intent" (before anything runs), "outcome" (after), or "refused". */
 int rx_call_audit(rexec_call *c, const char *phase, rexec_error *err)
 {
     char ts[32];
     int r;
     rexec_ctx *ctx = c->ctx;
-    if (ctx->audit == NULL &&
-        (r = rx_audit_open(&ctx->audit, ctx->ws->dir, ctx->ws->audit_key_file, err)) != 0)
+    if (ctx->audit == NULL && (r = call_audit_open(ctx, err)) != 0)
         return r;
     cJSON *o = cJSON_CreateObject();
     if (o == NULL)

@@ -2,7 +2,12 @@
  * remote contract needs (remote/check.sh). Nothing of the catalog runs; no audit record. */
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <stdio.h>
+#include <sys/socket.h>
 #include <sys/statvfs.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include "call.h"
 #include "err.h"
@@ -67,6 +72,34 @@ static const char *evidence_space_warning(const rexec_ctx *ctx, char *out, size_
     return out;
 }
 
+/* audit.syslog names a socket nobody listens on: the copies are being lost. connect() on a
+ * datagram socket finds that out without sending anything. */
+static const char *audit_copy_warning(const rexec_ctx *ctx, char *out, size_t n)
+{
+    const char *path = ctx->ws->audit_syslog;
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (path == NULL)
+        return NULL;
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    int ok = fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+    int e = errno;
+    if (fd >= 0)
+        close(fd);
+    if (ok)
+        return NULL;
+    snprintf(out, n, "audit.syslog: %.100s: %s: the audit copy is not being received", path,
+             strerror(e));
+    return out;
+}
+
+/* What the controller's side lacks, for every host's report. */
+static const char *local_warning(const rexec_ctx *ctx, char *out, size_t n)
+{
+    const char *w = evidence_space_warning(ctx, out, n);
+    return w != NULL ? w : audit_copy_warning(ctx, out, n);
+}
+
 static void check_report(check *k)
 {
     char bash[64], tmo[8], cont[32], warning[256];
@@ -84,7 +117,7 @@ static void check_report(check *k)
                             .containment = cont[0] ? cont : NULL,
                             .duration_ms = (uv_hrtime() - k->t0) / 1000000,
                             .exit_status = rexec_err_exit_code(k->err.code),
-                            .warning = evidence_space_warning(k->ctx, warning, sizeof(warning))};
+                            .warning = local_warning(k->ctx, warning, sizeof(warning))};
     k->on_done(k->ud, &r);
     uv_close((uv_handle_t *)&k->defer, on_check_closed);
 }

@@ -18,9 +18,32 @@
 int rexec_audit_verify(const char *workspace_dir, const char *key_file, int flags, FILE *report,
                        rexec_error *err)
 {
+    return rexec_audit_verify_head(workspace_dir, key_file, NULL, flags, report, err);
+}
+
+int rexec_audit_verify_head(const char *workspace_dir, const char *key_file,
+                            const char *head_json, int flags, FILE *report, rexec_error *err)
+{
+    rx_audit_head h;
+    int r;
+    if (head_json != NULL &&
+        (r = rx_audit_head_parse(head_json, strlen(head_json), "--head", REXEC_EUSAGE, &h,
+                                 err)) != 0)
+        return r;
     return rx_audit_verify_ex(workspace_dir, key_file,
-                              (flags & REXEC_AUDIT_REPORT_JSON) ? RX_AUDIT_VERIFY_JSON : 0, report,
-                              err);
+                              (flags & REXEC_AUDIT_REPORT_JSON) ? RX_AUDIT_VERIFY_JSON : 0,
+                              head_json != NULL ? &h : NULL, report, err);
+}
+
+int rexec_audit_head(const char *workspace_dir, const char *key_file, int reset, char **out,
+                     rexec_error *err)
+{
+    rx_audit_head h;
+    int r = rx_audit_head_current(workspace_dir, key_file, reset, &h, err);
+    *out = NULL;
+    if (r == 0 && (*out = rx_audit_head_json(&h)) == NULL)
+        r = rx_fail(err, REXEC_ENOMEM, "out of memory");
+    return r;
 }
 
 int rexec_audit_key_file(const char *workspace_dir, char **key, rexec_error *err)

@@ -19,7 +19,8 @@ typedef struct audit_opts {
     const char *run;
     const char *since;
     const char *host, *action, *before;
-    int json;
+    const char *head; /* verify --head: a file, "-" for stdin, or the JSON itself */
+    int json, reset;
 } audit_opts;
 
 /* Parses the options after the subcommand; allowed lists the ones it takes. */
@@ -30,6 +31,11 @@ static int parse_opts(int argc, char **argv, const char *sub, int allow_show, au
         int missing = 0;
         if (strcmp(argv[i], "--json") == 0)
             o->json = 1;
+        else if (strcmp(sub, "head") == 0 && strcmp(argv[i], "--reset") == 0)
+            o->reset = 1;
+        else if (strcmp(sub, "verify") == 0 &&
+                 (v = cli_opt_value(argc, argv, &i, "--head", &missing)) != NULL)
+            o->head = v;
         else if (!allow_show && (v = cli_opt_value(argc, argv, &i, "--key", &missing)) != NULL)
             o->key = v;
         else if (allow_show && (v = cli_opt_value(argc, argv, &i, "--run", &missing)) != NULL)
@@ -51,22 +57,68 @@ static int parse_opts(int argc, char **argv, const char *sub, int allow_show, au
     return 0;
 }
 
+#define HEAD_TEXT_MAX 4096
+
+static int audit_key(const cli_global *g, const audit_opts *o, const char **key, char **ws_key,
+                     rexec_error *err);
+
+/* --head H: the JSON itself when it starts with "{", else a file ("-": stdin) holding it. */
+static int read_head(const char *h, char **text)
+{
+    if (h[0] == '{')
+        return (*text = strdup(h)) != NULL ? 0 : cli_error(70, "out of memory");
+    FILE *f = strcmp(h, "-") == 0 ? stdin : fopen(h, "r");
+    if (f == NULL)
+        return cli_error(EXIT_USAGE, "audit verify: --head %.200s: %s", h, strerror(errno));
+    char *buf = calloc(1, HEAD_TEXT_MAX + 1);
+    size_t n = buf ? fread(buf, 1, HEAD_TEXT_MAX + 1, f) : 0;
+    int bad = ferror(f);
+    if (f != stdin)
+        fclose(f);
+    if (buf == NULL)
+        return cli_error(70, "out of memory");
+    if (bad || n > HEAD_TEXT_MAX) {
+        free(buf);
+        return cli_error(EXIT_USAGE, "audit verify: --head %.200s: %s", h,
+                         bad ? "cannot be read" : "longer than a head can be");
+    }
+    *text = buf;
+    return 0;
+}
+
 static int audit_verify_cmd(const cli_global *g, const audit_opts *o)
 {
     rexec_error err = {0};
-    char *ws_key = NULL;
-    const char *key = o->key ? o->key : getenv("REXEC_AUDIT_KEY");
+    char *ws_key = NULL, *head = NULL;
+    const char *key;
     int r;
 
-    if (key != NULL && *key == 0)
-        key = NULL;
-    if (key == NULL && (r = rexec_audit_key_file(g->workspace, &ws_key, &err)) != 0)
-        return cli_error(rexec_err_exit_code(r), "%s", err.msg);
-    r = rexec_audit_verify(g->workspace, key ? key : ws_key, o->json ? REXEC_AUDIT_REPORT_JSON : 0,
-                           stdout, &err);
+    if (o->head != NULL && (r = read_head(o->head, &head)) != 0)
+        return r;
+    if ((r = audit_key(g, o, &key, &ws_key, &err)) == 0)
+        r = rexec_audit_verify_head(g->workspace, key ? key : ws_key, head,
+                                    o->json ? REXEC_AUDIT_REPORT_JSON : 0, stdout, &err);
     free(ws_key);
+    free(head);
     fflush(stdout);
     return r >= 0 ? r : cli_error(rexec_err_exit_code(r), "%s", err.msg);
+}
+
+static int audit_head_cmd(const cli_global *g, const audit_opts *o)
+{
+    rexec_error err = {0};
+    char *ws_key = NULL, *out = NULL;
+    const char *key;
+    int r;
+
+    if ((r = audit_key(g, o, &key, &ws_key, &err)) == 0)
+        r = rexec_audit_head(g->workspace, key ? key : ws_key, o->reset, &out, &err);
+    free(ws_key);
+    if (r != 0)
+        return cli_error(rexec_err_exit_code(r), "%s", err.msg);
+    printf("%s\n", out);
+    free(out);
+    return 0;
 }
 
 static int audit_show_cmd(const cli_global *g, const audit_opts *o)
@@ -141,7 +193,8 @@ int cli_audit(const cli_global *g, int argc, char **argv)
     audit_opts o = {0};
     int r;
     if (argc < 2)
-        return cli_error(EXIT_USAGE, "audit: expected verify or show (see rexec audit --help)");
+        return cli_error(EXIT_USAGE,
+                         "audit: expected verify, show, head or prune (see rexec audit --help)");
     if (wants_help(argc, argv)) {
         fputs(cli_help_text("audit"), stdout);
         return 0;
@@ -152,6 +205,9 @@ int cli_audit(const cli_global *g, int argc, char **argv)
         return (r = parse_opts(argc, argv, "show", 1, &o)) != 0 ? r : audit_show_cmd(g, &o);
     if (strcmp(argv[1], "prune") == 0)
         return (r = parse_opts(argc, argv, "prune", 0, &o)) != 0 ? r : audit_prune_cmd(g, &o);
-    return cli_error(EXIT_USAGE, "audit: unknown subcommand \"%.64s\" (expected verify, show or prune)",
+    if (strcmp(argv[1], "head") == 0)
+        return (r = parse_opts(argc, argv, "head", 0, &o)) != 0 ? r : audit_head_cmd(g, &o);
+    return cli_error(EXIT_USAGE,
+                     "audit: unknown subcommand \"%.64s\" (expected verify, show, head or prune)",
                      argv[1]);
 }

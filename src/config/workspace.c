@@ -788,9 +788,28 @@ static int load_limits(rx_ws *ws, const cJSON *root, rexec_error *err)
     return 0;
 }
 
+/* "syslog": true (the system's /dev/log), false, or the absolute path of a datagram socket. */
+static int load_audit_syslog(rx_ws *ws, const cJSON *v, rexec_error *err)
+{
+    const char *path = NULL;
+    if (v == NULL || cJSON_IsFalse(v) || cJSON_IsNull(v))
+        return 0;
+    if (cJSON_IsTrue(v))
+        path = "/dev/log";
+    else if (cJSON_IsString(v) && v->valuestring[0] == '/' && strlen(v->valuestring) < 108)
+        path = v->valuestring;
+    else
+        return rx_json_fail(err, C, "audit.syslog",
+                            "must be true, false or the absolute path of a syslog socket "
+                            "(shorter than 108 bytes)");
+    if ((ws->audit_syslog = strdup(path)) == NULL)
+        return rx_fail(err, REXEC_ENOMEM, "out of memory");
+    return 0;
+}
+
 static int load_audit(rx_ws *ws, const cJSON *root, rexec_error *err)
 {
-    static const char *const keys[] = {"key_file", NULL};
+    static const char *const keys[] = {"key_file", "syslog", NULL};
     const cJSON *o = NULL;
     int r = rx_json_get_object(root, "audit", "", 0, &o, C, err);
     if (r || o == NULL)
@@ -801,7 +820,7 @@ static int load_audit(rx_ws *ws, const cJSON *root, rexec_error *err)
     if (ws->audit_key_file && ws->audit_key_file[0] != '/')
         return rx_json_fail(err, C, "audit.key_file", "must be an absolute path outside the "
                                                       "workspace");
-    return 0;
+    return load_audit_syslog(ws, cJSON_GetObjectItemCaseSensitive(o, "syslog"), err);
 }
 
 static int load_root(rx_ws *ws, const cJSON *root, rexec_error *err)
@@ -913,6 +932,7 @@ void rx_ws_free(rx_ws *ws)
     free(ws->hosts), free(ws->groups), free(ws->secrets), free(ws->actions);
     rx_scope_free(ws->scope);
     free(ws->dir), free(ws->known_hosts), free(ws->audit_key_file);
+    free(ws->audit_syslog);
     rx_serve_conf_free(&ws->serve);
     free(ws);
 }

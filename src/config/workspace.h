@@ -146,6 +146,7 @@ typedef struct rx_ws {
     struct rx_scope *scope;
     rx_limits limits;
     char *audit_key_file; /* HMAC key for the audit chain (outside the workspace), or NULL */
+    char *audit_syslog;   /* the socket every audit line is copied to ("/dev/log"), or NULL */
     rx_serve_conf serve;  /* who besides its own user may use rexec serve, and for what */
 } rx_ws;
 

@@ -1,8 +1,9 @@
 /* The audit log writer: whole, hash-chained lines appended under flock by many processes.
  *
  * A line is <body-without-its-last-brace>,"hash":"<hex>"}\n where body is the record printed
- * by cJSON with "prev" as its last member, and hex = SHA-256(body) (HMAC-SHA256 with a key).
- * docs/audit.md is the reference; audit_verify.c is the reader. */
+ * by cJSON with "seq" and then "prev" as its last members, and hex = SHA-256(body)
+ * (HMAC-SHA256 with a key). After each append audit/head.json names the new end of the chain
+ * (audit_head.c). docs/audit.md is the reference; audit_verify.c is the reader. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -18,6 +19,7 @@
 #include <openssl/hmac.h>
 
 #include "audit.h"
+#include "audit_copy.h"
 #include "err.h"
 #include "fsutil.h"
 
@@ -34,6 +36,7 @@ struct rx_audit {
     char *lock;  /* <ws>/audit/.lock: never rotated, so every writer locks the same inode */
     rx_buf key;  /* empty: plain SHA-256 chain */
     unsigned long long rotate_size;
+    rx_audit_copy copy; /* the syslog copy of every line, when set */
 };
 
 /* ---- Hashing and keys ------------------------------------------------------------------- */
@@ -197,6 +200,7 @@ void rx_audit_close(rx_audit *a)
     if (a == NULL)
         return;
     rx_buf_free(&a->key);
+    rx_audit_copy_close(&a->copy);
     free(a->ws_dir);
     free(a->dir);
     free(a->path);
@@ -262,6 +266,7 @@ int rx_audit_open(rx_audit **out, const char *ws_dir, const char *key_file, rexe
     if (a == NULL)
         return rx_fail(err, REXEC_ENOMEM, "out of memory");
     a->rotate_size = RX_AUDIT_ROTATE_DEFAULT;
+    rx_audit_copy_init(&a->copy);
     rx_buf_init(&a->key, AUDIT_KEY_MAX);
     a->ws_dir = strdup(ws_dir);
     a->dir = rx_fs_join(ws_dir, "audit");
@@ -310,8 +315,10 @@ static int audit_check_record(const cJSON *rec, rexec_error *err)
     if (!cJSON_IsString(cJSON_GetObjectItemCaseSensitive(rec, "run_id")) ||
         !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(rec, "phase")))
         return rx_fail(err, REXEC_EAUDIT, "audit record has no run_id or phase string");
-    if (cJSON_GetObjectItemCaseSensitive(rec, "prev") || cJSON_GetObjectItemCaseSensitive(rec, "hash"))
-        return rx_fail(err, REXEC_EAUDIT, "audit record already holds prev or hash");
+    if (cJSON_GetObjectItemCaseSensitive(rec, "prev") ||
+        cJSON_GetObjectItemCaseSensitive(rec, "hash") ||
+        cJSON_GetObjectItemCaseSensitive(rec, "seq"))
+        return rx_fail(err, REXEC_EAUDIT, "audit record already holds seq, prev or hash");
     return 0;
 }
 
@@ -384,17 +391,17 @@ static int audit_render(const cJSON *rec, const rx_redactor *r, char **text, rex
     return rc;
 }
 
-/* The line: text with "prev" added as its last member, then "hash" over that body. */
-static int audit_line(const rx_audit *a, const char *text, const char *prev, rx_buf *line,
-                      rexec_error *err)
+/* The line: text with "seq" and "prev" added as its last members, then "hash" over that
+ * body. hex receives the hash. */
+static int audit_line(const rx_audit *a, const char *text, long long seq, const char *prev,
+                      rx_buf *line, char hex[RX_AUDIT_HEX_LEN], rexec_error *err)
 {
-    char hex[RX_AUDIT_HEX_LEN];
     size_t tl = strlen(text);
     int r;
 
     /* text is an object with at least run_id and phase: "{...}" with a member before "}". */
     if ((r = rx_buf_add(line, text, tl - 1)) != 0 ||
-        (r = rx_buf_addf(line, ",\"prev\":\"%s\"}", prev)) != 0)
+        (r = rx_buf_addf(line, ",\"seq\":%lld,\"prev\":\"%s\"}", seq, prev)) != 0)
         return rx_fail(err, r, "audit record too large");
     if (rx_audit_digest(&a->key, line->data, line->len, hex) != 0)
         return rx_fail(err, REXEC_EINTERNAL, "audit: SHA-256 failed");
@@ -443,13 +450,37 @@ static off_t audit_last_line_start(int fd, off_t size)
     return floor;
 }
 
-/* The hash the file's last line ends with: only the last bytes are read, never the file. A
- * last line without its newline was cut by a crash or by hand; appending after it would hide
- * that, so it is refused with the command that removes it once someone has looked. */
-static int audit_tail_hash(int fd, off_t size, const char *path, char hex[RX_AUDIT_HEX_LEN],
-                           rexec_error *err)
+int rx_audit_tail_parse(const char *s, size_t n, rx_audit_tail *t)
 {
-    char tail[AUDIT_SUFFIX_LEN + 2];
+    static const char prev_key[] = ",\"prev\":\"", seq_key[] = ",\"seq\":";
+    const size_t prev_len = sizeof(prev_key) - 1 + 64 + 1, seq_len = sizeof(seq_key) - 1;
+
+    t->prev[0] = 0;
+    t->seq = -1;
+    if (rx_audit_line_hash(s, n, t->hash) != 0)
+        return -1;
+    size_t e = n - AUDIT_SUFFIX_LEN; /* where ,"prev":"<64>" must end */
+    if (e < prev_len || memcmp(s + e - prev_len, prev_key, sizeof(prev_key) - 1) != 0 ||
+        s[e - 1] != '"')
+        return 0;
+    memcpy(t->prev, s + e - 65, 64);
+    t->prev[64] = 0;
+    e -= prev_len; /* where ,"seq":<digits> must end */
+    size_t d = 0;
+    while (d < e && d < 19 && s[e - d - 1] >= '0' && s[e - d - 1] <= '9')
+        d++;
+    if (d == 0 || e < d + seq_len || memcmp(s + e - d - seq_len, seq_key, seq_len) != 0)
+        return 0;
+    t->seq = strtoll(s + e - d, NULL, 10);
+    return 0;
+}
+
+/* What the file's last line says: only the last bytes are read, never the file. A last line
+ * without its newline was cut by a crash or by hand; appending after it would hide that, so it
+ * is refused with the command that removes it once someone has looked. */
+static int audit_tail(int fd, off_t size, const char *path, rx_audit_tail *t, rexec_error *err)
+{
+    char tail[RX_AUDIT_TAIL_BYTES + 1];
     size_t n = size < (off_t)sizeof(tail) ? (size_t)size : sizeof(tail);
 
     if (pread_full(fd, tail, n, size - (off_t)n) != 0)
@@ -460,26 +491,33 @@ static int audit_tail_hash(int fd, off_t size, const char *path, char hex[RX_AUD
                        "the file was cut): refusing to append after it; see `rexec audit "
                        "verify`, then remove the partial line with `truncate -s %lld %s`",
                        path, (long long)audit_last_line_start(fd, size), path);
-    if (rx_audit_line_hash(tail, n - 1, hex) != 0)
+    if (rx_audit_tail_parse(tail, n - 1, t) != 0)
         return rx_fail(err, REXEC_EAUDIT,
                        "%s: the last line does not end with a hash (not written by rexec): "
                        "refusing to chain onto it; see `rexec audit verify`", path);
     return 0;
 }
 
-/* The chain head when audit.log is empty: the last hash of the newest rotated file, so the
- * chain crosses rotations (and an append that failed right after a rotation loses nothing). */
-static int audit_rotated_head(const rx_audit *a, char hex[RX_AUDIT_HEX_LEN], rexec_error *err)
+static void tail_empty(rx_audit_tail *t)
+{
+    memcpy(t->hash, AUDIT_ZERO_HASH, RX_AUDIT_HEX_LEN);
+    t->prev[0] = 0;
+    t->seq = 0;
+}
+
+/* The chain's end when audit.log is empty: the newest rotated file's last line, so the chain
+ * crosses rotations (and an append that failed right after a rotation loses nothing). */
+static int audit_rotated_tail(const char *dir, rx_audit_tail *t, rexec_error *err)
 {
     char **names = NULL, *path = NULL;
     size_t n = 0;
     int fd = -1, r;
     struct stat st;
 
-    memcpy(hex, AUDIT_ZERO_HASH, RX_AUDIT_HEX_LEN);
-    if ((r = rx_audit_rotated(a->dir, &names, &n, err)) != 0 || n == 0)
+    tail_empty(t);
+    if ((r = rx_audit_rotated(dir, &names, &n, err)) != 0 || n == 0)
         goto out;
-    if ((path = rx_fs_join(a->dir, names[n - 1])) == NULL) {
+    if ((path = rx_fs_join(dir, names[n - 1])) == NULL) {
         r = rx_fail(err, REXEC_ENOMEM, "out of memory");
         goto out;
     }
@@ -489,12 +527,95 @@ static int audit_rotated_head(const rx_audit *a, char hex[RX_AUDIT_HEX_LEN], rex
         goto out;
     }
     if (st.st_size > 0)
-        r = audit_tail_hash(fd, st.st_size, path, hex, err);
+        r = audit_tail(fd, st.st_size, path, t, err);
 out:
     if (fd >= 0)
         close(fd);
     free(path);
     rx_audit_names_free(names, n);
+    return r;
+}
+
+int rx_audit_chain_tail(const char *audit_dir, rx_audit_tail *t, rexec_error *err)
+{
+    char *path = rx_fs_join(audit_dir, "audit.log");
+    struct stat st;
+    int r;
+    if (path == NULL)
+        return rx_fail(err, REXEC_ENOMEM, "out of memory");
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 && errno != ENOENT)
+        r = rx_fail(err, REXEC_EAUDIT, "%s: %s", path, strerror(errno));
+    else if (fd >= 0 && fstat(fd, &st) != 0)
+        r = rx_fail(err, REXEC_EAUDIT, "%s: %s", path, strerror(errno));
+    else if (fd >= 0 && st.st_size > 0)
+        r = audit_tail(fd, st.st_size, path, t, err);
+    else
+        r = audit_rotated_tail(audit_dir, t, err);
+    if (fd >= 0)
+        close(fd);
+    free(path);
+    return r;
+}
+
+/* Lines in one file (a newline count), added to *n. */
+static int count_lines(const char *path, long long *n, rexec_error *err)
+{
+    char blk[65536];
+    ssize_t k;
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT ? 0 : rx_fail(err, REXEC_EAUDIT, "%s: %s", path, strerror(errno));
+    while ((k = read(fd, blk, sizeof(blk))) != 0) {
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0) {
+            int e = errno;
+            close(fd);
+            return rx_fail(err, REXEC_EAUDIT, "%s: read: %s", path, strerror(e));
+        }
+        for (const char *p = blk; (p = memchr(p, '\n', (size_t)(blk + k - p))) != NULL; p++)
+            (*n)++;
+    }
+    close(fd);
+    return 0;
+}
+
+/* The seq of the next record: one more than the last line's. A log written before sequence
+ * numbers is counted once (its rotated files, minus those a prune anchor covers, and
+ * audit.log), so the numbering starts where verify's count says it must. */
+static int audit_next_seq(const rx_audit *a, const rx_audit_tail *t, long long *seq,
+                          rexec_error *err)
+{
+    char **names = NULL, *path = NULL;
+    size_t n = 0;
+    cJSON *anchor = NULL;
+    long long lines = 0;
+    int r;
+
+    if (t->seq >= 0) {
+        *seq = t->seq + 1;
+        return 0;
+    }
+    if ((r = rx_audit_anchor_load(a->ws_dir, &anchor, err)) != 0 ||
+        (r = rx_audit_rotated(a->dir, &names, &n, err)) != 0)
+        goto out;
+    for (size_t i = 0; r == 0 && i < n; i++) {
+        if (rx_audit_anchor_names(anchor, names[i]))
+            continue;
+        if ((path = rx_fs_join(a->dir, names[i])) == NULL)
+            r = rx_fail(err, REXEC_ENOMEM, "out of memory");
+        else
+            r = count_lines(path, &lines, err);
+        free(path);
+        path = NULL;
+    }
+    if (r == 0)
+        r = count_lines(a->path, &lines, err);
+    *seq = lines + 1;
+out:
+    rx_audit_names_free(names, n);
+    cJSON_Delete(anchor);
     return r;
 }
 
@@ -578,23 +699,40 @@ static int audit_write(const rx_audit *a, int fd, off_t size, const rx_buf *line
                                  "audit verify`)");
 }
 
-static int audit_append_locked(const rx_audit *a, const char *text, rx_buf *line,
-                               rexec_error *err)
+static int audit_append_locked(rx_audit *a, const char *text, rx_buf *line, rexec_error *err)
 {
-    char prev[RX_AUDIT_HEX_LEN];
+    char hex[RX_AUDIT_HEX_LEN];
+    rx_audit_tail t;
+    long long seq = 0;
     off_t size = 0;
     int fd = -1, r;
 
     if ((r = audit_open_log(a, &fd, &size, err)) != 0)
         goto out;
-    r = size > 0 ? audit_tail_hash(fd, size, a->path, prev, err) : audit_rotated_head(a, prev, err);
-    if (r != 0 || (r = audit_line(a, text, prev, line, err)) != 0)
+    r = size > 0 ? audit_tail(fd, size, a->path, &t, err) : audit_rotated_tail(a->dir, &t, err);
+    if (r != 0 || (r = rx_audit_head_check(a->dir, &a->key, &t, err)) != 0 ||
+        (r = audit_next_seq(a, &t, &seq, err)) != 0 ||
+        (r = audit_line(a, text, seq, t.hash, line, hex, err)) != 0)
         goto out;
     if (a->rotate_size > 0 && size > 0 &&
         (unsigned long long)size + line->len > a->rotate_size &&
         (r = audit_rotate(a, &fd, &size, err)) != 0)
         goto out;
-    r = audit_write(a, fd, size, line, err);
+    if ((r = audit_write(a, fd, size, line, err)) != 0)
+        goto out;
+    /* The head follows the record. If it cannot, the record is taken back out (we still hold
+     * the lock): an append is both or neither, as a caller told "failed" expects. */
+    if ((r = rx_audit_head_store(a->dir, &a->key, seq, hex, err)) != 0) {
+        char why[sizeof(err->msg)];
+        snprintf(why, sizeof(why), "%s", err->msg);
+        int undone = ftruncate(fd, size) == 0 && fsync(fd) == 0;
+        r = rx_fail(err, REXEC_EAUDIT, "%s: cannot append the audit record: %.400s%s", a->path,
+                    why, undone ? "" : " (and the record could not be taken back out: run "
+                                       "`rexec audit verify`)");
+        goto out;
+    }
+    /* Sent under the lock, so the copies keep the chain's order. */
+    rx_audit_copy_send(&a->copy, (const char *)line->data, line->len - 1, seq, hex);
 out:
     if (fd >= 0)
         close(fd);
@@ -633,4 +771,16 @@ out:
     free(text);
     rx_buf_free(&line);
     return rc;
+}
+
+/* ---- The syslog copy -------------------------------------------------------------------- */
+
+int rx_audit_set_syslog(rx_audit *a, const char *socket_path, rexec_error *err)
+{
+    return rx_audit_copy_open(&a->copy, socket_path, err);
+}
+
+unsigned long rx_audit_copy_failures(const rx_audit *a)
+{
+    return a->copy.failures;
 }

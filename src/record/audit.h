@@ -62,8 +62,11 @@ enum {
  * negative rexec_err with err->msg. Takes the append lock only long enough to see a consistent
  * end of the log, so it never blocks writers for the length of the check. */
 int rx_audit_verify(const char *ws_dir, const char *key_file, FILE *report, rexec_error *err);
-int rx_audit_verify_ex(const char *ws_dir, const char *key_file, int flags, FILE *report,
-                       rexec_error *err);
+/* shipped: a head kept elsewhere (`rexec audit head`) that the chain must still hold, or NULL.
+ * audit/head.json is always checked. */
+typedef struct rx_audit_head rx_audit_head;
+int rx_audit_verify_ex(const char *ws_dir, const char *key_file, int flags,
+                       const rx_audit_head *shipped, FILE *report, rexec_error *err);
 
 /* What `rexec audit show` selects. */
 typedef struct rx_audit_query {
@@ -102,6 +105,74 @@ void rx_audit_names_free(char **names, size_t n);
 /* The time in a rotated file's name (when it was rotated, so after its last record); 0 when the
  * name holds none. */
 time_t rx_audit_rotated_time(const char *name);
+
+/* ---- The head (audit_head.c, docs/audit.md "The head") ------------------------------------ */
+
+/* Every record carries "seq" (1 for the first record of the chain, +1 each append) just before
+ * "prev". audit/head.json holds the last record's seq and hash, with a mac: HMAC-SHA256 with
+ * the audit key (plain SHA-256 for an unkeyed log) over "rexec-audit-head-v1 <seq> <hash>".
+ * It is replaced under the append lock after every append; a copy shipped elsewhere
+ * (`rexec audit head`) lets `audit verify --head` catch a cut, a removed file or a rollback. */
+struct rx_audit_head {
+    long long seq; /* 0: no head */
+    char hash[RX_AUDIT_HEX_LEN];
+    char ts[RX_AUDIT_TS_LEN];
+    char mac[RX_AUDIT_HEX_LEN];
+    int keyed;
+};
+
+/* What the last line of the chain says: its hash, its prev and its seq (-1 for a line written
+ * before sequence numbers, 0 for an empty chain). */
+typedef struct rx_audit_tail {
+    char hash[RX_AUDIT_HEX_LEN];
+    char prev[RX_AUDIT_HEX_LEN]; /* "" when not found where it belongs */
+    long long seq;
+} rx_audit_tail;
+
+#define RX_AUDIT_HEAD_FILE "head.json"
+
+/* The tail of a line (without its newline; at least its last RX_AUDIT_TAIL_BYTES bytes, or the
+ * whole line): 0, or -1 when it does not end with a hash. */
+#define RX_AUDIT_TAIL_BYTES 256
+int rx_audit_tail_parse(const char *s, size_t n, rx_audit_tail *t);
+/* The end of the chain in audit_dir (audit.log, or the newest rotated file when audit.log is
+ * missing or empty): t->seq 0 and 64 zeros for an empty chain. The caller holds the lock. */
+int rx_audit_chain_tail(const char *audit_dir, rx_audit_tail *t, rexec_error *err);
+
+int rx_audit_head_mac(const rx_buf *key, long long seq, const char *hash,
+                      char mac[RX_AUDIT_HEX_LEN]);
+/* Parses a head from JSON text ({"seq","hash","mac",...}); code (REXEC_EUSAGE for a head
+ * given by hand, REXEC_EAUDIT for head.json) with a message that starts with what. */
+int rx_audit_head_parse(const char *text, size_t len, const char *what, int code,
+                        rx_audit_head *h, rexec_error *err);
+/* Reads audit_dir/head.json: *h->seq 0 when there is none. REXEC_EAUDIT when it is unreadable
+ * or not a head. */
+int rx_audit_head_load(const char *audit_dir, rx_audit_head *h, rexec_error *err);
+/* Replaces audit_dir/head.json (tmp + fsync + rename) with seq/hash. Under the lock. */
+int rx_audit_head_store(const char *audit_dir, const rx_buf *key, long long seq,
+                        const char *hash, rexec_error *err);
+/* Before an append, under the lock: the stored head must agree with the chain's end t (see
+ * docs/audit.md); REXEC_EAUDIT saying what disagrees, with the way out. */
+int rx_audit_head_check(const char *audit_dir, const rx_buf *key, const rx_audit_tail *t,
+                        rexec_error *err);
+/* For readers: flock on audit_dir/.lock, shared or exclusive, so they see the files between
+ * two appends. *fd -1 (and 0 returned) when there is no lock file: nothing was ever appended.
+ * Closing *fd releases it. */
+int rx_audit_dir_lock(const char *audit_dir, int exclusive, int *fd, rexec_error *err);
+/* The head as one JSON line (malloc'd), as `rexec audit head` prints it. */
+char *rx_audit_head_json(const rx_audit_head *h);
+
+/* `rexec audit head`: the stored head, checked against the log's end and (with key_file) its
+ * mac. With reset, the head is first rewritten from the log's end and a "head_reset" record is
+ * appended, for after an operator has looked at why they disagreed. 0 or REXEC_EAUDIT. */
+int rx_audit_head_current(const char *ws_dir, const char *key_file, int reset,
+                          rx_audit_head *out, rexec_error *err);
+
+/* Copies every appended line to a syslog socket (a datagram in the local /dev/log format,
+ * ident "rexec-audit", facility authpriv), so a second system keeps the tail. NULL turns it
+ * off. A copy that cannot be sent does not fail the append; rx_audit_copy_failures counts. */
+int rx_audit_set_syslog(rx_audit *a, const char *socket_path, rexec_error *err);
+unsigned long rx_audit_copy_failures(const rx_audit *a);
 
 /* ---- Grants (audit_grants.c) ------------------------------------------------------------- */
 

@@ -25,6 +25,12 @@
 /* What to read: the rotated files by name (never written again) and audit.log by a descriptor
  * opened under the lock, up to the size it had then, so a writer that appends or rotates
  * while we read cannot show us half a line. */
+typedef struct head_snap {
+    rx_audit_head h;
+    int state; /* 0: no head.json, 1: read, -1: unreadable (msg says why) */
+    char msg[256];
+} head_snap;
+
 typedef struct snapshot {
     char *dir;
     char **rotated;
@@ -39,22 +45,6 @@ static void snap_free(snapshot *s)
         close(s->cur_fd);
     rx_audit_names_free(s->rotated, s->n_rotated);
     free(s->dir);
-}
-
-static int snap_lock(const snapshot *s, int *fd, rexec_error *err)
-{
-    char *lock = rx_fs_join(s->dir, ".lock");
-    int r = 0;
-    if (lock == NULL)
-        return rx_fail(err, REXEC_ENOMEM, "out of memory");
-    *fd = open(lock, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    if (*fd < 0 && errno != ENOENT) /* no lock file: nothing was ever appended */
-        r = rx_fail(err, REXEC_EAUDIT, "%s: %s", lock, strerror(errno));
-    while (*fd >= 0 && flock(*fd, LOCK_SH) != 0 && r == 0)
-        if (errno != EINTR)
-            r = rx_fail(err, REXEC_EAUDIT, "%s: flock: %s", lock, strerror(errno));
-    free(lock);
-    return r;
 }
 
 static int snap_current(snapshot *s, rexec_error *err)
@@ -76,7 +66,20 @@ static int snap_current(snapshot *s, rexec_error *err)
     return r;
 }
 
-static int snap_take(const char *ws_dir, snapshot *s, rexec_error *err)
+/* head.json as it stood with the files: an unreadable one is a finding, not a stop. */
+static void snap_head(const snapshot *s, head_snap *hs)
+{
+    rexec_error e = {0};
+    memset(hs, 0, sizeof(*hs));
+    if (rx_audit_head_load(s->dir, &hs->h, &e) != 0) {
+        hs->state = -1;
+        snprintf(hs->msg, sizeof(hs->msg), "%.255s", e.msg);
+    } else {
+        hs->state = hs->h.mac[0] != 0;
+    }
+}
+
+static int snap_take(const char *ws_dir, snapshot *s, head_snap *hs, rexec_error *err)
 {
     struct stat st;
     int lock_fd = -1, r;
@@ -89,11 +92,13 @@ static int snap_take(const char *ws_dir, snapshot *s, rexec_error *err)
         return errno == ENOENT ? 0 : rx_fail(err, REXEC_EAUDIT, "%s: %s", s->dir, strerror(errno));
     if (S_ISLNK(st.st_mode))
         return rx_fail(err, REXEC_EAUDIT, "%s: is a symbolic link: refusing to use it", s->dir);
-    if ((r = snap_lock(s, &lock_fd, err)) != 0)
+    if ((r = rx_audit_dir_lock(s->dir, 0, &lock_fd, err)) != 0)
         goto out;
     if ((r = rx_audit_rotated(s->dir, &s->rotated, &s->n_rotated, err)) != 0)
         goto out;
     r = snap_current(s, err);
+    if (r == 0 && hs != NULL)
+        snap_head(s, hs);
 out:
     if (lock_fd >= 0)
         close(lock_fd); /* writers may go on: what we read is fixed now */
@@ -193,10 +198,10 @@ static int walk_rotated(const snapshot *s, const char *name, walk_fn fn, void *u
 /* Every line of every audit file in chain order. *files counts the files. Files an anchor of
  * `audit prune` names (skip) are covered by it and not read (a crash may have left them). */
 static int walk(const char *ws_dir, walk_fn fn, void *ud, size_t *files, const cJSON *skip,
-                rexec_error *err)
+                head_snap *hs, rexec_error *err)
 {
     snapshot s;
-    int r = snap_take(ws_dir, &s, err);
+    int r = snap_take(ws_dir, &s, hs, err);
     *files = 0;
     for (size_t i = 0; r == 0 && i < s.n_rotated; i++)
         if (!rx_audit_anchor_names(skip, s.rotated[i])) {
@@ -212,6 +217,15 @@ static int walk(const char *ws_dir, walk_fn fn, void *ud, size_t *files, const c
 }
 
 /* ---- Verify ----------------------------------------------------------------------------- */
+
+/* A head to hold the chain against, and the hash found at its seq during the walk. */
+typedef struct vhead {
+    const char *name; /* where it came from, for the report */
+    rx_audit_head h;
+    int present, local, found;
+    char found_hash[RX_AUDIT_HEX_LEN];
+    const char *result; /* "ok", "failed", "unchecked", or NULL when not given */
+} vhead;
 
 /* An intent still waiting for its outcome. */
 typedef struct pend {
@@ -237,6 +251,10 @@ typedef struct vstate {
     const char *anchor; /* audit/anchor.json's hash: where the chain starts after a prune */
     const cJSON *anchor_doc;
     int anchor_confirmed; /* a chained "prune" record names it */
+    size_t chain_lines;   /* lines walked so far: a record's place in the chain */
+    long long last_seq;   /* the previous record's seq; -1 none (or a line without one) */
+    vhead heads[2];       /* audit/head.json, and the head given with --head */
+    const head_snap *hs;  /* head.json as read with the files (filled when the walk starts) */
 } vstate;
 
 static void v_note(vstate *v, int warning, const char *file, size_t line, const char *problem,
@@ -347,15 +365,15 @@ static void v_record(vstate *v, const char *file, size_t line, const cJSON *body
 
 /* prev must be the hash of the line before (across files too): this is what finds a removed,
  * inserted or reordered line, and a missing file. */
-static void v_prev(vstate *v, const char *file, size_t line, const cJSON *body)
+static int v_prev(vstate *v, const char *file, size_t line, const cJSON *body)
 {
     const cJSON *p = cJSON_GetObjectItemCaseSensitive(body, "prev");
     if (!cJSON_IsString(p) || strlen(p->valuestring) != 64) {
         v_note(v, 0, file, line, "bad_record", "record has no prev hash");
-        return;
+        return 0;
     }
     if (!v->prev_known || strcmp(p->valuestring, v->prev) == 0)
-        return;
+        return 1;
     if (v->prev_file[0] == 0)
         v_note(v, 0, file, line, "chain_start",
                "prev is not the start of a chain: earlier audit files or lines are missing");
@@ -367,6 +385,42 @@ static void v_prev(vstate *v, const char *file, size_t line, const cJSON *body)
         v_note(v, 0, file, line, "prev_mismatch",
                "prev does not match the hash of line %zu: a line was removed, inserted or "
                "reordered here", v->prev_line);
+    return 0;
+}
+
+/* seq counts the records from 1 and goes up by one each line. The first numbered line after
+ * lines written before numbering must carry its place in the chain (unless a prune anchor hides
+ * the start). A wrong seq on a line whose prev is fine was forged with the key (or in an unkeyed
+ * log); after a prev problem it is not reported again. */
+static void v_seq(vstate *v, const char *file, size_t line, const cJSON *body, int chained,
+                  const char *hex)
+{
+    const cJSON *s = cJSON_GetObjectItemCaseSensitive(body, "seq");
+    if (s == NULL) {
+        if (v->last_seq > 0)
+            v_note(v, 0, file, line, "seq_missing",
+                   "record has no seq after record %lld: not written by this rexec, or edited",
+                   v->last_seq);
+        v->last_seq = -1;
+        return;
+    }
+    if (!cJSON_IsNumber(s) || s->valuedouble < 1 || s->valuedouble > 9007199254740992.0 ||
+        s->valuedouble != (double)(long long)s->valuedouble) {
+        v_note(v, 0, file, line, "bad_record", "seq is not a positive whole number");
+        v->last_seq = -1;
+        return;
+    }
+    long long seq = (long long)s->valuedouble;
+    long long want = v->last_seq > 0 ? v->last_seq + 1 : v->anchor ? -1 : (long long)v->chain_lines;
+    if (want > 0 && seq != want && chained)
+        v_note(v, 0, file, line, "seq_mismatch",
+               "seq is %lld where %lld was due: records were renumbered", seq, want);
+    v->last_seq = seq;
+    for (size_t i = 0; i < 2; i++)
+        if (v->heads[i].present && v->heads[i].h.seq == seq) {
+            v->heads[i].found = 1;
+            memcpy(v->heads[i].found_hash, hex, RX_AUDIT_HEX_LEN);
+        }
 }
 
 /* The stored hash against the body. With a key, a line that matches plain SHA-256 was written
@@ -419,6 +473,15 @@ static void v_chain_to(vstate *v, const char *file, size_t line, const char *hex
     v->prev_line = line;
 }
 
+/* The local head joins the walk once it has been read with the files. */
+static void v_head_ready(vstate *v)
+{
+    if (v->hs != NULL && v->hs->state == 1 && !v->heads[0].present) {
+        v->heads[0].h = v->hs->h;
+        v->heads[0].present = 1;
+    }
+}
+
 static void v_line(void *ud, const char *file, size_t line, const char *s, size_t len,
                    int complete, int too_long)
 {
@@ -426,8 +489,10 @@ static void v_line(void *ud, const char *file, size_t line, const char *s, size_
     char hex[RX_AUDIT_HEX_LEN];
     cJSON *body = NULL;
 
-    if (line == 0)
+    if (line == 0) { /* a file begins: the snapshot, head.json included, is taken by now */
+        v_head_ready(v);
         return;
+    }
     if (!complete)
         v_note(v, 0, file, line, "truncated",
                "the last line is incomplete (no newline): cut by a crash or by hand");
@@ -438,11 +503,15 @@ static void v_line(void *ud, const char *file, size_t line, const char *s, size_
                "does not end with a hash: not written by rexec, or edited");
     else if ((body = v_body(v, s, len)) == NULL)
         v_note(v, 0, file, line, "bad_json", "not a valid JSON record: edited");
+    v->chain_lines++;
     if (body != NULL) {
         v_hash(v, file, line, hex);
-        v_prev(v, file, line, body);
+        int chained = v_prev(v, file, line, body);
+        v_seq(v, file, line, body, chained, hex);
         v_record(v, file, line, body);
         v->records++;
+    } else {
+        v->last_seq = -1;
     }
     /* Chain on to the stored hash even after a mismatch, so one edit is reported once. */
     int hashed = complete && !too_long && rx_audit_line_hash(s, len, hex) == 0;
@@ -489,6 +558,62 @@ static void v_pending(vstate *v)
     free(all);
 }
 
+/* The chain against one head: the head's mac, then the record it names. What a head catches
+ * that the chain alone cannot: the newest records, the whole current file or the newest
+ * rotated file removed, or an older consistent copy put back. */
+static void v_head(vstate *v, vhead *hd)
+{
+    char mac[RX_AUDIT_HEX_LEN];
+    const rx_audit_head *h = &hd->h;
+    hd->result = "failed";
+    if (rx_audit_head_mac(v->key, h->seq, h->hash, mac) != 0) {
+        v->oom = 1;
+        return;
+    }
+    if (strcmp(mac, h->mac) != 0) {
+        v_note(v, 0, hd->name, 1, "head_mac",
+               "the head's mac does not match: edited, or written %s", v->key
+                   ? "without this audit key" : "with a key (give it with --key)");
+    } else if (h->seq > 0 && h->seq > v->last_seq) {
+        if (v->last_seq > 0)
+            v_note(v, 0, hd->name, 1, "head_ahead",
+                   "the head names record %lld, but the log ends at record %lld: records after "
+                   "it were removed (a cut, a deleted current or newest rotated file) or an "
+                   "older copy was put back", h->seq, v->last_seq);
+        else
+            v_note(v, 0, hd->name, 1, "head_ahead",
+                   "the head names record %lld, but the log %s", h->seq,
+                   v->records ? "does not end with a numbered record" : "holds no record");
+    } else if (h->seq > 0 && !hd->found) {
+        hd->result = "unchecked";
+        v_note(v, 1, hd->name, 1, "head_unchecked",
+               "record %lld is not in the log (pruned, or written before sequence numbers): "
+               "this head cannot be checked", h->seq);
+    } else if (h->seq > 0 && strcmp(hd->found_hash, h->hash) != 0) {
+        v_note(v, 0, hd->name, 1, "head_mismatch",
+               "record %lld has hash %.16s..., the head names %.16s...: the log was replaced, "
+               "or rolled back and written again", h->seq, hd->found_hash, h->hash);
+    } else {
+        hd->result = "ok";
+    }
+}
+
+/* audit/head.json (read with the files), then the head given with --head. */
+static void v_heads(vstate *v, const head_snap *hs)
+{
+    vhead *local = &v->heads[0];
+    if (hs->state < 0)
+        v_note(v, 0, local->name, 1, "head_bad", "%s", hs->msg);
+    else if (hs->state == 0 && v->last_seq > 0)
+        v_note(v, 0, local->name, 1, "head_missing",
+               "missing, but the log holds numbered records up to %lld: the head was removed",
+               v->last_seq);
+    else if (hs->state == 1)
+        v_head(v, local);
+    if (v->heads[1].present)
+        v_head(v, &v->heads[1]);
+}
+
 static const char *status_name(int status)
 {
     return status == RX_AUDIT_VERIFY_OK ? "ok"
@@ -511,6 +636,11 @@ static void v_summary_text(const vstate *v, size_t files)
     else
         fprintf(f, "audit: ok: %zu file(s), %zu record(s), chain intact%s\n", files, v->records,
                 v->key ? ", keyed" : "");
+    if (v->last_seq > 0)
+        fprintf(f, "audit: the chain ends at record %lld, hash %s\n", v->last_seq, v->prev);
+    if (v->heads[1].present)
+        fprintf(f, "audit: shipped head (record %lld): %s\n", v->heads[1].h.seq,
+                v->heads[1].result);
 }
 
 static int v_summary_json(vstate *v, size_t files)
@@ -525,7 +655,13 @@ static int v_summary_json(vstate *v, size_t files)
         (v->first_bad[0] ? cJSON_AddStringToObject(o, "first_bad", v->first_bad)
                          : cJSON_AddNullToObject(o, "first_bad")) &&
         cJSON_AddNumberToObject(o, "n_errors", (double)v->n_errors) &&
-        cJSON_AddNumberToObject(o, "n_warnings", (double)v->n_warnings)) {
+        cJSON_AddNumberToObject(o, "n_warnings", (double)v->n_warnings) &&
+        (v->last_seq > 0 ? cJSON_AddNumberToObject(o, "last_seq", (double)v->last_seq)
+                         : cJSON_AddNullToObject(o, "last_seq")) &&
+        (v->last_seq > 0 ? cJSON_AddStringToObject(o, "last_hash", v->prev)
+                         : cJSON_AddNullToObject(o, "last_hash")) &&
+        (v->heads[1].present ? cJSON_AddStringToObject(o, "shipped_head", v->heads[1].result)
+                             : cJSON_AddNullToObject(o, "shipped_head"))) {
         cJSON_AddItemToObject(o, "errors", v->errors);
         cJSON_AddItemToObject(o, "warnings", v->warnings);
         v->errors = v->warnings = NULL;
@@ -546,23 +682,28 @@ static int v_init(vstate *v, const rx_buf *key, int flags, FILE *report)
     v->report = report;
     memcpy(v->prev, ZERO_HASH, RX_AUDIT_HEX_LEN);
     v->prev_known = 1;
+    v->last_seq = -1;
+    v->heads[0].name = "audit/" RX_AUDIT_HEAD_FILE;
+    v->heads[0].local = 1;
+    v->heads[1].name = "--head";
     rx_buf_init(&v->body, RX_AUDIT_LINE_MAX + 1);
     v->errors = cJSON_CreateArray();
     v->warnings = cJSON_CreateArray();
     return v->errors && v->warnings ? 0 : -1;
 }
 
-int rx_audit_verify_ex(const char *ws_dir, const char *key_file, int flags, FILE *report,
-                       rexec_error *err)
+int rx_audit_verify_ex(const char *ws_dir, const char *key_file, int flags,
+                       const rx_audit_head *shipped, FILE *report, rexec_error *err)
 {
     vstate *v = malloc(sizeof(*v));
+    head_snap *hs = calloc(1, sizeof(*hs));
     rx_buf key;
     cJSON *anchor = NULL;
     size_t files = 0;
     int r;
 
     rx_buf_init(&key, 8192);
-    if (v == NULL || v_init(v, NULL, flags, report) != 0) {
+    if (v == NULL || hs == NULL || v_init(v, NULL, flags, report) != 0) {
         r = rx_fail(err, REXEC_ENOMEM, "out of memory");
         goto out;
     }
@@ -577,8 +718,15 @@ int rx_audit_verify_ex(const char *ws_dir, const char *key_file, int flags, FILE
         memcpy(v->prev, v->anchor, RX_AUDIT_HEX_LEN);
         snprintf(v->prev_file, sizeof(v->prev_file), "audit/anchor.json");
     }
-    if ((r = walk(ws_dir, v_line, v, &files, anchor, err)) != 0)
+    if (shipped != NULL) {
+        v->heads[1].h = *shipped;
+        v->heads[1].present = 1;
+    }
+    v->hs = hs;
+    if ((r = walk(ws_dir, v_line, v, &files, anchor, hs, err)) != 0)
         goto out;
+    v_head_ready(v); /* also when there was no file to walk */
+    v_heads(v, hs);
     if (anchor && !v->anchor_confirmed)
         v_note(v, 0, "audit/anchor.json", 1, "anchor_unconfirmed",
                "no prune record in the chain names this anchor: written by hand, or the log "
@@ -600,6 +748,7 @@ out:
         cJSON_Delete(v->warnings);
     }
     free(v);
+    free(hs);
     rx_buf_free(&key);
     cJSON_Delete(anchor);
     return r;
@@ -607,7 +756,7 @@ out:
 
 int rx_audit_verify(const char *ws_dir, const char *key_file, FILE *report, rexec_error *err)
 {
-    return rx_audit_verify_ex(ws_dir, key_file, 0, report, err);
+    return rx_audit_verify_ex(ws_dir, key_file, 0, NULL, report, err);
 }
 
 /* ---- Time ------------------------------------------------------------------------------- */
@@ -800,7 +949,7 @@ int rx_audit_show(const char *ws_dir, const rx_audit_query *q, FILE *out, rexec_
     cJSON *anchor = NULL;
     int r = rx_audit_anchor_load(ws_dir, &anchor, err);
     if (r == 0)
-        r = walk(ws_dir, show_line, &st, &files, anchor, err);
+        r = walk(ws_dir, show_line, &st, &files, anchor, NULL, err);
     cJSON_Delete(anchor);
     return r;
 }

@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -174,7 +176,7 @@ static int verify(fixture *f, const char *key, int flags, char **report)
     size_t sz = 0;
     rexec_error e = {0};
     FILE *fp = open_memstream(report, &sz);
-    int rc = rx_audit_verify_ex(f->ws, key, flags, fp, &e);
+    int rc = rx_audit_verify_ex(f->ws, key, flags, NULL, fp, &e);
     fclose(fp);
     if (rc < 0)
         print_message("verify error: %s\n", e.msg);
@@ -239,6 +241,22 @@ static void rechain(const char *path, const char *key, size_t klen)
     }
     write_lines(path, v, n);
     free_lines(v, n);
+}
+
+/* What an attacker who holds the key also does: write the head for the re-chained end. */
+static void rehead(fixture *f, const char *key, size_t klen)
+{
+    char dir[PATH_MAX + 8];
+    rexec_error e = {0};
+    rx_audit_tail t;
+    rx_buf k;
+    rx_buf_init(&k, 8192);
+    if (key != NULL)
+        assert_int_equal(rx_buf_add(&k, key, klen), 0);
+    snprintf(dir, sizeof(dir), "%s/audit", f->ws);
+    assert_int_equal(rx_audit_chain_tail(dir, &t, &e), 0);
+    assert_int_equal(rx_audit_head_store(dir, &k, t.seq, t.hash, &e), 0);
+    rx_buf_free(&k);
 }
 
 static char *write_key(fixture *f, const char *name, const char *content, mode_t mode)
@@ -550,11 +568,16 @@ static void test_keyed_chain_cannot_be_rechained(void **state)
     free(report);
 
     rechain(f->log, KEY, strlen(KEY)); /* only the key holder can */
+    assert_int_equal(verify(f, key, 0, &report), RX_AUDIT_VERIFY_TAMPERED);
+    assert_contains(report, "audit/head.json:1: record 4 has hash"); /* the head still knows */
+    free(report);
+    rehead(f, KEY, strlen(KEY));
     assert_int_equal(verify(f, key, 0, &report), RX_AUDIT_VERIFY_OK);
     free(report);
 
     /* and an unkeyed log can be re-chained by anyone: what the key is for */
     rechain(f->log, NULL, 0);
+    rehead(f, NULL, 0);
     assert_int_equal(verify(f, NULL, 0, &report), RX_AUDIT_VERIFY_OK);
     free(report);
     free(key);
@@ -964,6 +987,327 @@ static void test_show(void **state)
     free(out);
 }
 
+/* ---- The head: seq, audit/head.json, a shipped head, the syslog copy ------------------- */
+
+/* The current head as `rexec audit head` prints it (malloc'd), or NULL with e->msg. */
+static char *head_now(fixture *f, const char *key, rexec_error *e)
+{
+    rx_audit_head h;
+    return rx_audit_head_current(f->ws, key, 0, &h, e) == 0 ? rx_audit_head_json(&h) : NULL;
+}
+
+/* verify with a shipped head. */
+static int verify_head(fixture *f, const char *key, const char *head_json, char **report)
+{
+    size_t sz = 0;
+    rexec_error e = {0};
+    rx_audit_head h;
+    assert_int_equal(rx_audit_head_parse(head_json, strlen(head_json), "--head", REXEC_EUSAGE,
+                                         &h, &e), 0);
+    FILE *fp = open_memstream(report, &sz);
+    int rc = rx_audit_verify_ex(f->ws, key, 0, &h, fp, &e);
+    fclose(fp);
+    if (rc < 0)
+        print_message("verify error: %s\n", e.msg);
+    return rc;
+}
+
+static void path_in_audit(fixture *f, const char *name, char *out, size_t n)
+{
+    snprintf(out, n, "%s/audit/%s", f->ws, name);
+}
+
+/* Every record carries seq 1, 2, ... just before prev; head.json names the last one. */
+static void test_seq_and_head(void **state)
+{
+    fixture *f = *state;
+    rexec_error e = {0};
+    rx_audit_close(log_with_runs(f, NULL, 3));
+    size_t n;
+    char **v = lines_of(f->log, &n), hash[65];
+    assert_int_equal(n, 6);
+    for (size_t i = 0; i < n; i++) {
+        char want[48];
+        snprintf(want, sizeof(want), ",\"seq\":%zu,\"prev\":\"", i + 1);
+        assert_contains(v[i], want);
+    }
+    free(split_line(v[n - 1], hash));
+    free_lines(v, n);
+    char *head = head_now(f, NULL, &e);
+    assert_non_null(head);
+    cJSON *h = cJSON_Parse(head);
+    assert_int_equal(cJSON_GetObjectItem(h, "seq")->valueint, 6);
+    assert_string_equal(cJSON_GetObjectItem(h, "hash")->valuestring, hash);
+    assert_false(cJSON_IsTrue(cJSON_GetObjectItem(h, "keyed")));
+    cJSON_Delete(h);
+    char *report = NULL;
+    assert_int_equal(verify_head(f, NULL, head, &report), RX_AUDIT_VERIFY_OK);
+    assert_contains(report, "shipped head (record 6): ok");
+    free(report);
+    free(head);
+}
+
+/* The newest records cut: verify names the head, and the next append is refused until an
+ * operator resets the head, which the chain then records. */
+static void test_head_catches_cut_and_reset(void **state)
+{
+    fixture *f = *state;
+    char *report = NULL;
+    rexec_error e = {0};
+    rx_audit *a = log_with_runs(f, NULL, 2);
+    size_t n;
+    char **v = lines_of(f->log, &n);
+    write_lines(f->log, v, n - 1); /* the last outcome removed */
+    free_lines(v, n);
+    assert_int_equal(verify(f, NULL, 0, &report), RX_AUDIT_VERIFY_TAMPERED);
+    assert_contains(report, "audit/head.json:1: the head names record 4, but the log ends at "
+                            "record 3");
+    free(report);
+    cJSON *r = mkrec("run-x", "intent", "lab1");
+    assert_int_equal(rx_audit_append(a, r, NULL, &e), REXEC_EAUDIT);
+    assert_contains(e.msg, "audit/head.json says the log ends at record 4, but it ends at "
+                           "record 3");
+    assert_contains(e.msg, "rexec audit head --reset");
+    assert_null(head_now(f, NULL, &e));
+    assert_contains(e.msg, "records were removed");
+
+    rx_audit_head h;
+    assert_int_equal(rx_audit_head_current(f->ws, NULL, 1, &h, &e), 0);
+    assert_int_equal(h.seq, 4); /* the reset record is number 4 now */
+    assert_int_equal(rx_audit_append(a, r, NULL, &e), 0);
+    cJSON_Delete(r);
+    rx_audit_close(a);
+    assert_int_equal(verify(f, NULL, 0, &report), RX_AUDIT_VERIFY_INCOMPLETE);
+    assert_contains(report, "5 record(s)");
+    free(report);
+    v = lines_of(f->log, &n);
+    assert_contains(v[3], "\"phase\":\"head_reset\"");
+    assert_contains(v[3], "\"reset_at_seq\":3");
+    free_lines(v, n);
+}
+
+/* An attacker who cuts the log and writes a matching head (an unkeyed log: anyone can) is
+ * invisible locally; a head shipped before the cut still catches it. So does deleting the
+ * current file, or the newest rotated one, or putting back an older consistent copy. */
+static void test_shipped_head_catches_what_local_cannot(void **state)
+{
+    fixture *f = *state;
+    char *report = NULL, dir[PATH_MAX + 8], **names = NULL, path[PATH_MAX + 64];
+    rexec_error e = {0};
+    rx_audit *a = NULL;
+    assert_int_equal(rx_audit_open(&a, f->ws, NULL, &e), 0);
+    rx_audit_set_rotate_size(a, 1000);
+    for (int i = 0; i < 4; i++) {
+        char run[16];
+        snprintf(run, sizeof(run), "run-%d", i);
+        append(a, run, "intent");
+        append(a, run, "outcome");
+    }
+    char *shipped = head_now(f, NULL, &e);
+    assert_non_null(shipped);
+    snprintf(dir, sizeof(dir), "%s/audit", f->ws);
+
+    /* the current file removed and the head rewritten to the newest rotated file's end */
+    assert_int_equal(unlink(f->log), 0);
+    rx_audit_tail t;
+    assert_int_equal(rx_audit_chain_tail(dir, &t, &e), 0);
+    assert_true(t.seq > 0 && t.seq < 8);
+    assert_int_equal(rx_audit_head_store(dir, NULL, t.seq, t.hash, &e), 0);
+    assert_int_equal(verify(f, NULL, 0, &report), RX_AUDIT_VERIFY_OK); /* locally unseen */
+    free(report);
+    assert_int_equal(verify_head(f, NULL, shipped, &report), RX_AUDIT_VERIFY_TAMPERED);
+    assert_contains(report, "--head:1: the head names record 8, but the log ends at record");
+    assert_contains(report, "shipped head (record 8): failed");
+    free(report);
+
+    /* the newest rotated file removed as well (audit.log is gone): the same */
+    size_t nr = rotated(f, &names);
+    assert_true(nr >= 2);
+    path_in_audit(f, names[nr - 1], path, sizeof(path));
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(rx_audit_chain_tail(dir, &t, &e), 0);
+    assert_int_equal(rx_audit_head_store(dir, NULL, t.seq, t.hash, &e), 0);
+    assert_int_equal(verify(f, NULL, 0, &report), RX_AUDIT_VERIFY_OK);
+    free(report);
+    assert_int_equal(verify_head(f, NULL, shipped, &report), RX_AUDIT_VERIFY_TAMPERED);
+    assert_contains(report, "but the log ends at record");
+    free(report);
+    rx_audit_names_free(names, nr);
+    rx_audit_close(a);
+    free(shipped);
+}
+
+/* Rolled back to an older copy, then written again: the records after the copy differ from
+ * what was shipped. */
+static void test_shipped_head_catches_rollback(void **state)
+{
+    fixture *f = *state;
+    char *report = NULL, head_path[PATH_MAX + 64];
+    rexec_error e = {0};
+    rx_audit *a = log_with_runs(f, NULL, 1);
+    size_t log_len, head_len;
+    char *old_log = slurp(f->log, &log_len);
+    path_in_audit(f, "head.json", head_path, sizeof(head_path));
+    char *old_head = slurp(head_path, &head_len);
+    append(a, "run-late", "intent");
+    append(a, "run-late", "outcome");
+    char *shipped = head_now(f, NULL, &e); /* record 4 */
+    assert_non_null(shipped);
+
+    spit(f->log, old_log, log_len); /* the older consistent copy, log and head */
+    spit(head_path, old_head, head_len);
+    assert_int_equal(verify(f, NULL, 0, &report), RX_AUDIT_VERIFY_OK);
+    free(report);
+    assert_int_equal(verify_head(f, NULL, shipped, &report), RX_AUDIT_VERIFY_TAMPERED);
+    assert_contains(report, "the head names record 4, but the log ends at record 2");
+    free(report);
+
+    append(a, "run-other", "intent"); /* written again past the shipped seq */
+    append(a, "run-other", "outcome");
+    assert_int_equal(verify_head(f, NULL, shipped, &report), RX_AUDIT_VERIFY_TAMPERED);
+    assert_contains(report, "record 4 has hash");
+    assert_contains(report, "rolled back and written again");
+    free(report);
+    rx_audit_close(a);
+    free(old_log);
+    free(old_head);
+    free(shipped);
+}
+
+/* With a key, a head written without it (or edited) is refused, by append and by verify. */
+static void test_keyed_head_mac(void **state)
+{
+    fixture *f = *state;
+    char *report = NULL, dir[PATH_MAX + 8];
+    rexec_error e = {0};
+    char *key = write_key(f, "audit.key", KEY, 0600);
+    rx_audit *a = log_with_runs(f, key, 1);
+    char *head = head_now(f, key, &e);
+    assert_non_null(head);
+    assert_contains(head, "\"keyed\":true");
+    snprintf(dir, sizeof(dir), "%s/audit", f->ws);
+    rx_audit_tail t;
+    assert_int_equal(rx_audit_chain_tail(dir, &t, &e), 0);
+    assert_int_equal(rx_audit_head_store(dir, NULL, t.seq, t.hash, &e), 0); /* no key */
+    assert_int_equal(verify(f, key, 0, &report), RX_AUDIT_VERIFY_TAMPERED);
+    assert_contains(report, "audit/head.json:1: the head's mac does not match");
+    free(report);
+    cJSON *r = mkrec("run-x", "intent", "lab1");
+    assert_int_equal(rx_audit_append(a, r, NULL, &e), REXEC_EAUDIT);
+    assert_contains(e.msg, "its mac does not match");
+    cJSON_Delete(r);
+    /* a shipped head must be signed with the key too */
+    char forged[400];
+    cJSON *h = cJSON_Parse(head);
+    snprintf(forged, sizeof(forged), "{\"seq\":1,\"hash\":\"%s\",\"mac\":\"%s\"}",
+             cJSON_GetObjectItem(h, "hash")->valuestring,
+             cJSON_GetObjectItem(h, "mac")->valuestring);
+    cJSON_Delete(h);
+    assert_int_equal(verify_head(f, key, forged, &report), RX_AUDIT_VERIFY_TAMPERED);
+    assert_contains(report, "--head:1: the head's mac does not match");
+    free(report);
+    rx_audit_close(a);
+    free(head);
+    free(key);
+}
+
+/* head.json removed: append and verify say so. A log from before sequence numbers goes on
+ * where its count says. */
+static void test_head_missing_and_legacy_log(void **state)
+{
+    fixture *f = *state;
+    char *report = NULL, head_path[PATH_MAX + 64];
+    rexec_error e = {0};
+    rx_audit *a = log_with_runs(f, NULL, 1);
+    path_in_audit(f, "head.json", head_path, sizeof(head_path));
+    assert_int_equal(unlink(head_path), 0);
+    assert_int_equal(verify(f, NULL, 0, &report), RX_AUDIT_VERIFY_TAMPERED);
+    assert_contains(report, "audit/head.json:1: missing, but the log holds numbered records");
+    free(report);
+    cJSON *r = mkrec("run-x", "intent", "lab1");
+    assert_int_equal(rx_audit_append(a, r, NULL, &e), REXEC_EAUDIT);
+    assert_contains(e.msg, "head.json: missing, but the log's last record is number 2");
+    cJSON_Delete(r);
+
+    /* the same two records as an old rexec wrote them: no seq, no head */
+    size_t n;
+    char **v = lines_of(f->log, &n), prev[65] = ZERO64, hash[65];
+    for (size_t i = 0; i < n; i++) {
+        char *seq = strstr(v[i], ",\"seq\":");
+        char *body = NULL;
+        memmove(seq, strstr(seq, ",\"prev\":"), strlen(strstr(seq, ",\"prev\":")) + 1);
+        body = split_line(v[i], hash);
+        size_t bl = strlen(body);
+        memcpy(body + bl - 66, prev, 64);
+        ref_hash(NULL, 0, body, bl, hash);
+        free(v[i]);
+        v[i] = malloc(bl + 80);
+        snprintf(v[i], bl + 80, "%.*s,\"hash\":\"%s\"}", (int)(bl - 1), body, hash);
+        memcpy(prev, hash, 65);
+        free(body);
+    }
+    write_lines(f->log, v, n);
+    free_lines(v, n);
+    assert_int_equal(verify(f, NULL, 0, &report), RX_AUDIT_VERIFY_OK);
+    free(report);
+    append(a, "run-new", "intent");
+    append(a, "run-new", "outcome");
+    v = lines_of(f->log, &n);
+    assert_contains(v[2], ",\"seq\":3,\"prev\":");
+    free_lines(v, n);
+    assert_int_equal(verify(f, NULL, 0, &report), RX_AUDIT_VERIFY_OK);
+    assert_contains(report, "the chain ends at record 4");
+    free(report);
+    rx_audit_close(a);
+}
+
+/* Every appended line goes to the syslog socket in the local syslog format; a record too long
+ * for syslog goes as its seq and hash; a socket nobody listens on is counted, not fatal. */
+static void test_syslog_copy(void **state)
+{
+    fixture *f = *state;
+    char sock[100], buf[16384], big[9000];
+    rexec_error e = {0};
+    rx_audit *a = NULL;
+    snprintf(sock, sizeof(sock), "%.80s/log.sock", f->outside);
+    int s = socket(AF_UNIX, SOCK_DGRAM, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
+    assert_int_equal(bind(s, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    assert_int_equal(rx_audit_open(&a, f->ws, NULL, &e), 0);
+    assert_int_equal(rx_audit_set_syslog(a, sock, &e), 0);
+    append(a, "run-1", "intent");
+    ssize_t k = recv(s, buf, sizeof(buf) - 1, MSG_DONTWAIT);
+    assert_true(k > 0);
+    buf[k] = 0;
+    assert_memory_equal(buf, "<86>", 4);
+    assert_contains(buf, " rexec-audit[");
+    size_t n;
+    char **v = lines_of(f->log, &n);
+    assert_contains(buf, v[0]); /* the stored line, whole */
+    free_lines(v, n);
+
+    memset(big, 'y', sizeof(big) - 1);
+    big[sizeof(big) - 1] = 0;
+    cJSON *r = mkrec("run-1", "outcome", "lab1");
+    cJSON_AddStringToObject(r, "padding", big);
+    assert_int_equal(rx_audit_append(a, r, NULL, &e), 0);
+    cJSON_Delete(r);
+    k = recv(s, buf, sizeof(buf) - 1, MSG_DONTWAIT);
+    assert_true(k > 0 && k < 1000);
+    buf[k] = 0;
+    assert_contains(buf, "{\"seq\":2,\"hash\":\"");
+    assert_contains(buf, "record too long to copy whole");
+    assert_int_equal(rx_audit_copy_failures(a), 0);
+
+    close(s);
+    unlink(sock);
+    append(a, "run-2", "intent"); /* nobody listens: counted, the append goes on */
+    assert_int_equal(rx_audit_copy_failures(a), 1);
+    assert_int_equal(rx_audit_set_syslog(a, "relative/path", &e), REXEC_ECONFIG);
+    rx_audit_close(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -991,6 +1335,14 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_read_only, setup, teardown),
         cmocka_unit_test(test_parse_time),
         cmocka_unit_test_setup_teardown(test_show, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_seq_and_head, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_head_catches_cut_and_reset, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_shipped_head_catches_what_local_cannot, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_shipped_head_catches_rollback, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_keyed_head_mac, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_head_missing_and_legacy_log, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_syslog_copy, setup, teardown),
     };
     return cmocka_run_group_tests_name("audit", tests, NULL, NULL);
 }
