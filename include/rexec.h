@@ -368,9 +368,18 @@ int rexec_evidence_prune(const char *workspace_dir, time_t before, size_t keep, 
 /* A controller on a Unix socket speaking newline-delimited JSON (docs/serve-protocol.md), on
  * ctx's loop. The socket is created 0600; peers must be the same user (SO_PEERCRED). */
 typedef struct rexec_server rexec_server;
+/* serve's own log: one structured line per request and per call (docs/serve-protocol.md,
+ * "Logs"). AUTO: the journal when stderr is systemd's journal stream, else JSON lines. */
+enum {
+    REXEC_SERVE_LOG_AUTO = 0,
+    REXEC_SERVE_LOG_OFF = 1,
+    REXEC_SERVE_LOG_JSON = 2,    /* one JSON object a line on stderr */
+    REXEC_SERVE_LOG_JOURNAL = 3, /* native journald fields (REXEC_*) */
+};
 typedef struct rexec_server_opts {
     const char *socket_path;
     double idle_timeout_s; /* close a client idle this long with nothing running; 0 = never */
+    int log;               /* REXEC_SERVE_LOG_* */
 } rexec_server_opts;
 
 REXEC_API int rexec_server_start(rexec_ctx *ctx, const rexec_server_opts *opts, rexec_server **out,

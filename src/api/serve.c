@@ -17,6 +17,7 @@
 #include "err.h"
 #include "jsonx.h"
 #include "request.h"
+#include "serve_log.h"
 #include "serve_peer.h"
 
 #define SERVE_LINE_MAX (RX_REQUEST_MAX_LEN + 4096)
@@ -44,6 +45,7 @@ struct rexec_server {
     size_t reqs_alive;
     void (*on_stopped)(void *ud);
     void *stopped_ud;
+    rx_serve_log log;
 };
 
 struct serve_client {
@@ -89,6 +91,8 @@ struct serve_req {
     size_t n, started, finished;
     int worst;
     int parallel; /* hosts at once; 0: limits.parallel */
+    rx_peer peer; /* who asked, for the log (the client may be gone when it ends) */
+    uint64_t t0;  /* uv_hrtime() when it arrived */
 };
 
 static void client_close(serve_client *cl);
@@ -202,6 +206,18 @@ static void send_error(serve_client *cl, const cJSON *id, int code, const char *
     cJSON_Delete(o);
 }
 
+/* ---- the log -------------------------------------------------------------------------------- */
+
+static rx_serve_log_who who_of(const rx_peer *p, const char *op, const cJSON *id)
+{
+    return (rx_serve_log_who){p ? (long)p->uid : -1, p ? p->user : NULL, op, id};
+}
+
+static uint64_t ms_since(uint64_t t0)
+{
+    return (uv_hrtime() - t0) / 1000000;
+}
+
 /* ---- requests ------------------------------------------------------------------------------- */
 
 static void req_free(serve_req *q)
@@ -238,6 +254,8 @@ static void req_done(serve_req *q)
     cJSON_AddNumberToObject(o, "exit_status", q->worst);
     client_send(q->cl, o);
     cJSON_Delete(o);
+    rx_serve_log_who w = who_of(&q->peer, q->op, q->id);
+    rx_serve_log_request(&q->srv->log, q->srv->ctx, &w, q->n, q->worst, ms_since(q->t0), NULL);
     rexec_server *s = q->srv;
     serve_client *cl = q->cl;
     req_unlink(q);
@@ -310,7 +328,9 @@ static void on_call_done(void *ud, const rexec_result *r)
 {
     serve_call *sc = ud;
     serve_req *q = sc->req;
+    rx_serve_log_who w = who_of(&q->peer, q->op, q->id);
     sc->call = NULL;
+    rx_serve_log_call(&q->srv->log, q->srv->ctx, &w, r);
     send_result(q, r);
     if (++q->finished == q->n)
         req_done(q);
@@ -368,6 +388,8 @@ static serve_req *req_new(serve_client *cl, const cJSON *root, const char *op)
         return NULL;
     }
     q->cl = cl;
+    q->peer = cl->peer;
+    q->t0 = uv_hrtime();
     q->next = cl->reqs;
     cl->reqs = q;
     cl->n_reqs++;
@@ -588,11 +610,28 @@ static int client_may(serve_client *cl, const char *op, rexec_error *err)
                    rx_serve_verbs_str(verbs, have, sizeof(have)));
 }
 
+/* The ops that answer at once (and every refused line) are logged here; run, eval and check
+ * when their "done" goes out. */
+static void log_line_end(serve_client *cl, const cJSON *root, const char *op, int r,
+                         const rexec_error *e, uint64_t t0)
+{
+    int later = r == 0 && op != NULL && (strcmp(op, "run") == 0 || strcmp(op, "eval") == 0 ||
+                                         strcmp(op, "check") == 0);
+    if (later)
+        return;
+    const cJSON *id = root && cJSON_IsObject(root) ? cJSON_GetObjectItemCaseSensitive(root, "id")
+                                                   : NULL;
+    rx_serve_log_who w = who_of(&cl->peer, op, id);
+    rx_serve_log_request(&cl->srv->log, cl->srv->ctx, &w, 0, r ? rexec_err_exit_code(r) : 0,
+                         ms_since(t0), r ? e->msg : NULL);
+}
+
 static void handle_line(serve_client *cl, const char *line, size_t len)
 {
     cJSON *root = NULL;
     rexec_error e = {0};
     const char *op = NULL;
+    uint64_t t0 = uv_hrtime();
     int r = rx_json_parse_strict(line, len, SERVE_LINE_MAX, REXEC_EREQUEST, &root, &e);
     if (r == 0)
         r = rx_json_want(root, "", cJSON_Object, REXEC_EREQUEST, &e);
@@ -623,6 +662,7 @@ static void handle_line(serve_client *cl, const char *line, size_t len)
         send_error(cl, root && cJSON_IsObject(root) ? cJSON_GetObjectItemCaseSensitive(root, "id")
                                                     : NULL,
                    r, e.msg);
+    log_line_end(cl, root, op, r, &e, t0);
     cJSON_Delete(root);
 }
 
@@ -777,6 +817,8 @@ static int client_admit(serve_client *cl)
     snprintf(m, sizeof(m), "user %s (uid %u) is not admitted by this rexec serve (it admits its "
              "own user and serve.clients in rexec.json)", cl->peer.user, (unsigned)cl->peer.uid);
     send_error(cl, NULL, REXEC_EDENIED, m);
+    rx_serve_log_who w = who_of(&cl->peer, NULL, NULL);
+    rx_serve_log_request(&cl->srv->log, ctx, &w, 0, rexec_err_exit_code(REXEC_EDENIED), 0, m);
     client_finish(cl);
     return 1;
 }
@@ -852,7 +894,9 @@ int rexec_server_start(rexec_ctx *ctx, const rexec_server_opts *opts, rexec_serv
     }
     s->ctx = ctx;
     s->idle_s = opts->idle_timeout_s;
-    if ((r = rx_serve_ws_check(ctx->ws, err)) != 0 || (r = claim_path(s->path, err)) != 0) {
+    if ((r = rx_serve_log_init(&s->log, opts->log, err)) != 0 ||
+        (r = rx_serve_ws_check(ctx->ws, err)) != 0 || (r = claim_path(s->path, err)) != 0) {
+        rx_serve_log_close(&s->log);
         free(s->path);
         free(s);
         return r;
@@ -910,6 +954,7 @@ static void server_maybe_done(rexec_server *s)
         return;
     void (*cb)(void *) = s->on_stopped;
     void *ud = s->stopped_ud;
+    rx_serve_log_close(&s->log);
     free(s->path);
     free(s);
     if (cb)

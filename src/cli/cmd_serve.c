@@ -52,6 +52,20 @@ static void on_signal(uv_signal_t *h, int signum)
     rexec_server_stop(s->srv, on_stopped, s);
 }
 
+/* --log auto|json|journal|off */
+static int log_format(const char *s, int *out)
+{
+    static const struct { const char *name; int v; } f[] = {
+        {"auto", REXEC_SERVE_LOG_AUTO}, {"json", REXEC_SERVE_LOG_JSON},
+        {"journal", REXEC_SERVE_LOG_JOURNAL}, {"off", REXEC_SERVE_LOG_OFF}};
+    for (size_t i = 0; i < sizeof(f) / sizeof(*f); i++)
+        if (strcmp(s, f[i].name) == 0) {
+            *out = f[i].v;
+            return 0;
+        }
+    return cli_error(64, "serve: --log wants auto, json, journal or off, got \"%.40s\"", s);
+}
+
 int cli_serve(const cli_global *g, int argc, char **argv)
 {
     serve_cli s = {0};
@@ -65,6 +79,9 @@ int cli_serve(const cli_global *g, int argc, char **argv)
             opts.idle_timeout_s = strtod(argv[++i], &end);
             if (*end || !(opts.idle_timeout_s >= 0 && opts.idle_timeout_s <= 1e7))
                 return cli_error(64, "--idle-timeout wants seconds (0 = never), got \"%s\"", argv[i]);
+        } else if (strcmp(argv[i], "--log") == 0 && i + 1 < argc) {
+            if (log_format(argv[++i], &opts.log) != 0)
+                return 64;
         } else
             return cli_error(64, "serve: unexpected argument \"%s\" (see `rexec help serve`)",
                              argv[i]);

@@ -153,7 +153,7 @@ static const char audit_help[] =
     "symlink, and be readable by its owner only.\n";
 
 static const char serve_help[] =
-    "usage: rexec serve --socket PATH\n"
+    "usage: rexec serve --socket PATH [--idle-timeout S] [--log auto|json|journal|off]\n"
     "\n"
     "A long-lived controller on a Unix socket, speaking newline-delimited JSON (run, eval,\n"
     "check, cancel, ping, hosts, actions, groups, reload). Its own user may use every op; the\n"
@@ -162,6 +162,9 @@ static const char serve_help[] =
     "more (serve.socket_mode, serve.socket_group). See docs/gate.md, \"Two users\".\n"
     "Connections to hosts stay warm between calls. SIGHUP reloads rexec.json (a file that does\n"
     "not load is refused; calls in flight finish on their configuration); SIGTERM stops.\n"
+    "--log: one structured line per request and per call (time, client uid and user, op, id,\n"
+    "run_id, host, action, decision, exit, duration): JSON lines on stderr, or journald\n"
+    "fields (REXEC_*) when stderr is the journal (auto, the default), or nothing (off).\n"
     "See docs/serve-protocol.md.\n";
 
 static const struct {
