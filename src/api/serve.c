@@ -42,6 +42,7 @@ struct rexec_server {
     double idle_s;
     serve_client *clients;
     int stopping, handles;
+    int activated; /* the listening socket came from systemd: the file is not ours to remove */
     size_t reqs_alive;
     void (*on_stopped)(void *ud);
     void *stopped_ud;
@@ -883,19 +884,85 @@ static int claim_path(const char *path, rexec_error *err)
     return 0;
 }
 
+/* systemd socket activation (sd_listen_fds(3)): LISTEN_PID is this process and LISTEN_FDS 1,
+ * so fd 3 is a listening socket. Returns 3, or -1 when serve was not started that way. The
+ * variables are removed so that nothing started later takes them for its own. */
+static int activated_fd(void)
+{
+    const char *pid = getenv("LISTEN_PID"), *fds = getenv("LISTEN_FDS");
+    if (pid == NULL || fds == NULL || strtol(pid, NULL, 10) != (long)getpid())
+        return -1;
+    int one = strcmp(fds, "1") == 0;
+    unsetenv("LISTEN_PID");
+    unsetenv("LISTEN_FDS");
+    unsetenv("LISTEN_FDNAMES");
+    return one ? 3 : -2;
+}
+
+/* The activated socket must be a listening Unix stream socket; its path names it (and must be
+ * --socket's when that is given too). */
+static int activated_take(rexec_server *s, int fd, const char *want, rexec_error *err)
+{
+    struct sockaddr_un sa;
+    socklen_t len = sizeof(sa);
+    int type = 0, acc = 0;
+    socklen_t il = sizeof(int);
+    memset(&sa, 0, sizeof(sa));
+    if (fd == -2)
+        return rx_fail(err, REXEC_EUSAGE, "serve: systemd passed more than one socket "
+                                          "(LISTEN_FDS): give the socket unit one ListenStream");
+    if (getsockname(fd, (struct sockaddr *)&sa, &len) != 0 || sa.sun_family != AF_UNIX ||
+        getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &il) != 0 || type != SOCK_STREAM ||
+        getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &il) != 0 || !acc || sa.sun_path[0] == 0)
+        return rx_fail(err, REXEC_EUSAGE, "serve: the socket systemd passed (fd 3) is not a "
+                                          "listening Unix stream socket with a path");
+    if (want != NULL && strcmp(want, sa.sun_path) != 0)
+        return rx_fail(err, REXEC_EUSAGE, "serve: --socket %s, but systemd passed %s", want,
+                       sa.sun_path);
+    if ((s->path = strdup(sa.sun_path)) == NULL)
+        return rx_fail(err, REXEC_ENOMEM, "out of memory");
+    s->activated = 1;
+    return 0;
+}
+
+/* Where to listen: the socket systemd passed, else a fresh one at --socket. */
+static int server_listen_setup(rexec_server *s, const rexec_server_opts *opts, rexec_error *err)
+{
+    int fd = activated_fd();
+    if (fd != -1)
+        return activated_take(s, fd, opts->socket_path, err);
+    if (opts->socket_path == NULL)
+        return rx_fail(err, REXEC_EUSAGE, "serve: --socket PATH is required (or start it from a "
+                                          "systemd socket unit)");
+    if ((s->path = strdup(opts->socket_path)) == NULL)
+        return rx_fail(err, REXEC_ENOMEM, "out of memory");
+    return claim_path(s->path, err);
+}
+
+/* Takes the activated socket into the loop and listens on it. */
+static int server_listen_activated(rexec_server *s, rexec_error *err)
+{
+    int r = uv_pipe_open(&s->listener, 3);
+    if (r == 0)
+        r = uv_listen((uv_stream_t *)&s->listener, 128, on_connection);
+    if (r != 0)
+        rx_fail(err, REXEC_EUSAGE, "cannot listen on the socket systemd passed (%s): %s",
+                s->path, uv_strerror(r));
+    return r == 0 ? 0 : REXEC_EUSAGE;
+}
+
 int rexec_server_start(rexec_ctx *ctx, const rexec_server_opts *opts, rexec_server **out,
                        rexec_error *err)
 {
     rexec_server *s = calloc(1, sizeof(*s));
     int r;
-    if (s == NULL || (s->path = strdup(opts->socket_path)) == NULL) {
-        free(s);
+    if (s == NULL)
         return rx_fail(err, REXEC_ENOMEM, "out of memory");
-    }
     s->ctx = ctx;
     s->idle_s = opts->idle_timeout_s;
     if ((r = rx_serve_log_init(&s->log, opts->log, err)) != 0 ||
-        (r = rx_serve_ws_check(ctx->ws, err)) != 0 || (r = claim_path(s->path, err)) != 0) {
+        (r = rx_serve_ws_check(ctx->ws, err)) != 0 ||
+        (r = server_listen_setup(s, opts, err)) != 0) {
         rx_serve_log_close(&s->log);
         free(s->path);
         free(s);
@@ -904,6 +971,14 @@ int rexec_server_start(rexec_ctx *ctx, const rexec_server_opts *opts, rexec_serv
     uv_pipe_init(ctx->loop, &s->listener, 0);
     s->listener.data = s;
     s->handles = 1;
+    if (s->activated) {
+        if ((r = server_listen_activated(s, err)) != 0) {
+            s->stopping = 1;
+            uv_close((uv_handle_t *)&s->listener, on_listener_closed);
+            return r;
+        }
+        goto listening;
+    }
     /* Created 0600 from the start (umask), not chmod'ed after: no window for another user. */
     mode_t old = umask(0177);
     r = uv_pipe_bind(&s->listener, s->path);
@@ -924,6 +999,7 @@ int rexec_server_start(rexec_ctx *ctx, const rexec_server_opts *opts, rexec_serv
         uv_close((uv_handle_t *)&s->listener, on_listener_closed);
         return REXEC_EUSAGE;
     }
+listening:
     ctx->ws_check = rx_serve_ws_check; /* a reload must keep what serve admits safe */
     say_who(ctx->ws);
     *out = s;
@@ -977,7 +1053,8 @@ void rexec_server_stop(rexec_server *s, void (*on_stopped)(void *ud), void *ud)
     s->stopping = 1;
     s->on_stopped = on_stopped;
     s->stopped_ud = ud;
-    unlink(s->path);
+    if (!s->activated) /* systemd's socket stays, for the next start */
+        unlink(s->path);
     uv_close((uv_handle_t *)&s->listener, on_listener_closed);
     s->handles++; /* hold the server while cancelling: a request may finish on the way */
     for (serve_client *cl = s->clients; cl; cl = cl->next)

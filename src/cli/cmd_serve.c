@@ -86,8 +86,6 @@ int cli_serve(const cli_global *g, int argc, char **argv)
             return cli_error(64, "serve: unexpected argument \"%s\" (see `rexec help serve`)",
                              argv[i]);
     }
-    if (opts.socket_path == NULL)
-        return cli_error(64, "serve: --socket PATH is required");
     signal(SIGPIPE, SIG_IGN);
     uv_loop_init(&s.loop);
     if (cli_ctx_new(&s.ctx, &s.loop, g->workspace, &e) != 0) {
@@ -108,7 +106,8 @@ int cli_serve(const cli_global *g, int argc, char **argv)
     uv_signal_init(&s.loop, &s.sighup);
     s.sighup.data = &s;
     uv_signal_start(&s.sighup, on_sighup, SIGHUP);
-    fprintf(stderr, "rexec serve: listening on %s (pid %d)\n", opts.socket_path, (int)getpid());
+    fprintf(stderr, "rexec serve: listening on %s (pid %d)\n",
+            opts.socket_path ? opts.socket_path : "the socket systemd passed", (int)getpid());
     uv_run(&s.loop, UV_RUN_DEFAULT);
     uv_loop_close(&s.loop);
     return 0;
