@@ -54,6 +54,8 @@ struct rx_exec {
     int timer_armed, backstop_fired, drain_expired, drain_armed;
     int gave_up;         /* the backstop or the set-up deadline ran out: the connection is stuck */
     double setup_s;
+    uint64_t sent_total;  /* bytes of script and stdin written to the channel so far */
+    uint64_t setup_mark;  /* sent_total when the set-up deadline was last armed */
     int cancel_req, eof_sent;
     int paused;          /* the consumer asked us to stop reading (rx_exec_pause) */
     int opening, exec_sent; /* a libssh2 request is in flight and must be completed */
@@ -202,6 +204,13 @@ static void on_exec_timer(uv_timer_t *t)
 {
     rx_exec *e = t->data;
     e->timer_armed = 0;
+    if (!e->res.sent && e->state == EX_SEND && e->sent_total > e->setup_mark) {
+        /* A long stdin still moving (a slow link, a big file) is not a hung connection: the
+         * deadline is for setup_s without progress, so a stuck peer is still found. */
+        e->setup_mark = e->sent_total;
+        arm(e, e->setup_s);
+        return;
+    }
     if (!e->res.sent) { /* the set-up deadline: channel open, exec request or script send hang */
         exec_error(e, REXEC_ETIMEDOUT,
                    "%s: the connection does not answer: the call was not started within %.1f s "
@@ -405,6 +414,7 @@ static int st_send(rx_exec *e)
             e->off += (size_t)n;
         else
             e->ioff += (size_t)n;
+        e->sent_total += (uint64_t)n;
         progress = 1;
     }
     int r = read_streams(e);
