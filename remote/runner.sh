@@ -21,6 +21,8 @@
 #                                  waiting to open FIFO c<k>; reads the call's code from it and
 #                                  evals it: the exports live only in this shell
 # Where there is no PID namespace, `setsid bash -c` (its own process group) takes its place.
+# Both are started under `setpriv --pdeathsig KILL` where setpriv exists: if S is killed, they
+# go too.
 # The runner keeps nothing of a call: the code (with the exports) passes through one local
 # variable that is unset before the next spare is forked.
 
@@ -60,9 +62,10 @@ __rx_spare() {
     trap 'killed=1; __rx_kill_call "$u"' USR1
     exec 5<>"$__rx_dir/s$k" 4<"$__rx_dir/n$k"
     if [ "$__rx_cont" = pid-namespace ]; then
-        "${__rx_pre[@]}" bash -c "$__rx_init" rexec "$__rx_ns" "$__rx_dir/c$k" 4<&- 5<&- &
+        "${__rx_guard[@]}" "${__rx_pre[@]}" bash -c "$__rx_init" rexec "$__rx_ns" "$__rx_dir/c$k" \
+            4<&- 5<&- &
     else
-        "${__rx_pre[@]}" bash -c "$__rx_ns" rexec "$__rx_dir/c$k" 4<&- 5<&- &
+        "${__rx_guard[@]}" "${__rx_pre[@]}" bash -c "$__rx_ns" rexec "$__rx_dir/c$k" 4<&- 5<&- &
     fi
     u=$!
     while IFS= read -r -u 4 line; do
@@ -160,6 +163,13 @@ __rx_call() {
 
 __rx_runner_setup() {
     __rx_pick
+    # If S itself is SIGKILLed (with the runner: a whole `bash -s` pair killed on the VM), what
+    # it started must not wait for ever on its FIFO: setpriv's parent-death signal, kept across
+    # exec, kills unshare (and with it the namespace) or the contained shell when S dies.
+    __rx_guard=()
+    if command -v setpriv >/dev/null 2>&1 && setpriv --pdeathsig KILL true </dev/null >/dev/null 2>&1; then
+        __rx_guard=(setpriv --pdeathsig KILL)
+    fi
     if [ "$__rx_rank" -ge 3 ] && ! "${__rx_pre[@]}" true </dev/null >/dev/null 2>&1; then
         __rx_cont=process-group __rx_rank=1 __rx_pre=()
     fi

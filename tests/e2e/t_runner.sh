@@ -135,6 +135,18 @@ assert_eq True "$(field "$(cat "$OUT")" executed)" "a runner killed mid-call: ex
 [[ $(calls "$SOCK" t.ok) == *'"stdout": "ok\n"'* ]] || fail "the call after a runner died"
 assert_eq 1 "$(wc -l <"$RUNS")" "runs of the call whose runner died (never re-run)"
 
+# ---- an idle runner and its spare both SIGKILLed (every `bash -s`, as scripts/soak does) --------
+# The spare's contained shell waits on a FIFO nobody will open any more: the parent-death signal
+# (setpriv) must take it, its namespace's init and unshare with the spare. Skipped where the VM
+# has no setpriv (the runner then runs without the guard).
+if command -v setpriv >/dev/null; then
+    [[ $(calls "$SOCK" t.ok) == *'"stdout": "ok\n"'* ]] || fail "a call before the kill"
+    for p in $(remote_pgrep '^bash -s$'); do kill -KILL "$p" 2>/dev/null || true; done
+    wait_until 20 bash -c '! "$1" --dir "$2" ps "^(unshare|bash -c) " >/dev/null' _ "$RX_LAB" "$LAB_DIR" ||
+        fail "left on the VM after its runner and spare were killed: $(lab ps '.')"
+    [[ $(calls "$SOCK" t.ok) == *'"stdout": "ok\n"'* ]] || fail "the call after the runners were killed"
+fi
+
 stop_serve
 wait_until 20 no_remote_left
 
