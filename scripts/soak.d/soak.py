@@ -173,7 +173,8 @@ def main():
     for t in threads:
         t.join(DEADLINE_S + 10)
     ft.join(30)
-    end = proc_rss_fds(a.serve_pid)
+    end = samples[-1][1]                           # the last sample with the clients still on
+    after = proc_rss_fds(a.serve_pid)
     failed = sum(v for k, v in stats.by_status.items() if k != 0)
     print("clients: %d, %d s, a fault every %g s (%d faults: %s)" % (
         a.clients, a.seconds, a.fault_every, len(fault_log),
@@ -183,8 +184,9 @@ def main():
         stats.done, stats.by_status.get(0, 0), failed,
         ", ".join("%s x%d" % (k, v) for k, v in sorted(stats.by_status.items()) if k != 0) or "none"))
     print("wrong outputs: %d, lost: %d, hung: %d" % (stats.wrong, stats.lost, stats.hung))
-    print("serve RSS: %d KiB after warm-up, %d KiB at the end; descriptors: %d -> %d" % (
-        start[0], end[0], start[1], end[1]))
+    print("serve RSS: %d KiB after warm-up, %d KiB at the end; descriptors: %d -> %d "
+          "(%d KiB and %d descriptors once the clients had left)" % (
+              start[0], end[0], start[1], end[1], after[0], after[1]))
     print("serve RSS over time (s: KiB/fds): " + ", ".join(
         "%d: %d/%d" % (s, r, fds) for s, (r, fds) in samples))
     for n in stats.notes[:20]:
