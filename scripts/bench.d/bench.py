@@ -21,6 +21,7 @@ import os
 import platform
 import re
 import shlex
+import signal
 import shutil
 import socket
 import subprocess
@@ -108,6 +109,32 @@ def cpu_seconds(pid):
     with open("/proc/%d/stat" % pid) as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def count_syncs(pid, fn, n, tmp):
+    """serve's fsync and fdatasync calls per warm call, counted by `strace -c` over n calls
+    (issue #10 item 5: every record is durable before it is acknowledged, and this is what that
+    costs in syscalls). None without strace."""
+    if shutil.which("strace") is None:
+        return None
+    out = os.path.join(tmp, "strace-syncs")
+    p = subprocess.Popen(["strace", "-f", "-c", "-e", "trace=fsync,fdatasync", "-o", out,
+                          "-p", str(pid)], stderr=subprocess.DEVNULL)
+    for _ in range(200):                        # attached once /proc says it is traced
+        with open("/proc/%d/status" % pid) as f:
+            if any(l.startswith("TracerPid:") and l.split()[1] != "0" for l in f):
+                break
+        time.sleep(0.01)
+    for _ in range(n):
+        fn()
+    p.send_signal(signal.SIGINT)
+    p.wait()
+    counts = {}
+    for line in open(out):
+        parts = line.split()
+        if len(parts) >= 5 and parts[-1] in ("fsync", "fdatasync"):
+            counts[parts[-1]] = int(parts[3])
+    return counts.get("fsync", 0) / n, counts.get("fdatasync", 0) / n
 
 
 def timed(fn):
@@ -378,6 +405,8 @@ def main():
                 if k.startswith("rexec_serve"):
                     serve_cpu += cpu_seconds(serve.pid) - c0
 
+        serve_fn = dict((k, fn) for k, _, fn in single)["rexec_serve_conn"]
+        syncs = count_syncs(serve.pid, serve_fn, 20, tmp)
         load_a = machine()["load"]
         # (b) fan-out to every host
         hostfile = os.path.join(tmp, "pssh-hosts")
@@ -448,6 +477,9 @@ def main():
     cpu_line = ("rexec serve's own CPU time per warm call (user+sys): %.1f ms"
                 % (serve_cpu / (2 * a.calls) * 1000))
     print(cpu_line)
+    sync_line = ("rexec serve's syncs per warm call (strace -c over 20 calls): %.1f fsync + "
+                 "%.1f fdatasync" % syncs if syncs else "syncs per warm call: not counted (no strace)")
+    print(sync_line)
     print("import asyncssh took %.0f ms (not in the asyncssh figures: they run in-process)"
           % (T_IMPORT_ASYNCSSH * 1000))
     print("load average after (a): %s; after (b): %s (a fan-out to %d hosts loads the machine "
@@ -460,8 +492,8 @@ def main():
                         info_after, info["packages"]))
             f.write("**%s**\n\n%s\n\n" % (t1, md_table(rows1, s1)))
             f.write("**%s**\n\n%s\n\n" % (t2, md_table(rows2, s2)))
-            f.write("%s; import asyncssh %.0f ms (not in its figures).\n\n"
-                    % (cpu_line, T_IMPORT_ASYNCSSH * 1000))
+            f.write("%s; %s; import asyncssh %.0f ms (not in its figures).\n\n"
+                    % (cpu_line, sync_line, T_IMPORT_ASYNCSSH * 1000))
             f.write("```\n%s\n%s\n```\n" % (
                 ratios(s1, ["rexec_serve_conn", "rexec_serve_norunner", "rexec_serve_cli", "rexec_cold"],
                        ["ssh_cm", "ssh_cold", "asyncssh_warm"], labels),
