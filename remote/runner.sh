@@ -161,6 +161,27 @@ __rx_call() {
     __rx_spawn "$__rx_next"
 }
 
+# What a runner killed together with its spare can leave behind, when the parent-death signal
+# came too late or the VM has no setpriv: a contained shell blocked opening its FIFO, which
+# nobody will open for writing any more. Each runner that starts ends those of the same user's
+# dead runners (the runner's pid is in "owner"): "exit 0" on the FIFO unblocks the shell, which
+# runs it; then the directory goes.
+__rx_sweep() {
+    local d o f
+    for d in "${TMPDIR:-/tmp}"/.rexec-runner.*; do
+        [ -d "$d" ] && [ -O "$d" ] && [ "$d" != "$__rx_dir" ] || continue
+        o=
+        read -r o 2>/dev/null <"$d/owner"
+        case $o in '' | *[!0-9]*) continue ;; esac
+        ! kill -0 "$o" 2>/dev/null || continue
+        for f in "$d/c0" "$d/c1"; do
+            [ ! -p "$f" ] || printf 'exit 0\0' 2>/dev/null 1<>"$f"
+        done
+        rm -rf -- "$d"
+    done
+    return 0
+}
+
 __rx_runner_setup() {
     __rx_pick
     # If S itself is SIGKILLed (with the runner: a whole `bash -s` pair killed on the VM), what
@@ -181,7 +202,8 @@ __rx_runner_setup() {
         [ -n "$__rx_dir" ] &&
         mkfifo -m 600 "$__rx_dir/c0" "$__rx_dir/c1" "$__rx_dir/n0" "$__rx_dir/n1" \
             "$__rx_dir/s0" "$__rx_dir/s1" 2>/dev/null &&
-        (umask 077 && : >"$__rx_dir/in") # where a call's stdin is staged: private
+        (umask 077 && : >"$__rx_dir/in" && printf '%s\n' "$$" >"$__rx_dir/owner") &&
+        __rx_sweep # "in": where a call's stdin is staged, private; "owner": for __rx_sweep
 }
 
 __rx_runner() {
