@@ -1,4 +1,5 @@
 /* `rexec serve --socket PATH`: the long-lived controller (docs/serve-protocol.md). */
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,6 +53,18 @@ static void on_signal(uv_signal_t *h, int signum)
     rexec_server_stop(s->srv, on_stopped, s);
 }
 
+/* serve lives for weeks and handles results of a few MiB (captured output, result lines). glibc
+ * serves a block above M_MMAP_THRESHOLD with its own mmap and gives it back on free, but after
+ * the first such free it raises the threshold to that size, so later blocks of the same size
+ * come from the heap, where they fragment it and RSS stays high. A fixed threshold keeps big
+ * blocks on mmap (scripts/soak measures serve's RSS over time). */
+#define SERVE_MMAP_THRESHOLD (256 * 1024)
+
+static void serve_malloc_policy(void)
+{
+    mallopt(M_MMAP_THRESHOLD, SERVE_MMAP_THRESHOLD);
+}
+
 /* --log auto|json|journal|off */
 static int log_format(const char *s, int *out)
 {
@@ -87,6 +100,7 @@ int cli_serve(const cli_global *g, int argc, char **argv)
                              argv[i]);
     }
     signal(SIGPIPE, SIG_IGN);
+    serve_malloc_policy();
     uv_loop_init(&s.loop);
     if (cli_ctx_new(&s.ctx, &s.loop, g->workspace, &e) != 0) {
         uv_loop_close(&s.loop);
