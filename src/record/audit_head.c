@@ -149,8 +149,9 @@ out:
     return r;
 }
 
-/* What disagrees between the stored head h and the chain's end t, or NULL. why receives a
- * description. */
+/* 1 when the stored head h and the chain's end t disagree (why says how), else 0. A head one
+ * record behind is accepted when it names the last record's prev: after a power loss the last
+ * rename of head.json may not have reached the disk. */
 static int head_disagrees(const rx_audit_head *h, const rx_audit_tail *t, char *why, size_t n)
 {
     if (t->seq == 0)
