@@ -366,7 +366,10 @@ int rexec_evidence_prune(const char *workspace_dir, time_t before, size_t keep, 
 /* ---- serve ---------------------------------------------------------------------------------- */
 
 /* A controller on a Unix socket speaking newline-delimited JSON (docs/serve-protocol.md), on
- * ctx's loop. The socket is created 0600; peers must be the same user (SO_PEERCRED). */
+ * ctx's loop. The socket is created 0600 unless rexec.json's serve.clients admits other users
+ * or groups (serve.socket_mode / socket_group); every peer is checked by uid (SO_PEERCRED).
+ * Started by systemd socket activation (LISTEN_PID / LISTEN_FDS), it takes the socket it is
+ * passed instead, and socket_path may be NULL. */
 typedef struct rexec_server rexec_server;
 /* serve's own log: one structured line per request and per call (docs/serve-protocol.md,
  * "Logs"). AUTO: the journal when stderr is systemd's journal stream, else JSON lines. */
