@@ -45,8 +45,13 @@ int rx_serve_log_init(rx_serve_log *l, int format, rexec_error *err)
         format != REXEC_SERVE_LOG_JOURNAL)
         return rx_fail(err, REXEC_EUSAGE, "serve log: unknown format %d", format);
     l->format = format;
-    if (format == REXEC_SERVE_LOG_JOURNAL &&
-        (l->fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0)
+    if (format != REXEC_SERVE_LOG_JOURNAL)
+        return 0;
+    const char *path = getenv("REXEC_JOURNAL_SOCKET");
+    l->journal.sun_family = AF_UNIX;
+    snprintf(l->journal.sun_path, sizeof(l->journal.sun_path), "%s",
+             path && *path ? path : LOG_JOURNAL_SOCKET);
+    if ((l->fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0)
         return rx_fail(err, REXEC_EINTERNAL, "serve log: socket: %s", strerror(errno));
     return 0;
 }
@@ -144,15 +149,12 @@ static int journal_fields(rx_buf *b, const cJSON *o)
 
 static void journal_send(rx_serve_log *l, const cJSON *o, const char *message, int error)
 {
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    const char *path = getenv("REXEC_JOURNAL_SOCKET");
     rx_buf b;
     rx_buf_init(&b, LOG_ENTRY_MAX);
-    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path && *path ? path : LOG_JOURNAL_SOCKET);
     if (journal_field(&b, "MESSAGE", message) || journal_field(&b, "PRIORITY", error ? "4" : "6") ||
         journal_field(&b, "SYSLOG_IDENTIFIER", LOG_IDENT) || journal_fields(&b, o) ||
-        sendto(l->fd, b.data, b.len, MSG_DONTWAIT | MSG_NOSIGNAL, (struct sockaddr *)&sa,
-               sizeof(sa)) < 0)
+        sendto(l->fd, b.data, b.len, MSG_DONTWAIT | MSG_NOSIGNAL,
+               (const struct sockaddr *)&l->journal, sizeof(l->journal)) < 0)
         l->lost++;
     rx_buf_free(&b);
 }

@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/un.h>
 
 #include <cjson/cJSON.h>
 
@@ -14,6 +15,7 @@
 typedef struct rx_serve_log {
     int format; /* REXEC_SERVE_LOG_OFF, _JSON or _JOURNAL (AUTO is resolved by rx_serve_log_init) */
     int fd;     /* the journal's datagram socket, or -1 */
+    struct sockaddr_un journal; /* where entries go, resolved once by rx_serve_log_init */
     unsigned long lost; /* journal entries that could not be sent */
 } rx_serve_log;
 

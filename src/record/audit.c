@@ -27,7 +27,6 @@
 #define AUDIT_KEY_MAX 4096
 #define AUDIT_HASH_PREFIX ",\"hash\":\""
 #define AUDIT_SUFFIX_LEN (9 + 64 + 2) /* ,"hash":" + hex + "} */
-#define AUDIT_ZERO_HASH "0000000000000000000000000000000000000000000000000000000000000000"
 
 struct rx_audit {
     char *ws_dir;
@@ -500,7 +499,7 @@ static int audit_tail(int fd, off_t size, const char *path, rx_audit_tail *t, re
 
 static void tail_empty(rx_audit_tail *t)
 {
-    memcpy(t->hash, AUDIT_ZERO_HASH, RX_AUDIT_HEX_LEN);
+    memcpy(t->hash, RX_AUDIT_ZERO_HASH, RX_AUDIT_HEX_LEN);
     t->prev[0] = 0;
     t->seq = 0;
 }

@@ -31,6 +31,8 @@ int rx_audit_append(rx_audit *a, cJSON *rec, const rx_redactor *r, rexec_error *
 /* ---- Added with the implementation (docs/audit.md has the format and the exact hash) ------- */
 
 #define RX_AUDIT_HEX_LEN 65                  /* a SHA-256 / HMAC-SHA256 in hex, with the NUL */
+/* The prev of the first record of a chain, and the hash of an empty one. */
+#define RX_AUDIT_ZERO_HASH "0000000000000000000000000000000000000000000000000000000000000000"
 #define RX_AUDIT_ROTATE_DEFAULT (64ull << 20) /* audit.log is rotated past 64 MiB */
 #define RX_AUDIT_LINE_MAX (4u << 20)          /* a record longer than this is refused */
 #define RX_AUDIT_TS_LEN 32

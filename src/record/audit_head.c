@@ -16,11 +16,10 @@
 #include "err.h"
 #include "evidence.h"
 #include "fsutil.h"
+#include "jsonx.h"
 
 #define HEAD_FILE_MAX 4096
 #define HEAD_MAC_TAG "rexec-audit-head-v1"
-#define HEAD_SEQ_MAX 9007199254740992.0 /* 2^53: a JSON number still exact */
-#define HEAD_ZERO "0000000000000000000000000000000000000000000000000000000000000000"
 #define HEAD_WAY_OUT "; see `rexec audit verify`, then `rexec audit head --reset` once you know why"
 
 int rx_audit_head_mac(const rx_buf *key, long long seq, const char *hash,
@@ -42,23 +41,23 @@ int rx_audit_head_parse(const char *text, size_t len, const char *what, int code
                         rx_audit_head *h, rexec_error *err)
 {
     cJSON *o = cJSON_ParseWithLength(text, len);
-    const cJSON *seq = cJSON_GetObjectItemCaseSensitive(o, "seq");
     const cJSON *hash = cJSON_GetObjectItemCaseSensitive(o, "hash");
     const cJSON *mac = cJSON_GetObjectItemCaseSensitive(o, "mac");
     const cJSON *ts = cJSON_GetObjectItemCaseSensitive(o, "ts");
+    rexec_error e;
+    long long seq = 0;
     int r = 0;
 
     memset(h, 0, sizeof(*h));
     if (!cJSON_IsObject(o))
         r = rx_fail(err, code, "%s: not a JSON object (expected what `rexec audit head` prints)",
                     what);
-    else if (!cJSON_IsNumber(seq) || seq->valuedouble < 0 || seq->valuedouble > HEAD_SEQ_MAX ||
-             seq->valuedouble != (double)(long long)seq->valuedouble)
+    else if (rx_json_get_int(o, "seq", "", 1, 0, RX_JSON_MAX_SAFE_INT, &seq, code, &e) != 0)
         r = rx_fail(err, code, "%s: \"seq\" must be a whole number of records", what);
     else if (!is_hex64(hash) || !is_hex64(mac))
         r = rx_fail(err, code, "%s: \"hash\" and \"mac\" must be 64 lowercase hex digits", what);
     if (r == 0) {
-        h->seq = (long long)seq->valuedouble;
+        h->seq = seq;
         memcpy(h->hash, hash->valuestring, RX_AUDIT_HEX_LEN);
         memcpy(h->mac, mac->valuestring, RX_AUDIT_HEX_LEN);
         snprintf(h->ts, sizeof(h->ts), "%s", cJSON_IsString(ts) ? ts->valuestring : "");
@@ -176,16 +175,13 @@ static int head_disagrees(const rx_audit_head *h, const rx_audit_tail *t, char *
     return 1;
 }
 
-int rx_audit_head_check(const char *audit_dir, const rx_buf *key, const rx_audit_tail *t,
-                        rexec_error *err)
+/* The loaded head h (mac[0] 0: there is none) against the chain's end t. */
+static int head_against(const char *audit_dir, const rx_buf *key, const rx_audit_head *h,
+                        const rx_audit_tail *t, rexec_error *err)
 {
     char why[400], mac[RX_AUDIT_HEX_LEN];
-    rx_audit_head h;
-    int r = rx_audit_head_load(audit_dir, &h, err);
 
-    if (r != 0)
-        return r;
-    if (h.mac[0] == 0) { /* no head.json */
+    if (h->mac[0] == 0) { /* no head.json */
         if (t->seq <= 0) /* an empty chain, or one written before heads existed */
             return 0;
         return rx_fail(err, REXEC_EAUDIT,
@@ -193,17 +189,25 @@ int rx_audit_head_check(const char *audit_dir, const rx_buf *key, const rx_audit
                        "%lld: the head was removed (or lost in a crash right after the first "
                        "record): refusing to append" HEAD_WAY_OUT, audit_dir, t->seq);
     }
-    if (rx_audit_head_mac(key, h.seq, h.hash, mac) != 0)
+    if (rx_audit_head_mac(key, h->seq, h->hash, mac) != 0)
         return rx_fail(err, REXEC_EINTERNAL, "audit head: SHA-256 failed");
-    if (strcmp(mac, h.mac) != 0)
+    if (strcmp(mac, h->mac) != 0)
         return rx_fail(err, REXEC_EAUDIT,
                        "%s/" RX_AUDIT_HEAD_FILE ": its mac does not match (edited, written "
                        "without the audit key, or the log is keyed and no key was given): "
                        "refusing to append" HEAD_WAY_OUT, audit_dir);
-    if (head_disagrees(&h, t, why, sizeof(why)))
+    if (head_disagrees(h, t, why, sizeof(why)))
         return rx_fail(err, REXEC_EAUDIT, "%s: %s: refusing to append" HEAD_WAY_OUT, audit_dir,
                        why);
     return 0;
+}
+
+int rx_audit_head_check(const char *audit_dir, const rx_buf *key, const rx_audit_tail *t,
+                        rexec_error *err)
+{
+    rx_audit_head h;
+    int r = rx_audit_head_load(audit_dir, &h, err);
+    return r != 0 ? r : head_against(audit_dir, key, &h, t, err);
 }
 
 /* ---- `rexec audit head` ----------------------------------------------------------------- */
@@ -275,15 +279,15 @@ static int head_read_checked(const char *audit_dir, const rx_buf *key, rx_audit_
 {
     int r;
     if ((r = rx_audit_chain_tail(audit_dir, t, err)) != 0 ||
-        (r = rx_audit_head_check(audit_dir, key, t, err)) != 0 ||
-        (r = rx_audit_head_load(audit_dir, out, err)) != 0)
+        (r = rx_audit_head_load(audit_dir, out, err)) != 0 ||
+        (r = head_against(audit_dir, key, out, t, err)) != 0)
         return r;
     if (out->mac[0] == 0 && t->seq < 0)
         return rx_fail(err, REXEC_EAUDIT,
                        "audit head: the log was written before sequence numbers: the next "
                        "append starts them and writes the head");
     if (out->mac[0] == 0) /* an empty chain: the head of nothing */
-        return head_fill(out, key, 0, HEAD_ZERO) == 0
+        return head_fill(out, key, 0, RX_AUDIT_ZERO_HASH) == 0
                    ? 0 : rx_fail(err, REXEC_EINTERNAL, "audit head: SHA-256 failed");
     return 0;
 }

@@ -14,11 +14,11 @@
 #include "audit.h"
 #include "err.h"
 #include "fsutil.h"
+#include "jsonx.h"
 
 #define SUFFIX_LEN (9 + 64 + 2)    /* ,"hash":"<64 hex>"} */
 #define MAX_SHOWN 100              /* problems printed before "... and N more" */
 #define PEND_BUCKETS 4096
-#define ZERO_HASH "0000000000000000000000000000000000000000000000000000000000000000"
 
 /* ---- Walking the files: a consistent snapshot, then line by line ------------------------ */
 
@@ -222,7 +222,7 @@ static int walk(const char *ws_dir, walk_fn fn, void *ud, size_t *files, const c
 typedef struct vhead {
     const char *name; /* where it came from, for the report */
     rx_audit_head h;
-    int present, local, found;
+    int present, found;
     char found_hash[RX_AUDIT_HEX_LEN];
     const char *result; /* "ok", "failed", "unchecked", or NULL when not given */
 } vhead;
@@ -395,8 +395,14 @@ static int v_prev(vstate *v, const char *file, size_t line, const cJSON *body)
 static void v_seq(vstate *v, const char *file, size_t line, const cJSON *body, int chained,
                   const char *hex)
 {
-    const cJSON *s = cJSON_GetObjectItemCaseSensitive(body, "seq");
-    if (s == NULL) {
+    rexec_error e;
+    long long seq = -1; /* stays -1 for a line written before sequence numbers */
+    if (rx_json_get_int(body, "seq", "", 0, 1, RX_JSON_MAX_SAFE_INT, &seq, REXEC_EAUDIT, &e)) {
+        v_note(v, 0, file, line, "bad_record", "seq is not a positive whole number");
+        v->last_seq = -1;
+        return;
+    }
+    if (seq < 0) {
         if (v->last_seq > 0)
             v_note(v, 0, file, line, "seq_missing",
                    "record has no seq after record %lld: not written by this rexec, or edited",
@@ -404,13 +410,6 @@ static void v_seq(vstate *v, const char *file, size_t line, const cJSON *body, i
         v->last_seq = -1;
         return;
     }
-    if (!cJSON_IsNumber(s) || s->valuedouble < 1 || s->valuedouble > 9007199254740992.0 ||
-        s->valuedouble != (double)(long long)s->valuedouble) {
-        v_note(v, 0, file, line, "bad_record", "seq is not a positive whole number");
-        v->last_seq = -1;
-        return;
-    }
-    long long seq = (long long)s->valuedouble;
     long long want = v->last_seq > 0 ? v->last_seq + 1 : v->anchor ? -1 : (long long)v->chain_lines;
     if (want > 0 && seq != want && chained)
         v_note(v, 0, file, line, "seq_mismatch",
@@ -599,8 +598,9 @@ static void v_head(vstate *v, vhead *hd)
 }
 
 /* audit/head.json (read with the files), then the head given with --head. */
-static void v_heads(vstate *v, const head_snap *hs)
+static void v_heads(vstate *v)
 {
+    const head_snap *hs = v->hs;
     vhead *local = &v->heads[0];
     if (hs->state < 0)
         v_note(v, 0, local->name, 1, "head_bad", "%s", hs->msg);
@@ -680,11 +680,10 @@ static int v_init(vstate *v, const rx_buf *key, int flags, FILE *report)
     v->key = key;
     v->json = (flags & RX_AUDIT_VERIFY_JSON) != 0;
     v->report = report;
-    memcpy(v->prev, ZERO_HASH, RX_AUDIT_HEX_LEN);
+    memcpy(v->prev, RX_AUDIT_ZERO_HASH, RX_AUDIT_HEX_LEN);
     v->prev_known = 1;
     v->last_seq = -1;
     v->heads[0].name = "audit/" RX_AUDIT_HEAD_FILE;
-    v->heads[0].local = 1;
     v->heads[1].name = "--head";
     rx_buf_init(&v->body, RX_AUDIT_LINE_MAX + 1);
     v->errors = cJSON_CreateArray();
@@ -726,7 +725,7 @@ int rx_audit_verify_ex(const char *ws_dir, const char *key_file, int flags,
     if ((r = walk(ws_dir, v_line, v, &files, anchor, hs, err)) != 0)
         goto out;
     v_head_ready(v); /* also when there was no file to walk */
-    v_heads(v, hs);
+    v_heads(v);
     if (anchor && !v->anchor_confirmed)
         v_note(v, 0, "audit/anchor.json", 1, "anchor_unconfirmed",
                "no prune record in the chain names this anchor: written by hand, or the log "
