@@ -74,7 +74,7 @@ static void ctx_maybe_free(rexec_ctx *ctx)
     }
     void (*cb)(void *) = ctx->on_closed;
     void *ud = ctx->closed_ud;
-    rx_audit_close(ctx->audit);
+    rx_recorder_close(ctx->rec);
     rx_ctx_reload_free(ctx);
     rx_ctx_secrets_free(ctx);
     rx_ws_free(ctx->ws);
@@ -97,6 +97,15 @@ void rexec_ctx_close(rexec_ctx *ctx, void (*on_closed)(void *ud), void *ud)
 }
 
 /* ---- freeing and reporting ------------------------------------------------------------------ */
+
+/* The script and the runner's code: the code holds the exports, so it is wiped, not just freed. */
+static void call_forms_free(rexec_call *c)
+{
+    if (c->code.data)
+        OPENSSL_cleanse(c->code.data, c->code.len);
+    rx_buf_free(&c->code);
+    rx_buf_free(&c->script);
+}
 
 static void call_free(rexec_call *c)
 {
@@ -124,6 +133,7 @@ static void call_free(rexec_call *c)
     EVP_MD_CTX_free(c->stdin_sha);
     free(c->stdin_path);
     rx_buf_free(&c->rendered);
+    call_forms_free(c);
     rx_buf_free(&c->shown_error);
     rx_buf_free(&c->shown_rendered);
     free(c->host_name), free(c->action_name), free(c->grant_id);
@@ -150,30 +160,63 @@ static void ctx_unlink(rexec_ctx *ctx, rexec_call *c)
         }
 }
 
-/* The end of every call: records, then the caller's on_done, then release from the loop. */
-static void call_finish(rexec_call *c)
+/* The end of every call: records, then the caller's on_done, then release from the loop.
+ * The records are written by the recorder, off the loop: evidence, then the outcome (or the
+ * refusal), each acknowledged once it is durable; only then is the call reported. */
+static void call_report(rexec_call *c)
 {
     rexec_result res;
-    if (c->finished)
-        return;
-    c->finished = 1;
-    c->duration_ms = (uv_hrtime() - c->t0_ns) / 1000000;
-    if (c->intent_written) {
-        rexec_error e;
-        if (c->script_sent)
-            rx_call_write_evidence(c);
-        if (rx_call_audit(c, "outcome", &e) != 0)
-            c->err = e; /* the trail is broken: that outranks the command's own status */
-    } else if (!c->eval_only && c->err.code != REXEC_EAUDIT && !c->refused_written) {
-        rexec_error e; /* every refusal is a record too */
-        if (rx_call_audit(c, "refused", &e) != 0)
-            c->err = e;
-    }
     rx_call_result(c, &res);
     ctx_unlink(c->ctx, c);
     if (c->cb.on_done)
         c->cb.on_done(c->cb.ud, &res);
     uv_close((uv_handle_t *)&c->defer, on_call_closed);
+}
+
+static void on_record_done(rx_record_job *j)
+{
+    rexec_call *c = j->ud;
+    if (j->rc != 0)
+        c->err = j->err; /* the trail is broken: that outranks the command's own status */
+    call_report(c);
+}
+
+static void call_record_end(rexec_call *c, const char *phase)
+{
+    rexec_error e;
+    if (rx_call_audit_submit(c, phase, on_record_done, &e) != 0) {
+        c->err = e;
+        call_report(c);
+    }
+}
+
+static void on_evidence_done(rx_record_job *j)
+{
+    rexec_call *c = j->ud;
+    rx_call_evidence_done(c, j);
+    call_record_end(c, "outcome");
+}
+
+static void call_finish(rexec_call *c)
+{
+    rexec_error e;
+    if (c->finished)
+        return;
+    c->finished = 1;
+    c->duration_ms = (uv_hrtime() - c->t0_ns) / 1000000;
+    if (c->intent_written && c->script_sent) {
+        if (rx_call_evidence_submit(c, on_evidence_done, &e) != 0) {
+            if (c->err.code == 0)
+                c->err = e;
+            call_record_end(c, "outcome");
+        }
+    } else if (c->intent_written) {
+        call_record_end(c, "outcome");
+    } else if (!c->eval_only && c->err.code != REXEC_EAUDIT && !c->refused_written) {
+        call_record_end(c, "refused"); /* every refusal is a record too */
+    } else {
+        call_report(c);
+    }
 }
 
 static void on_defer(uv_timer_t *t)
@@ -538,9 +581,42 @@ static int call_redactor(rexec_call *c, rexec_error *err)
     return rx_evidence_open(&c->ev, c->ctx->ws->dir, c->run_id, rx_call_redactor(c), err);
 }
 
+/* The intent is durable: the call may go to its host (unless it was cancelled meanwhile). */
+static void on_intent_done(rx_record_job *j)
+{
+    rexec_call *c = j->ud;
+    const rx_limits *l = &c->ctx->ws->limits;
+    int r;
+    if (j->rc == 0)
+        c->intent_written = 1;
+    if (j->rc != 0) { /* no intent record, no run */
+        c->err = j->err;
+    } else if (c->cancelled) {
+        rx_fail(&c->err, REXEC_ECANCELLED, "%s: cancelled before it started", c->host->name);
+    } else {
+        rx_exec_opts xo = {.script = c->script.data, .script_len = c->script.len,
+                           .stdin_data = c->stdin_data, .stdin_len = c->stdin_len,
+                           .nonce = c->nonce,
+                           .backstop_s = c->timeout_s + l->kill_after_s + CALL_BACKSTOP_SLACK_S,
+                           .drain_s = CALL_DRAIN_S, .setup_s = l->connect_timeout_s,
+                           .runner_code = c->code.data, .runner_code_len = c->code.len,
+                           .min_rank = (int)c->action->containment, .timeout_s = c->timeout_s,
+                           .stdin_pull = c->stdin_path ? call_stdin_pull : NULL, .stdin_ud = c};
+        rx_exec_cb cb = {on_exec_data, on_exec_done, c};
+        const rx_host *ph = rx_ctx_pool_host(c->ctx, c->host);
+        if ((r = rx_pool_exec(c->ctx->pool, ph, &xo, &cb, &c->job)) != 0)
+            rx_fail(&c->err, r, "out of memory");
+    }
+    call_forms_free(c); /* the pool keeps its own copies */
+    if (c->err.code != 0)
+        call_end_early(c);
+}
+
+/* Renders both forms of the call (the pool runs it on a runner, remote/runner.sh, where it can,
+ * and on a channel of its own, remote/wrapper.sh, where not) and hands the intent record to the
+ * recorder; the call goes on in on_intent_done. */
 static int call_send(rexec_call *c, rexec_error *err)
 {
-    rx_buf script, code;
     const rx_limits *l = &c->ctx->ws->limits;
     int r;
     if (rx_nonce_new(c->nonce) != 0)
@@ -552,31 +628,13 @@ static int call_send(rexec_call *c, rexec_error *err)
                        .min_containment = c->action->containment,
                        .max_containment = c->host->max_containment, .nonce = c->nonce,
                        .run_id = c->run_id};
-    rx_buf_init(&script, CALL_MAX_SCRIPT);
-    rx_buf_init(&code, CALL_MAX_SCRIPT);
-    /* Both forms of the call: the pool runs it on a runner (remote/runner.sh) where it can, and
-     * on a channel of its own (remote/wrapper.sh) where not. */
-    if ((r = rx_render_script(&in, &script, err)) == 0 &&
-        (r = rx_render_runner_code(&in, &code, err)) == 0 &&
-        (r = rx_call_audit(c, "intent", err)) == 0) { /* no intent record, no run */
-        c->intent_written = 1;
-        rx_exec_opts xo = {.script = script.data, .script_len = script.len,
-                           .stdin_data = c->stdin_data, .stdin_len = c->stdin_len,
-                           .nonce = c->nonce,
-                           .backstop_s = c->timeout_s + l->kill_after_s + CALL_BACKSTOP_SLACK_S,
-                           .drain_s = CALL_DRAIN_S, .setup_s = l->connect_timeout_s,
-                           .runner_code = code.data, .runner_code_len = code.len,
-                           .min_rank = (int)c->action->containment, .timeout_s = c->timeout_s,
-                           .stdin_pull = c->stdin_path ? call_stdin_pull : NULL, .stdin_ud = c};
-        rx_exec_cb cb = {on_exec_data, on_exec_done, c};
-        const rx_host *ph = rx_ctx_pool_host(c->ctx, c->host);
-        if ((r = rx_pool_exec(c->ctx->pool, ph, &xo, &cb, &c->job)) != 0)
-            rx_fail(err, r, "out of memory");
-    }
-    if (code.data) /* the exports: wiped, not just freed */
-        OPENSSL_cleanse(code.data, code.len);
-    rx_buf_free(&code);
-    rx_buf_free(&script);
+    rx_buf_init(&c->script, CALL_MAX_SCRIPT);
+    rx_buf_init(&c->code, CALL_MAX_SCRIPT);
+    if ((r = rx_render_script(&in, &c->script, err)) == 0 &&
+        (r = rx_render_runner_code(&in, &c->code, err)) == 0 &&
+        (r = rx_call_audit_submit(c, "intent", on_intent_done, err)) == 0)
+        return 0;
+    call_forms_free(c);
     return r;
 }
 

@@ -13,6 +13,7 @@
 #include "exec.h"
 #include "gate.h"
 #include "pool.h"
+#include "recorder.h"
 #include "redact.h"
 #include "render.h"
 #include "rexec.h"
@@ -22,7 +23,7 @@ struct rexec_ctx {
     uv_loop_t *loop;
     rx_ws *ws;
     rx_pool *pool;
-    rx_audit *audit; /* opened at the first call that needs it */
+    rx_recorder *rec; /* the audit log and its writer, opened at the first call that needs it */
     /* secrets.c: every secret the workspace resolved at load, and its redactor; the sets of
      * earlier loads (serve reload) stay until close: running calls' streams point into them */
     struct rx_secret_set *sset;
@@ -104,6 +105,8 @@ struct rexec_call {
     rexec_error err; /* err.code != 0: the call ended with this error */
     char *evidence;
     rx_evidence *ev; /* open from before the run until the call's end */
+    rx_record_job rec_job; /* the record or evidence the recorder is writing for this call */
+    rx_buf script, code;   /* the two forms of the call, kept while its intent is written */
     int cap_killed;
     char *stdin_path; /* stdin streamed from this regular file (stdin_len is its size) */
     int stdin_fd;    /* stdin_path, open while it streams; -1 */
@@ -114,9 +117,17 @@ struct rexec_call {
     uv_timer_t defer;
 };
 
-/* call_record.c: the audit records and evidence of a call, and its public result. */
+/* call_record.c: the audit records and evidence of a call, and its public result.
+ * rx_call_audit appends a record now (phase "intent", "outcome" or "refused"); the _submit
+ * forms hand the record, or the evidence, to the context's recorder (recorder.h) and call done
+ * on the loop once it is durable (c->rec_job; one at a time per call). A nonzero return: nothing
+ * was submitted and done will not be called. rx_call_evidence_done takes the evidence job's
+ * outcome into c (the path, or the error when c has none). */
 int rx_call_audit(rexec_call *c, const char *phase, rexec_error *err);
-void rx_call_write_evidence(rexec_call *c);
+int rx_call_audit_submit(rexec_call *c, const char *phase, void (*done)(rx_record_job *),
+                         rexec_error *err);
+int rx_call_evidence_submit(rexec_call *c, void (*done)(rx_record_job *), rexec_error *err);
+void rx_call_evidence_done(rexec_call *c, rx_record_job *j);
 void rx_call_outcome(rexec_call *c);
 void rx_call_result(rexec_call *c, rexec_result *res);
 const char *rx_verdict_name(rx_verdict v);

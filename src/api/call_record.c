@@ -233,25 +233,29 @@ static void add_client(const rexec_call *c, cJSON *o)
     cJSON_AddStringToObject(k, "user", c->client_user);
 }
 
-/* The workspace's audit log, with its syslog copy when audit.syslog asks for one. */
+/* The workspace's audit log, with its syslog copy when audit.syslog asks for one, and the
+ * recorder that writes it off the loop. */
 static int call_audit_open(rexec_ctx *ctx, rexec_error *err)
 {
-    int r = rx_audit_open(&ctx->audit, ctx->ws->dir, ctx->ws->audit_key_file, err);
-    if (r == 0 && ctx->ws->audit_syslog != NULL &&
-        (r = rx_audit_set_syslog(ctx->audit, ctx->ws->audit_syslog, err)) != 0) {
-        rx_audit_close(ctx->audit);
-        ctx->audit = NULL;
-    }
+    rx_audit *a = NULL;
+    int r = rx_audit_open(&a, ctx->ws->dir, ctx->ws->audit_key_file, err);
+    if (r == 0 && ctx->ws->audit_syslog != NULL)
+        r = rx_audit_set_syslog(a, ctx->ws->audit_syslog, err);
+    if (r == 0)
+        r = rx_recorder_new(&ctx->rec, ctx->loop, a, err);
+    if (r != 0)
+        rx_audit_close(a);
     return r;
 }
 
-/* phase: "intent" (before anything runs), "outcome" (after), or "refused". */
-int rx_call_audit(rexec_call *c, const char *phase, rexec_error *err)
+/* phase: "intent" (before anything runs), "outcome" (after), or "refused". *text: the record,
+ * rendered and scanned for secrets (rx_audit_render), for the recorder. */
+static int call_audit_text(rexec_call *c, const char *phase, char **text, rexec_error *err)
 {
     char ts[32];
     int r;
     rexec_ctx *ctx = c->ctx;
-    if (ctx->audit == NULL && (r = call_audit_open(ctx, err)) != 0)
+    if (ctx->rec == NULL && (r = call_audit_open(ctx, err)) != 0)
         return r;
     cJSON *o = cJSON_CreateObject();
     if (o == NULL)
@@ -274,20 +278,53 @@ int rx_call_audit(rexec_call *c, const char *phase, rexec_error *err)
     add_redacted(c, o, "error", c->err.code ? c->err.msg : NULL);
     add_redacted(c, o, "rationale", c->rationale);
     add_redacted(c, o, "hypothesis_id", c->hypothesis_id);
-    r = rx_audit_append(ctx->audit, o, call_redactor(c), err);
+    r = rx_audit_render(o, call_redactor(c), text, err);
     cJSON_Delete(o);
     return r;
 }
 
+int rx_call_audit(rexec_call *c, const char *phase, rexec_error *err)
+{
+    char *text = NULL;
+    int r = call_audit_text(c, phase, &text, err);
+    return r ? r : rx_recorder_append_now(c->ctx->rec, text, err);
+}
+
+int rx_call_audit_submit(rexec_call *c, const char *phase, void (*done)(rx_record_job *),
+                         rexec_error *err)
+{
+    rx_record_job *j = &c->rec_job;
+    memset(j, 0, sizeof(*j));
+    int r = call_audit_text(c, phase, &j->text, err);
+    if (r != 0)
+        return r;
+    j->done = done;
+    j->ud = c;
+    rx_recorder_submit(c->ctx->rec, j);
+    return 0;
+}
+
 /* ---- evidence ------------------------------------------------------------------------------- */
 
-void rx_call_write_evidence(rexec_call *c)
+int rx_call_evidence_submit(rexec_call *c, void (*done)(rx_record_job *), rexec_error *err)
 {
-    rexec_error e;
-    char *path = NULL;
+    rx_record_job *j = &c->rec_job;
+    rx_evidence *ev = c->ev;
+    int r;
+    memset(j, 0, sizeof(*j));
+    c->ev = NULL; /* committed or removed, and freed, by the recorder */
+    if (ev == NULL)
+        return rx_fail(err, REXEC_EAUDIT, "evidence for run %s was not opened", c->run_id);
+    if (c->ctx->rec == NULL && (r = call_audit_open(c->ctx, err)) != 0) {
+        rx_evidence_abort(ev);
+        return r;
+    }
     cJSON *meta = cJSON_CreateObject();
-    if (meta == NULL)
-        return;
+    if (meta == NULL) {
+        rx_evidence_abort(ev);
+        return rx_fail(err, REXEC_EAUDIT, "out of memory building the evidence of run %s",
+                       c->run_id);
+    }
     cJSON_AddStringToObject(meta, "run_id", c->run_id);
     if (c->batch_id)
         cJSON_AddStringToObject(meta, "batch_id", c->batch_id);
@@ -300,18 +337,27 @@ void rx_call_write_evidence(rexec_call *c)
     cJSON_AddBoolToObject(meta, "stderr_truncated", c->out[1].truncated);
     cJSON_AddBoolToObject(meta, "cap_killed", c->cap_killed);
     add_redacted(c, meta, "error", c->err.code ? c->err.msg : NULL);
-    const char *sha[2] = {c->out[0].sha_hex, c->out[1].sha_hex};
-    rx_evidence *ev = c->ev;
-    c->ev = NULL; /* committed or removed, and freed, here */
-    if (ev == NULL)
-        rx_fail(&e, REXEC_EAUDIT, "evidence for run %s was not opened", c->run_id);
-    if (ev == NULL || rx_evidence_commit(ev, meta, sha, &path, &e) != 0) {
+    j->ev = ev;
+    j->ev_meta = meta;
+    j->ev_sha[0] = c->out[0].sha_hex;
+    j->ev_sha[1] = c->out[1].sha_hex;
+    j->done = done;
+    j->ud = c;
+    rx_recorder_submit(c->ctx->rec, j);
+    return 0;
+}
+
+void rx_call_evidence_done(rexec_call *c, rx_record_job *j)
+{
+    cJSON_Delete(j->ev_meta);
+    j->ev_meta = NULL;
+    if (j->rc != 0) {
         if (c->err.code == 0)
-            c->err = e;
+            c->err = j->err;
     } else {
-        c->evidence = path;
+        c->evidence = j->ev_path;
     }
-    cJSON_Delete(meta);
+    j->ev_path = NULL;
 }
 
 /* ---- the public result ---------------------------------------------------------------------- */

@@ -366,7 +366,7 @@ static const char *audit_secret_field(const cJSON *rec, const rx_redactor *r)
 }
 
 /* Validates, prints and scans rec; *text is the record without prev and hash. */
-static int audit_render(const cJSON *rec, const rx_redactor *r, char **text, rexec_error *err)
+int rx_audit_render(const cJSON *rec, const rx_redactor *r, char **text, rexec_error *err)
 {
     int rc = audit_check_record(rec, err);
     if (rc != 0)
@@ -395,14 +395,14 @@ static int audit_render(const cJSON *rec, const rx_redactor *r, char **text, rex
 static int audit_line(const rx_audit *a, const char *text, long long seq, const char *prev,
                       rx_buf *line, char hex[RX_AUDIT_HEX_LEN], rexec_error *err)
 {
-    size_t tl = strlen(text);
+    size_t tl = strlen(text), start = line->len; /* line may hold the batch's earlier lines */
     int r;
 
     /* text is an object with at least run_id and phase: "{...}" with a member before "}". */
     if ((r = rx_buf_add(line, text, tl - 1)) != 0 ||
         (r = rx_buf_addf(line, ",\"seq\":%lld,\"prev\":\"%s\"}", seq, prev)) != 0)
         return rx_fail(err, r, "audit record too large");
-    if (rx_audit_digest(&a->key, line->data, line->len, hex) != 0)
+    if (rx_audit_digest(&a->key, line->data + start, line->len - start, hex) != 0)
         return rx_fail(err, REXEC_EINTERNAL, "audit: SHA-256 failed");
     line->len--; /* drop the body's "}" and close the line with the hash */
     if ((r = rx_buf_addf(line, AUDIT_HASH_PREFIX "%s\"}\n", hex)) != 0)
@@ -698,9 +698,40 @@ static int audit_write(const rx_audit *a, int fd, off_t size, const rx_buf *line
                                  "audit verify`)");
 }
 
-static int audit_append_locked(rx_audit *a, const char *text, rx_buf *line, rexec_error *err)
-{
+/* Where the n lines of one append are: each line's length and hash. */
+typedef struct audit_batch {
+    size_t len;
     char hex[RX_AUDIT_HEX_LEN];
+} audit_batch;
+
+/* The lines of n records chained after t, one after the other in line: seq, prev and hash for
+ * each. */
+static int audit_lines(const rx_audit *a, char *const *texts, size_t n, const rx_audit_tail *t,
+                       long long seq, rx_buf *line, audit_batch *b, rexec_error *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        size_t before = line->len;
+        int r = audit_line(a, texts[i], seq + (long long)i, i ? b[i - 1].hex : t->hash, line,
+                           b[i].hex, err);
+        if (r != 0)
+            return r;
+        b[i].len = line->len - before;
+    }
+    return 0;
+}
+
+/* Sent under the lock, so the copies keep the chain's order. */
+static void audit_copy_lines(rx_audit *a, const rx_buf *line, const audit_batch *b, size_t n,
+                             long long seq)
+{
+    const char *p = (const char *)line->data;
+    for (size_t i = 0; i < n; p += b[i].len, i++)
+        rx_audit_copy_send(&a->copy, p, b[i].len - 1, seq + (long long)i, b[i].hex);
+}
+
+static int audit_append_locked(rx_audit *a, char *const *texts, size_t n, rx_buf *line,
+                               audit_batch *b, rexec_error *err)
+{
     rx_audit_tail t;
     long long seq = 0;
     off_t size = 0;
@@ -711,7 +742,7 @@ static int audit_append_locked(rx_audit *a, const char *text, rx_buf *line, rexe
     r = size > 0 ? audit_tail(fd, size, a->path, &t, err) : audit_rotated_tail(a->dir, &t, err);
     if (r != 0 || (r = rx_audit_head_check(a->dir, &a->key, &t, err)) != 0 ||
         (r = audit_next_seq(a, &t, &seq, err)) != 0 ||
-        (r = audit_line(a, text, seq, t.hash, line, hex, err)) != 0)
+        (r = audit_lines(a, texts, n, &t, seq, line, b, err)) != 0)
         goto out;
     if (a->rotate_size > 0 && size > 0 &&
         (unsigned long long)size + line->len > a->rotate_size &&
@@ -719,9 +750,10 @@ static int audit_append_locked(rx_audit *a, const char *text, rx_buf *line, rexe
         goto out;
     if ((r = audit_write(a, fd, size, line, err)) != 0)
         goto out;
-    /* The head follows the record. If it cannot, the record is taken back out (we still hold
-     * the lock): an append is both or neither, as a caller told "failed" expects. */
-    if ((r = rx_audit_head_store(a->dir, &a->key, seq, hex, err)) != 0) {
+    /* The head follows the records. If it cannot, the records are taken back out (we still
+     * hold the lock): an append is all or nothing, as a caller told "failed" expects. */
+    if ((r = rx_audit_head_store(a->dir, &a->key, seq + (long long)n - 1, b[n - 1].hex,
+                                  err)) != 0) {
         char why[sizeof(err->msg)];
         snprintf(why, sizeof(why), "%s", err->msg);
         int undone = ftruncate(fd, size) == 0 && fsync(fd) == 0;
@@ -730,8 +762,7 @@ static int audit_append_locked(rx_audit *a, const char *text, rx_buf *line, rexe
                                        "`rexec audit verify`)");
         goto out;
     }
-    /* Sent under the lock, so the copies keep the chain's order. */
-    rx_audit_copy_send(&a->copy, (const char *)line->data, line->len - 1, seq, hex);
+    audit_copy_lines(a, line, b, n, seq);
 out:
     if (fd >= 0)
         close(fd);
@@ -753,22 +784,41 @@ static int audit_lock(const rx_audit *a, int *fd, rexec_error *err)
     return 0;
 }
 
+int rx_audit_append_texts(rx_audit *a, char *const *texts, size_t n, rexec_error *err)
+{
+    rx_buf line;
+    audit_batch *b;
+    int lock_fd = -1, rc;
+
+    if (a == NULL)
+        return rx_fail(err, REXEC_EINTERNAL, "audit log not open");
+    if (n == 0)
+        return 0;
+    if (n > RX_AUDIT_BATCH_MAX)
+        return rx_fail(err, REXEC_EINTERNAL, "audit: %zu records in one append (at most %d)", n,
+                       RX_AUDIT_BATCH_MAX);
+    if ((b = calloc(n, sizeof(*b))) == NULL)
+        return rx_fail(err, REXEC_ENOMEM, "out of memory appending to the audit log");
+    rx_buf_init(&line, (size_t)RX_AUDIT_LINE_MAX * n);
+    if ((rc = audit_lock(a, &lock_fd, err)) == 0) {
+        rc = audit_append_locked(a, texts, n, &line, b, err);
+        close(lock_fd); /* releases the lock, after the fsync */
+    }
+    rx_buf_free(&line);
+    free(b);
+    return rc;
+}
+
 int rx_audit_append(rx_audit *a, cJSON *rec, const rx_redactor *r, rexec_error *err)
 {
     char *text = NULL;
-    rx_buf line;
-    int lock_fd = -1, rc;
+    int rc;
 
-    rx_buf_init(&line, RX_AUDIT_LINE_MAX);
     if (a == NULL)
         return rx_fail(err, REXEC_EINTERNAL, "audit log not open");
-    if ((rc = audit_render(rec, r, &text, err)) != 0 || (rc = audit_lock(a, &lock_fd, err)) != 0)
-        goto out;
-    rc = audit_append_locked(a, text, &line, err);
-    close(lock_fd); /* releases the lock, after the fsync */
-out:
+    if ((rc = rx_audit_render(rec, r, &text, err)) == 0)
+        rc = rx_audit_append_texts(a, &text, 1, err);
     free(text);
-    rx_buf_free(&line);
     return rc;
 }
 

@@ -28,6 +28,15 @@ void rx_audit_close(rx_audit *a); /* NULL is fine */
  * read-only, secret found...); on failure nothing partial remains in the log. */
 int rx_audit_append(rx_audit *a, cJSON *rec, const rx_redactor *r, rexec_error *err);
 
+/* rx_audit_append in two steps, for a writer that shares one fsync between records (group
+ * commit, api/recorder.c). rx_audit_render checks, prints and scans rec as rx_audit_append does
+ * (*text: malloc'd, the caller frees). rx_audit_append_texts appends n rendered records in their
+ * order under one lock, with one write, one fsync and one head: all of them or none. Not
+ * thread-safe on one rx_audit (the caller serialises); other processes are kept out by flock. */
+#define RX_AUDIT_BATCH_MAX 64
+int rx_audit_render(const cJSON *rec, const rx_redactor *r, char **text, rexec_error *err);
+int rx_audit_append_texts(rx_audit *a, char *const *texts, size_t n, rexec_error *err);
+
 /* ---- Added with the implementation (docs/audit.md has the format and the exact hash) ------- */
 
 #define RX_AUDIT_HEX_LEN 65                  /* a SHA-256 / HMAC-SHA256 in hex, with the NUL */

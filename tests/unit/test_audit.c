@@ -1263,19 +1263,27 @@ static void test_head_missing_and_legacy_log(void **state)
 
 /* Every appended line goes to the syslog socket in the local syslog format; a record too long
  * for syslog goes as its seq and hash; a socket nobody listens on is counted, not fatal. */
+/* A datagram socket at <outside>/name (path in sock) and an audit log copying to it. */
+static int syslog_listener(fixture *f, const char *name, char sock[100], rx_audit **a)
+{
+    rexec_error e = {0};
+    snprintf(sock, 100, "%.80s/%s", f->outside, name);
+    int s = socket(AF_UNIX, SOCK_DGRAM, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
+    assert_int_equal(bind(s, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    assert_int_equal(rx_audit_open(a, f->ws, NULL, &e), 0);
+    assert_int_equal(rx_audit_set_syslog(*a, sock, &e), 0);
+    return s;
+}
+
 static void test_syslog_copy(void **state)
 {
     fixture *f = *state;
     char sock[100], buf[16384], big[9000];
     rexec_error e = {0};
     rx_audit *a = NULL;
-    snprintf(sock, sizeof(sock), "%.80s/log.sock", f->outside);
-    int s = socket(AF_UNIX, SOCK_DGRAM, 0);
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
-    assert_int_equal(bind(s, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    assert_int_equal(rx_audit_open(&a, f->ws, NULL, &e), 0);
-    assert_int_equal(rx_audit_set_syslog(a, sock, &e), 0);
+    int s = syslog_listener(f, "log.sock", sock, &a);
     append(a, "run-1", "intent");
     ssize_t k = recv(s, buf, sizeof(buf) - 1, MSG_DONTWAIT);
     assert_true(k > 0);
@@ -1305,6 +1313,59 @@ static void test_syslog_copy(void **state)
     append(a, "run-2", "intent"); /* nobody listens: counted, the append goes on */
     assert_int_equal(rx_audit_copy_failures(a), 1);
     assert_int_equal(rx_audit_set_syslog(a, "relative/path", &e), REXEC_ECONFIG);
+    rx_audit_close(a);
+}
+
+/* Records appended together (the recorder's group commit) chain one after the other, each
+ * hashed on its own, with one head for the last; the syslog copy gets every one. */
+static void test_batch_append(void **state)
+{
+    fixture *f = *state;
+    char sock[100], buf[16384];
+    rexec_error e = {0};
+    rx_audit *a = NULL;
+    char *texts[3];
+    int s = syslog_listener(f, "batch.sock", sock, &a);
+    append(a, "run-0", "intent");
+    for (int i = 0; i < 3; i++) {
+        char run[16];
+        snprintf(run, sizeof(run), "run-%d", i + 1);
+        cJSON *r = mkrec(run, "intent", "lab1");
+        assert_int_equal(rx_audit_render(r, NULL, &texts[i], &e), 0);
+        cJSON_Delete(r);
+    }
+    assert_int_equal(rx_audit_append_texts(a, texts, 3, &e), 0);
+    for (int i = 0; i < 3; i++)
+        free(texts[i]);
+    size_t n;
+    char **v = lines_of(f->log, &n), hash[65];
+    assert_int_equal(n, 4);
+    for (size_t i = 0; i < n; i++) {
+        char want[48];
+        snprintf(want, sizeof(want), ",\"seq\":%zu,\"prev\":\"", i + 1);
+        assert_contains(v[i], want);
+        ssize_t k = recv(s, buf, sizeof(buf) - 1, MSG_DONTWAIT);
+        assert_true(k > 0);
+        buf[k] = 0;
+        assert_contains(buf, v[i]); /* in the chain's order */
+    }
+    free(split_line(v[n - 1], hash));
+    free_lines(v, n);
+    char *head = head_now(f, NULL, &e);
+    assert_non_null(head);
+    cJSON *h = cJSON_Parse(head);
+    assert_int_equal(cJSON_GetObjectItem(h, "seq")->valueint, 4);
+    assert_string_equal(cJSON_GetObjectItem(h, "hash")->valuestring, hash);
+    cJSON_Delete(h);
+    free(head);
+    char *report = NULL;
+    assert_int_equal(verify(f, NULL, 0, &report), RX_AUDIT_VERIFY_INCOMPLETE); /* intents only */
+    assert_null(strstr(report, "mismatch"));
+    assert_null(strstr(report, "prev"));
+    free(report);
+    assert_int_equal(rx_audit_append_texts(a, texts, 0, &e), 0); /* nothing: nothing written */
+    close(s);
+    unlink(sock);
     rx_audit_close(a);
 }
 
@@ -1343,6 +1404,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_keyed_head_mac, setup, teardown),
         cmocka_unit_test_setup_teardown(test_head_missing_and_legacy_log, setup, teardown),
         cmocka_unit_test_setup_teardown(test_syslog_copy, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_batch_append, setup, teardown),
     };
     return cmocka_run_group_tests_name("audit", tests, NULL, NULL);
 }
