@@ -20,7 +20,10 @@
  * from another thread (use a uv_async_t to hand work over). Independent contexts on separate
  * loops and threads do not share state. The pure helpers (rexec_strerror, rexec_err_name,
  * rexec_err_exit_code, rexec_version, rexec_result_to_json, rexec_result_not_started,
- * rexec_request_doc_parse/free) are safe from any thread.
+ * rexec_request_doc_parse/free) are safe from any thread. Internally a context appends its audit
+ * records and commits its evidence on libuv's thread pool (uv_queue_work on its loop), so that
+ * an fsync never stalls the loop; what that work reports comes back on the loop thread, and no
+ * callback of this API ever runs elsewhere.
  *
  * Lifetimes:
  * - rexec_ctx: from rexec_ctx_new until rexec_ctx_close; memory is released from the loop,

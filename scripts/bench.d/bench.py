@@ -407,6 +407,7 @@ def main():
 
         serve_fn = dict((k, fn) for k, _, fn in single)["rexec_serve_conn"]
         syncs = count_syncs(serve.pid, serve_fn, 20, tmp)
+        fan_syncs = None
         load_a = machine()["load"]
         # (b) fan-out to every host
         hostfile = os.path.join(tmp, "pssh-hosts")
@@ -447,6 +448,10 @@ def main():
         for _ in range(a.rounds):
             for k, _, fn in fan:
                 s2[k].append(timed(fn))
+        # concurrent calls share their audit appends (group commit): syncs per call in a fan-out
+        fan_syncs = count_syncs(serve.pid, lambda: sc.run("@all", action, n), 3, tmp)
+        if fan_syncs:
+            fan_syncs = tuple(x / n for x in fan_syncs)
     finally:
         asy.close()
         for c in masters:
@@ -479,6 +484,9 @@ def main():
     print(cpu_line)
     sync_line = ("rexec serve's syncs per warm call (strace -c over 20 calls): %.1f fsync + "
                  "%.1f fdatasync" % syncs if syncs else "syncs per warm call: not counted (no strace)")
+    if fan_syncs:
+        sync_line += ("; in a fan-out to %d hosts (3 rounds): %.1f fsync + %.1f fdatasync a call"
+                      % ((n,) + fan_syncs))
     print(sync_line)
     print("import asyncssh took %.0f ms (not in the asyncssh figures: they run in-process)"
           % (T_IMPORT_ASYNCSSH * 1000))
