@@ -300,6 +300,39 @@ REXEC_API int rexec_ctx_targets(const rexec_ctx *ctx, const char *targets, const
  * err->msg. */
 REXEC_API int rexec_approve_tty(rexec_ctx *ctx, const char *challenge_id, rexec_error *err);
 
+/* The operator's side without a context: these load workspace_dir/rexec.json (REXEC_ECONFIG when
+ * it is invalid) but read no secret and open no connection, so an operator can approve and list
+ * while a secret of the workspace is missing. */
+
+/* One challenge or grant in approvals/, as `rexec approvals` lists it. Every string belongs to
+ * the list it came in (rexec_approvals_free). Times are UTC, "2026-12-02T10:15:00Z", NULL when not
+ * set; strings read from approvals/ are as stored (a terminal printer must escape them). */
+typedef struct rexec_approval {
+    const char *id;
+    const char *state; /* "pending", "approved", "used", or "expired" (pending or approved, past) */
+    const char *host, *action, *risk;
+    const char *created, *expires, *approved_at, *used_at;
+    const char *approved_by; /* NULL until approved */
+    const char *request_hash;
+} rexec_approval;
+
+/* Pending challenges and unused grants (expired ones included), and used grants too when
+ * include_used, oldest first. 0 with *out (free with rexec_approvals_free; NULL when *n is 0),
+ * REXEC_ECONFIG, REXEC_EAUDIT (approvals/ unreadable) or REXEC_ENOMEM. */
+REXEC_API int rexec_approvals_list(const char *workspace_dir, int include_used,
+                                   rexec_approval **out, size_t *n, rexec_error *err);
+/* One approval by id: 0 with *out (a list of one), REXEC_EDENIED when the id is malformed or
+ * names nothing, REXEC_ECONFIG, REXEC_EAUDIT. */
+REXEC_API int rexec_approvals_get(const char *workspace_dir, const char *id, rexec_approval **out,
+                                  rexec_error *err);
+REXEC_API void rexec_approvals_free(rexec_approval *list, size_t n); /* NULL is fine */
+/* Removes expired challenges and grants, and used grants older than the grant TTL; *removed (may
+ * be NULL) is how many. 0, REXEC_ECONFIG or REXEC_EAUDIT. */
+REXEC_API int rexec_approvals_prune(const char *workspace_dir, size_t *removed, rexec_error *err);
+/* rexec_approve_tty for the workspace at workspace_dir. */
+REXEC_API int rexec_approve_tty_at(const char *workspace_dir, const char *challenge_id,
+                                   rexec_error *err);
+
 /* ---- The audit log, for `rexec audit` and other readers (docs/audit.md) ----------------- */
 
 /* rexec_audit_verify's statuses (also `rexec audit verify`'s exit codes). */

@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "approvals.h"
+#include "approve_tty.h"
 #include "call.h"
 #include "err.h"
 #include "request.h"
@@ -136,7 +136,7 @@ int rexec_ctx_targets(const rexec_ctx *ctx, const char *targets, const char ***h
 
 int rexec_approve_tty(rexec_ctx *ctx, const char *challenge_id, rexec_error *err)
 {
-    return rx_approvals_confirm_tty(ctx->ws, challenge_id, err);
+    return rx_approve_tty(ctx->ws, challenge_id, err);
 }
 
 int rexec_ctx_parallel(const rexec_ctx *ctx)

@@ -109,7 +109,7 @@ int rx_challenge_expired(const rx_challenge *c, int64_t now);
 
 /* Marks a pending challenge approved: state "approved", approved_at = now, approved_by = user,
  * and a new deadline (now + TTL: the caller gets the whole TTL to use the grant). This is the
- * step behind the terminal flow, without the terminal (tests, and rx_approvals_confirm_tty).
+ * step behind the terminal flow, without the terminal (tests, and the terminal flow).
  * Returns 0 (also when it is already approved: nothing changes), REXEC_EDENIED when it is
  * unknown, used or expired, REXEC_EAUDIT when it cannot be rewritten. */
 int rx_approvals_approve(const rx_ws *ws, const char *id, const char *user, rexec_error *err);
@@ -120,14 +120,16 @@ int rx_approvals_approve(const rx_ws *ws, const char *id, const char *user, rexe
  * that makes use single. REXEC_EAUDIT when the rename fails otherwise. */
 int rx_approvals_consume(const rx_ws *ws, const char *id, rexec_error *err);
 
-/* The operator's confirmation, exactly as `rexec approve ID` does it: loads the challenge,
- * shows on /dev/tty what will run (host, action, effective risk and why, the rendered command,
- * parameters, secrets by name, stdin size and sha256, expiry) and asks for the challenge's
- * confirmation code, read back from /dev/tty (never stdin/stdout: a pipe cannot approve; type
- * ahead is discarded). Returns 0 when approved (or already approved), REXEC_EDENIED when there
- * is no terminal, the code is wrong, or the challenge is unknown, used or expired; REXEC_EAUDIT
- * when approvals/ fails. */
-int rx_approvals_confirm_tty(const rx_ws *ws, const char *challenge_id, rexec_error *err);
+/* The steps behind the operator's confirmation at a terminal (src/api/approve_tty.c):
+ * rx_approvals_approvable: 0 when c may be approved now, 1 when it already is, REXEC_EDENIED
+ * (used, expired, or, with expect_hash, changed since it was shown) otherwise.
+ * rx_approvals_approve_as: rx_approvals_approve that also records the terminal (tty, may be
+ * NULL) and refuses a challenge whose request hash is no longer expect_hash (may be NULL).
+ * rx_approvals_ttl: how long a grant stays usable once approved, in seconds. */
+int rx_approvals_approvable(const rx_challenge *c, const char *expect_hash, rexec_error *err);
+int rx_approvals_approve_as(const rx_ws *ws, const char *id, const char *user, const char *tty,
+                            const char *expect_hash, rexec_error *err);
+int64_t rx_approvals_ttl(const rx_ws *ws);
 
 /* Lists approvals/: pending challenges and unused grants (expired ones included; check with
  * rx_challenge_expired), and used grants too when include_used. Sorted by creation time.

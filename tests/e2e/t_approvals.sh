@@ -79,6 +79,10 @@ assert_contains "$OUT" "unit=nginx"
 assert_contains "$OUT" "approved $CID"
 assert_exit 0 rx approvals
 assert_contains "$OUT" "$CID approved"
+# approving again asks nothing (no terminal needed) and says until when the grant holds
+assert_exit 0 setsid -w "$REXEC_BIN" --workspace "$WS" approve "$CID" </dev/null
+assert_contains "$ERR" "$CID is already approved (by "
+assert_contains "$ERR" "--grant $CID until 20"
 
 # --- the grant runs it once; reuse is refused
 assert_exit 0 rx run lab1 svc.restart --param unit=nginx --grant "$CID"
@@ -87,6 +91,12 @@ assert_eq 1 "$(wc -l <"$RAN")" "runs after the grant"
 assert_exit 77 rx run lab1 svc.restart --param unit=nginx --grant "$CID" --json
 assert_eq GRANT_USED "$(json_field "$OUT" reason)" "reason on reuse"
 assert_eq 1 "$(wc -l <"$RAN")" "runs after reuse"
+# the used grant: listed with --all only, with when it was used
+assert_exit 0 rx approvals --json
+[[ $(grep -c "\"id\":\"$CID\"" "$OUT") == 0 ]] || fail "a used grant listed without --all"
+assert_exit 0 rx approvals --all --json
+assert_contains "$OUT" "\"id\":\"$CID\",\"state\":\"used\""
+assert_contains "$OUT" '"used_at":"20'
 
 # --- a drifted request is refused and does not burn the grant
 challenge nginx

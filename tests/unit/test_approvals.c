@@ -23,6 +23,7 @@
 #include "testutil.h"
 
 #include "approvals.h"
+#include "approve_tty.h"
 #include "gate.h"
 
 #define RACERS 16
@@ -229,7 +230,7 @@ static int read_until(int master, char *buf, size_t cap, const char *needle)
     return 0;
 }
 
-/* Runs rx_approvals_confirm_tty in a child whose controlling terminal is a new pty; answers
+/* Runs rx_approve_tty in a child whose controlling terminal is a new pty; answers
  * the prompt with answer (NULL: the code the prompt shows). Returns the child's result code
  * (0 approved, 1 refused) and what the terminal showed in shown. */
 static int confirm_on_pty(fx *f, const char *id, const char *answer, char *shown, size_t cap)
@@ -239,7 +240,7 @@ static int confirm_on_pty(fx *f, const char *id, const char *answer, char *shown
     assert_true(pid >= 0);
     if (pid == 0) {
         rexec_error e = {0};
-        _exit(rx_approvals_confirm_tty(&f->ws, id, &e) == 0 ? 0 : 1);
+        _exit(rx_approve_tty(&f->ws, id, &e) == 0 ? 0 : 1);
     }
     if (read_until(master, shown, cap, "anything else refuses): ") != 0) {
         kill(pid, SIGKILL);
@@ -358,7 +359,7 @@ static void test_stdin_cannot_approve(void **state)
     if (pid == 0) {
         rexec_error e = {0};
         dup2(p[0], 0); /* stdin: a pipe holding the right code */
-        _exit(rx_approvals_confirm_tty(&f->ws, id, &e) == 0 ? 0 : 1);
+        _exit(rx_approve_tty(&f->ws, id, &e) == 0 ? 0 : 1);
     }
     close(p[0]);
     assert_int_equal(read_until(master, shown, sizeof(shown), "anything else refuses): "), 0);
@@ -395,7 +396,7 @@ static void test_tty_interrupted(void **state)
         memset(&sa, 0, sizeof(sa));
         sa.sa_handler = on_usr1; /* no SA_RESTART: the wait is interrupted */
         sigaction(SIGUSR1, &sa, NULL);
-        _exit(rx_approvals_confirm_tty(&f->ws, id, &e) == REXEC_EDENIED ? 1 : 0);
+        _exit(rx_approve_tty(&f->ws, id, &e) == REXEC_EDENIED ? 1 : 0);
     }
     assert_int_equal(read_until(master, shown, sizeof(shown), "anything else refuses): "), 0);
     kill(pid, SIGUSR1);
@@ -425,7 +426,7 @@ static void test_no_tty_refused(void **state)
         rexec_error e = {0};
         close(p[0]);
         setsid(); /* a new session has no controlling terminal */
-        int r = rx_approvals_confirm_tty(&f->ws, id, &e);
+        int r = rx_approve_tty(&f->ws, id, &e);
         if (write(p[1], e.msg, strlen(e.msg)) < 0)
             _exit(3);
         _exit(r == REXEC_EDENIED ? 1 : r == 0 ? 0 : 2);
@@ -449,16 +450,16 @@ static void test_confirm_refusals(void **state)
     char id[RX_APPROVAL_ID_LEN + 1];
     rexec_error e = {0};
 
-    assert_int_equal(rx_approvals_confirm_tty(&f->ws, "ch-0000000000000000", &e), REXEC_EDENIED);
+    assert_int_equal(rx_approve_tty(&f->ws, "ch-0000000000000000", &e), REXEC_EDENIED);
     assert_contains(e.msg, "no challenge or grant");
-    assert_int_equal(rx_approvals_confirm_tty(&f->ws, "../x", &e), REXEC_EDENIED);
+    assert_int_equal(rx_approve_tty(&f->ws, "../x", &e), REXEC_EDENIED);
     assert_contains(e.msg, "not an approval id");
     /* already approved: nothing to ask, success */
     pending(f, id);
     assert_int_equal(rx_approvals_approve(&f->ws, id, "tester", &e), 0);
-    assert_int_equal(rx_approvals_confirm_tty(&f->ws, id, &e), 0);
+    assert_int_equal(rx_approve_tty(&f->ws, id, &e), 0);
     assert_int_equal(rx_approvals_consume(&f->ws, id, &e), 0);
-    assert_int_equal(rx_approvals_confirm_tty(&f->ws, id, &e), REXEC_EDENIED);
+    assert_int_equal(rx_approve_tty(&f->ws, id, &e), REXEC_EDENIED);
     assert_contains(e.msg, "already used");
     assert_int_equal(rx_approvals_approve(&f->ws, id, "tester", &e), REXEC_EDENIED);
 }
