@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+"""Many hosts on one controller (issue #13 item 5): a workspace of N host entries spread over the
+lab's sshds (N / lab hosts entries on each port, every entry its own pooled connection), one
+`rexec serve`, and the fan-out of sys.uname to all N: cold (the first request opens every
+connection), then warm; against asyncssh on N open connections in one process. Prints the time,
+serve's RSS before and after the connections, its RSS per warm connection and its open fds.
+
+Run by `scripts/bench --many [--hosts-n N]`, which starts the lab; not a test. Traffic goes to
+127.0.0.1 only.
+"""
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+
+warnings.filterwarnings("ignore")
+import asyncssh  # noqa: E402
+
+
+def status_kib(pid, key):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def fds(pid):
+    return len(os.listdir("/proc/%d/fd" % pid))
+
+
+class Serve:
+    def __init__(self, rexec, ws, tmp):
+        self.sock = os.path.join(tmp, "serve.sock")
+        self.p = subprocess.Popen([rexec, "--workspace", ws, "serve", "--socket", self.sock,
+                                   "--idle-timeout", "0", "--log", "off"],
+                                  stderr=subprocess.DEVNULL)
+        for _ in range(500):
+            if os.path.exists(self.sock):
+                break
+            time.sleep(0.01)
+        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.s.connect(self.sock)
+        self.f = self.s.makefile("rb")
+        self.n = 0
+        self.errors = {}
+
+    def fan(self, n_hosts):
+        self.n += 1
+        self.s.sendall((json.dumps({"op": "run", "id": self.n, "targets": "@many",
+                                    "action": "sys.uname"}) + "\n").encode())
+        ok = 0
+        while True:
+            o = json.loads(self.f.readline())
+            if o.get("type") == "result" and o.get("exit_code") == 0:
+                ok += 1
+            elif o.get("type") == "result":
+                why = "%s: %s" % (o.get("exit_status"), (o.get("error") or "")[:120])
+                why = why.replace(o.get("host") or "?", "HOST")
+                self.errors[why] = self.errors.get(why, 0) + 1
+            if o.get("type") == "done":
+                return ok
+
+    def stop(self):
+        self.s.close()
+        self.p.terminate()
+        self.p.wait()
+
+
+async def asy_open(ports, user, key, kh):
+    return await asyncio.gather(*(asyncssh.connect(
+        "127.0.0.1", port=p, username=user, client_keys=[key], known_hosts=kh, agent_path=None,
+        config=None) for p in ports))
+
+
+async def asy_fan(conns):
+    rs = await asyncio.gather(*(c.run("uname -a", check=True) for c in conns))
+    return sum("Linux" in r.stdout for r in rs)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rexec", required=True)
+    ap.add_argument("--lab", required=True)
+    ap.add_argument("--hosts-n", type=int, default=256)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--parallel", type=int, default=0, help="limits.parallel (default: N)")
+    a = ap.parse_args()
+    src_ws = os.path.join(a.lab, "workspace")
+    tmp = tempfile.mkdtemp(prefix="rexec-many.")
+    ws = os.path.join(tmp, "ws")
+    shutil.copytree(src_ws, ws, symlinks=True)
+    conf = json.load(open(os.path.join(ws, "rexec.json")))
+    lab_hosts = [conf["hosts"][h] for h in sorted(conf["hosts"], key=lambda h: int(h[3:]))]
+    hosts = {}
+    for i in range(a.hosts_n):
+        h = dict(lab_hosts[i % len(lab_hosts)])
+        hosts["m%d" % (i + 1)] = h
+    conf["hosts"] = hosts
+    conf["groups"] = {"many": sorted(hosts, key=lambda h: int(h[1:]))}
+    conf.setdefault("limits", {})["parallel"] = a.parallel or a.hosts_n
+    with open(os.path.join(ws, "rexec.json"), "w") as f:
+        json.dump(conf, f)
+    ports = [hosts[h]["port"] for h in conf["groups"]["many"]]
+    h0 = lab_hosts[0]
+    key = os.path.join(ws, h0["key"])
+    kh = os.path.join(ws, "known_hosts")
+
+    sv = Serve(a.rexec, ws, tmp)
+    rss0, fd0 = status_kib(sv.p.pid, "VmRSS"), fds(sv.p.pid)
+    t = time.perf_counter()
+    ok = sv.fan(a.hosts_n)
+    cold = time.perf_counter() - t
+    rss1, fd1 = status_kib(sv.p.pid, "VmRSS"), fds(sv.p.pid)
+    warm = []
+    for _ in range(a.rounds):
+        t = time.perf_counter()
+        ok_w = sv.fan(a.hosts_n)
+        warm.append(time.perf_counter() - t)
+        if ok_w != a.hosts_n:
+            print("  warm fan-out: only %d of %d ok" % (ok_w, a.hosts_n))
+    rss2, hwm, fd2 = status_kib(sv.p.pid, "VmRSS"), status_kib(sv.p.pid, "VmHWM"), fds(sv.p.pid)
+    sv.stop()
+    for why, k in sorted(sv.errors.items(), key=lambda x: -x[1])[:8]:
+        print("  failed %d time(s): %s" % (k, why))
+
+    loop = asyncio.new_event_loop()
+    t = time.perf_counter()
+    conns = loop.run_until_complete(asy_open(ports, h0["user"], key, kh))
+    asy_connect = time.perf_counter() - t
+    aw = []
+    for _ in range(a.rounds):
+        t = time.perf_counter()
+        n_ok = loop.run_until_complete(asy_fan(conns))
+        aw.append(time.perf_counter() - t)
+        if n_ok != a.hosts_n:
+            print("  asyncssh: only %d of %d ok" % (n_ok, a.hosts_n))
+    for c in conns:
+        c.close()
+    loop.close()
+    shutil.rmtree(tmp, ignore_errors=True)
+
+    med_w, med_a = statistics.median(warm), statistics.median(aw)
+    print("many hosts: %d host entries over %d lab sshds (127.0.0.1), sys.uname, %d warm rounds, "
+          "limits.parallel %d" % (a.hosts_n, len(lab_hosts), a.rounds, a.parallel or a.hosts_n))
+    print("  rexec serve, cold fan-out (opens %d connections): %.0f ms, %d ok"
+          % (a.hosts_n, cold * 1000, ok))
+    print("  rexec serve, warm fan-out: median %.0f ms (min %.0f)" % (med_w * 1000,
+                                                                     min(warm) * 1000))
+    print("  asyncssh, %d open connections: median %.0f ms (min %.0f); connecting them took %.0f ms"
+          % (a.hosts_n, med_a * 1000, min(aw) * 1000, asy_connect * 1000))
+    print("  warm ratio rexec/asyncssh: %.2f" % (med_w / med_a))
+    print("  serve RSS: %d KiB idle, %d KiB with %d warm connections, %d KiB after the warm "
+          "rounds (peak %d): %.0f KiB per connection" % (
+              rss0, rss1, a.hosts_n, rss2, hwm, (rss2 - rss0) / a.hosts_n))
+    print("  serve fds: %d idle, %d with the connections, %d after the rounds" % (fd0, fd1, fd2))
+    return 0 if ok == a.hosts_n else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
