@@ -140,9 +140,11 @@ static void on_drained(uv_work_t *w, int status)
     rx_record_job *jobs = r->batch;
     (void)status; /* a queued work cannot be cancelled here: nobody calls uv_cancel on it */
     r->batch = NULL;
-    r->draining = 0;
     r->appends += r->batch_appends;
-    jobs_report(jobs); /* the callbacks may submit more: they queue behind */
+    /* Still "draining" while the callbacks run: what they submit queues behind, and a close
+     * they cause is deferred to here, after the last of them. */
+    jobs_report(jobs);
+    r->draining = 0;
     drain_start(r);
     if (r->closing && !r->draining)
         free_recorder(r);
