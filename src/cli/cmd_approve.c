@@ -1,6 +1,6 @@
 /* `rexec approve ID` and `rexec approvals`: the operator's side of the risk gate, through the
- * library's approvals API (include/rexec.h). approve asks at /dev/tty, never on stdin/stdout, so a pipe or a headless caller cannot
- * approve; it exits 0 when approved, 77 when not (no terminal, wrong code, unknown, expired or
+ * library's approvals API (include/rexec.h). approve asks at /dev/tty, never on stdin/stdout,
+ * so a pipe or a headless caller cannot approve; it exits 0 when approved, 77 when not (no terminal, wrong code, unknown, expired or
  * used), 74 when approvals/ cannot be used, 78 for a bad workspace, 64 for usage. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,17 +28,29 @@ static int fail_with(const rexec_error *e, int r)
     return cli_error(rexec_err_exit_code(r), "%s", e->msg);
 }
 
+/* Names come from files in approvals/: nothing but printable ASCII reaches the terminal. */
+static const char *printable(const char *s, char *buf, size_t cap)
+{
+    size_t i = 0;
+    for (; s != NULL && s[i] != 0 && i + 1 < cap; i++)
+        buf[i] = s[i] > 0x20 && s[i] < 0x7f ? s[i] : '?';
+    buf[i] = 0;
+    return buf;
+}
+
 /* Already approved and still valid: say so rather than ask again. 1 when it was. */
 static int already_approved(const cli_global *g, const char *id)
 {
     rexec_error e = {0};
     rexec_approval *a = NULL;
+    char by[64];
     int r = 0;
     if (rexec_approvals_get(g->workspace, id, &a, &e) != 0)
         return 0; /* the confirmation reports it */
     if (strcmp(a->state, "approved") == 0) {
         fprintf(stderr, "rexec: %s is already approved (by %s); the caller runs it once with "
-                "--grant %s until %s\n", a->id, a->approved_by ? a->approved_by : "?", a->id,
+                "--grant %s until %s\n", a->id,
+                a->approved_by ? printable(a->approved_by, by, sizeof(by)) : "?", a->id,
                 a->expires ? a->expires : "?");
         r = 1;
     }
@@ -82,16 +94,6 @@ static int list_args(int argc, char **argv, list_opts *o)
                              "[--json] [--all] [--prune])", argv[i]);
     }
     return 0;
-}
-
-/* Names come from files in approvals/: nothing but printable ASCII reaches the terminal. */
-static const char *printable(const char *s, char *buf, size_t cap)
-{
-    size_t i = 0;
-    for (; s != NULL && s[i] != 0 && i + 1 < cap; i++)
-        buf[i] = s[i] > 0x20 && s[i] < 0x7f ? s[i] : '?';
-    buf[i] = 0;
-    return buf;
 }
 
 static void print_row(const rexec_approval *a)
