@@ -50,6 +50,8 @@ if [[ -z ${REXEC_SRC:-} ]]; then
 fi
 export REXEC_SRC
 RX_LAB=$REXEC_SRC/scripts/lab
+# shellcheck source=scripts/lib/lab_ports.sh
+. "$REXEC_SRC/scripts/lib/lab_ports.sh"
 
 # python3 for the rexec.json helpers (standard library only); prefer the system one: a pyenv shim
 # costs ~0.4 s a call.
@@ -227,40 +229,22 @@ _rx_starttime() {  # the start time (clock ticks since boot) of process $1: pid 
     echo "${20}"
 }
 
-# _rx_free_block N: print a base port P such that nothing listens on P..P+N-1, chosen at random
-# in 20000..32767 (below Linux's ephemeral ports) so parallel test runs rarely pick the same one.
+# _rx_free_block N: a base port P with nothing listening on P..P+N-1 (scripts/lib/lab_ports.sh).
 _rx_free_block() {
-    local n=$1 base p busy tries
-    local listening
-    listening=" $(ss -Htln 2>/dev/null | awk '{ n = split($4, a, ":"); printf "%s ", a[n] }') "
-    for ((tries = 0; tries < 100; tries++)); do
-        base=$(( 20000 + (RANDOM * 32768 + RANDOM) % (12768 - n) ))
-        busy=0
-        for ((p = base; p < base + n; p++)); do
-            [[ $listening != *" $p "* ]] || { busy=1; break; }
-        done
-        [[ $busy == 1 ]] || { echo "$base"; return 0; }
-    done
-    fail "no free block of $n ports found"
+    rx_free_block "$1" || fail "no free block of $1 ports found"
 }
 
 # lab_start [N]: start an N-host lab (default 2) in a temporary directory on a free port block,
 # retrying another block when a port turns out to be taken (a parallel run won the race).
 # Sets and exports WS (the workspace), LAB_DIR, LAB_HOSTS, LAB_BASE_PORT, LAB_USER.
 lab_start() {
-    local n=${1:-2} base rc tries
+    local n=${1:-2} base
     [[ -z $LAB_DIR ]] || fail "lab_start called twice"
     LAB_DIR=$RX_TMP/lab
-    for ((tries = 1; ; tries++)); do
-        base=$(_rx_free_block "$n")
-        rc=0
-        "$RX_LAB" up --dir "$LAB_DIR" --hosts "$n" --base-port "$base" >"$RX_TMP/lab_up.out" 2>&1 || rc=$?
-        [[ $rc -eq 0 ]] && break
-        if [[ $rc -ne 4 || $tries -ge 10 ]]; then
-            _rx_show "lab up" "$RX_TMP/lab_up.out"
-            fail "scripts/lab up failed (exit $rc)"
-        fi
-    done
+    if ! rx_lab_up_free "$RX_LAB" "$LAB_DIR" "$n" "$RX_TMP/lab_up.out"; then
+        _rx_show "lab up" "$RX_TMP/lab_up.out"
+        fail "scripts/lab up failed (exit $rx_lab_rc)"
+    fi
     LAB_HOSTS=$n
     LAB_BASE_PORT=$base
     LAB_USER=$(id -un)
