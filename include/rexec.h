@@ -419,6 +419,7 @@ typedef struct rexec_server_opts {
     const char *socket_path;
     double idle_timeout_s; /* close a client idle this long with nothing running; 0 = never */
     int log;               /* REXEC_SERVE_LOG_* */
+    double stdin_timeout_s; /* the longest pause in a streamed stdin ("stdin_stream"); 0 = 60 */
 } rexec_server_opts;
 
 REXEC_API int rexec_server_start(rexec_ctx *ctx, const rexec_server_opts *opts, rexec_server **out,

@@ -6,6 +6,10 @@ import os
 # Final replies: the request is over once one of these arrives.
 FINAL = ("done", "error", "pong", "list", "reloaded")
 CANCEL_ID = "__cancel__"
+# stdin up to INLINE_MAX rides in the request line; more, or a file object, is streamed in
+# "stdin" lines of PIECE bytes (64 KiB as base64, under serve's 68 KiB line limit).
+INLINE_MAX = 48 * 1024
+PIECE = 48 * 1024
 
 
 class RexecError(Exception):
@@ -46,14 +50,39 @@ def call_request(op, targets, action=None, params=None, *, stdin=None, grant_id=
     req["action"] = action
     req["params"] = {str(k): str(v) for k, v in (params or {}).items()}
     req["stream"] = bool(stream)
-    if stdin is not None:
-        data = stdin.encode() if isinstance(stdin, str) else bytes(stdin)
-        req["stdin_base64"] = base64.b64encode(data).decode()
+    if streamed(stdin):
+        req["stdin_stream"] = True
+    elif stdin is not None:
+        req["stdin_base64"] = base64.b64encode(as_bytes(stdin)).decode()
     for key, val in (("grant_id", grant_id), ("timeout_s", timeout_s), ("rationale", rationale),
                      ("hypothesis_id", hypothesis_id), ("parallel", parallel)):
         if val is not None:
             req[key] = val
     return req
+
+
+def as_bytes(stdin):
+    return stdin.encode() if isinstance(stdin, str) else bytes(stdin)
+
+
+def streamed(stdin):
+    """Whether this stdin goes in "stdin" lines: a file object, or more than INLINE_MAX bytes."""
+    if stdin is None:
+        return False
+    return hasattr(stdin, "read") or len(as_bytes(stdin)) > INLINE_MAX
+
+
+def stdin_lines(stdin):
+    """The "stdin" lines of a streamed stdin, the "eof" line last (docs/serve-protocol.md)."""
+    if hasattr(stdin, "read"):
+        pieces = iter(lambda: stdin.read(PIECE), b"")
+    else:
+        data = as_bytes(stdin)
+        pieces = (data[i:i + PIECE] for i in range(0, len(data), PIECE))
+    for piece in pieces:
+        piece = piece.encode() if isinstance(piece, str) else piece
+        yield encode({"op": "stdin", "target": 1, "data_base64": base64.b64encode(piece).decode()})
+    yield encode({"op": "stdin", "target": 1, "eof": True})
 
 
 def encode(obj):

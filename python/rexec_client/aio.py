@@ -2,7 +2,7 @@
 import asyncio
 
 from ._proto import (CANCEL_ID, Collector, RexecError, call_request, cancel_line, decode, encode,
-                     socket_path)
+                     socket_path, stdin_lines, streamed)
 
 LINE_LIMIT = 64 * 1024 * 1024  # a result line holds up to two capped streams, as JSON
 
@@ -15,10 +15,29 @@ class AsyncCall:
         self._reader, self._writer = reader, writer
         self._collector = Collector()
         self._over = False
+        self._uploader = None
+        self._cancelled = False
+
+    def upload(self, stdin):
+        """Sends a streamed stdin in a task of its own while the replies are read; it stops when
+        the request is over. A file object is read in the loop's thread: use a regular file."""
+        async def send():
+            try:
+                for line in stdin_lines(stdin):
+                    if self._over or self._cancelled:
+                        return
+                    self._writer.write(line)
+                    await self._writer.drain()
+            except (OSError, RuntimeError):
+                pass
+        self._uploader = asyncio.ensure_future(send())
 
     async def cancel(self):
         if self._over:
             return
+        self._cancelled = True
+        if self._uploader is not None and not self._uploader.done():
+            self._uploader.cancel()  # write() takes a whole line: cancel lands between two
         try:
             self._writer.write(cancel_line())
             await self._writer.drain()
@@ -53,6 +72,8 @@ class AsyncCall:
 
     def close(self):
         self._over = True
+        if self._uploader is not None and not self._uploader.done():
+            self._uploader.cancel()
         self._writer.close()
 
 
@@ -83,7 +104,10 @@ class AsyncClient:
         except OSError as e:
             writer.close()
             raise RexecError("rexec serve: %s" % e, 255)
-        return AsyncCall(reader, writer)
+        call = AsyncCall(reader, writer)
+        if streamed(kw.get("stdin")):
+            call.upload(kw["stdin"])
+        return call
 
     async def run(self, targets, action, params=None, on_output=None, raise_on_error=False, **kw):
         kw.setdefault("stream", on_output is not None)

@@ -30,9 +30,9 @@ def main(argv=None):
         ap.error("--socket PATH or $REXEC_SOCKET is required")
     if any("=" not in p for p in a.param):
         ap.error("--param wants NAME=VALUE")
-    stdin = None
+    stdin = None  # a file object: streamed to serve in pieces, never read whole
     if a.stdin:
-        stdin = sys.stdin.buffer.read() if a.stdin == "-" else open(a.stdin, "rb").read()
+        stdin = sys.stdin.buffer if a.stdin == "-" else open(a.stdin, "rb")
     try:
         call = Client(a.socket).start("run", a.targets, a.action,
                                       dict(p.split("=", 1) for p in a.param), stdin=stdin,

@@ -3,7 +3,7 @@ import socket
 import threading
 
 from ._proto import (CANCEL_ID, Collector, RexecError, call_request, cancel_line, decode, encode,
-                     socket_path)
+                     socket_path, stdin_lines, streamed)
 
 
 class Call:
@@ -17,9 +17,27 @@ class Call:
         self._lock = threading.Lock()
         self._collector = Collector()
         self._over = False
+        self._cancelled = False
+        self._uploader = None
+
+    def upload(self, stdin):
+        """Sends a streamed stdin from a thread of its own while the replies are read; it stops
+        when the request is over (serve ended it early, or it was cancelled)."""
+        def send():
+            try:
+                for line in stdin_lines(stdin):
+                    with self._lock:  # whole lines only: a cancel goes between two of them
+                        if self._over or self._cancelled:
+                            return
+                        self._sock.sendall(line)
+            except (OSError, ValueError):
+                pass  # serve gone (the reader reports it) or the socket closed under us
+        self._uploader = threading.Thread(target=send, daemon=True)
+        self._uploader.start()
 
     def cancel(self):
         with self._lock:
+            self._cancelled = True
             if not self._over:
                 try:
                     self._sock.sendall(cancel_line())
@@ -92,7 +110,10 @@ class Client:
         except OSError as e:
             s.close()
             raise RexecError("rexec serve: %s" % e, 255)
-        return Call(s)
+        call = Call(s)
+        if streamed(kw.get("stdin")):
+            call.upload(kw["stdin"])
+        return call
 
     def run(self, targets, action, params=None, on_output=None, raise_on_error=False, **kw):
         """Runs action on targets; returns {"exit_status", "hosts", "results": [result, ...]}."""

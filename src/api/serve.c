@@ -19,6 +19,7 @@
 #include "request.h"
 #include "serve_log.h"
 #include "serve_peer.h"
+#include "serve_stdin.h"
 
 #define SERVE_LINE_MAX (RX_REQUEST_MAX_LEN + 4096)
 /* Back-pressure: above HIGH bytes queued to a client its calls stop reading their hosts (the SSH
@@ -31,6 +32,7 @@
 #define SERVE_RESULT_MAX ((size_t)256 << 20)
 #define SERVE_MAX_REQS 1024 /* requests in flight per client */
 #define SERVE_WRITE_CHUNK ((size_t)1 << 30) /* uv_buf_t lengths are unsigned int */
+#define SERVE_STDIN_TIMEOUT_S 60.0 /* default longest pause of a streamed stdin */
 
 typedef struct serve_client serve_client;
 typedef struct serve_req serve_req;
@@ -40,6 +42,7 @@ struct rexec_server {
     uv_pipe_t listener;
     char *path;
     double idle_s;
+    double stdin_timeout_s; /* a streamed stdin that pauses longer ends its request */
     serve_client *clients;
     int stopping, handles;
     int activated; /* the listening socket came from systemd: the file is not ours to remove */
@@ -68,6 +71,14 @@ struct serve_client {
 };
 
 /* One host of a request. */
+/* A request waiting for its streamed stdin: the deadline for the next chunk. Its own allocation,
+ * because the timer is the loop's until its close callback, which may run after the request. */
+typedef struct serve_wait {
+    uv_timer_t timer;
+    serve_req *q; /* NULL once the wait is over */
+    rexec_server *srv;
+} serve_wait;
+
 typedef struct serve_call {
     serve_req *req;
     const char *host;
@@ -90,10 +101,13 @@ struct serve_req {
     const char **hosts;
     serve_call *calls;
     size_t n, started, finished;
+    size_t listed; /* hosts in "accepted" (n drops to started when the rest are dropped) */
     int worst;
     int parallel; /* hosts at once; 0: limits.parallel */
     rx_peer peer; /* who asked, for the log (the client may be gone when it ends) */
     uint64_t t0;  /* uv_hrtime() when it arrived */
+    rx_spool spool;   /* "stdin_stream": the stdin as it arrives, then what the calls read */
+    serve_wait *wait; /* "stdin_stream": set until its "eof" arrives */
 };
 
 static void client_close(serve_client *cl);
@@ -221,9 +235,13 @@ static uint64_t ms_since(uint64_t t0)
 
 /* ---- requests ------------------------------------------------------------------------------- */
 
+static void wait_end(serve_req *q);
+
 static void req_free(serve_req *q)
 {
     rexec_server *s = q->srv;
+    wait_end(q);
+    rx_spool_close(&q->spool);
     cJSON_Delete(q->id);
     free(q->op);
     free(q->grant);
@@ -256,7 +274,7 @@ static void req_done(serve_req *q)
     client_send(q->cl, o);
     cJSON_Delete(o);
     rx_serve_log_who w = who_of(&q->peer, q->op, q->id);
-    rx_serve_log_request(&q->srv->log, q->srv->ctx, &w, q->n, q->worst, ms_since(q->t0), NULL);
+    rx_serve_log_request(&q->srv->log, q->srv->ctx, &w, q->listed, q->worst, ms_since(q->t0), NULL);
     rexec_server *s = q->srv;
     serve_client *cl = q->cl;
     req_unlink(q);
@@ -381,6 +399,7 @@ static serve_req *req_new(serve_client *cl, const cJSON *root, const char *op)
     if (q == NULL)
         return NULL;
     q->srv = cl->srv;
+    rx_spool_init(&q->spool);
     q->id = id ? cJSON_Duplicate(id, 1) : NULL;
     if ((q->op = strdup(op)) == NULL || (id && q->id == NULL)) {
         cJSON_Delete(q->id);
@@ -419,6 +438,7 @@ static int req_targets(serve_req *q, const cJSON *root, const char *host, rexec_
         return rx_fail(err, REXEC_ENOMEM, "out of memory");
     for (size_t i = 0; i < q->n; i++)
         q->calls[i] = (serve_call){q, q->hosts[i], NULL};
+    q->listed = q->n;
     return 0;
 }
 
@@ -433,11 +453,144 @@ static void send_accepted(serve_req *q)
     cJSON_Delete(o);
 }
 
+/* ---- streamed stdin (docs/serve-protocol.md, "Streaming stdin") ------------------------------ */
+
+static void req_drop_unstarted(serve_req *q, int code, const char *why);
+
+static int stdin_stream_check(const serve_req *q, int streamed, rexec_error *err)
+{
+    if (streamed && q->parsed.has_stdin)
+        return rx_fail(err, REXEC_EREQUEST, "stdin_stream: exclusive with stdin and stdin_base64 "
+                                            "(the stdin comes in \"stdin\" lines instead)");
+    return 0;
+}
+
+static void on_wait_closed(uv_handle_t *h)
+{
+    serve_wait *w = h->data;
+    rexec_server *s = w->srv;
+    free(w);
+    s->handles--;
+    server_maybe_done(s);
+}
+
+static void wait_end(serve_req *q)
+{
+    if (q->wait == NULL)
+        return;
+    q->wait->q = NULL;
+    uv_close((uv_handle_t *)&q->wait->timer, on_wait_closed);
+    q->wait = NULL;
+}
+
+static void on_stdin_stalled(uv_timer_t *t)
+{
+    serve_wait *w = t->data;
+    char why[160];
+    if (w->q == NULL)
+        return;
+    snprintf(why, sizeof(why), "stdin: nothing arrived for %.10g s (a streamed stdin must keep "
+             "coming until its \"eof\"): nothing ran", w->srv->stdin_timeout_s);
+    req_drop_unstarted(w->q, REXEC_EREQUEST, why);
+}
+
+static void wait_touch(serve_req *q)
+{
+    uv_timer_start(&q->wait->timer, on_stdin_stalled, (uint64_t)(q->srv->stdin_timeout_s * 1000),
+                   0);
+}
+
+static int wait_start(serve_req *q)
+{
+    serve_wait *w = calloc(1, sizeof(*w));
+    if (w == NULL || uv_timer_init(q->srv->ctx->loop, &w->timer) != 0) {
+        free(w);
+        return -1;
+    }
+    w->timer.data = w;
+    w->q = q;
+    w->srv = q->srv;
+    q->srv->handles++;
+    q->wait = w;
+    wait_touch(q);
+    return 0;
+}
+
+/* Its stdin is all in: the calls start, each reading the spool like `rexec run --stdin FILE`. */
+static void stdin_complete(serve_req *q)
+{
+    wait_end(q);
+    q->view.stdin_path = q->spool.path;
+    req_launch(q);
+}
+
+static serve_req *stdin_target(serve_client *cl, const cJSON *target)
+{
+    for (serve_req *q = cl->reqs; q; q = q->next)
+        if (q->wait && q->id && cJSON_Compare(q->id, target, 1))
+            return q;
+    return NULL;
+}
+
+/* {"op":"stdin","target":ID,"data"|"data_base64":…,"eof":true}: the next piece of a
+ * "stdin_stream" request's stdin. A line that names no waiting request is an error line; a
+ * piece that cannot be taken (bad base64, past limits.max_stdin_bytes, disk full) ends that
+ * request at once, nothing run, each host's result saying why. Success is silent. */
+static int do_stdin(serve_client *cl, const cJSON *root, rexec_error *err)
+{
+    static const char *const keys[] = {"op", "id", "target", "data", "data_base64", "eof", NULL};
+    const cJSON *target = cJSON_GetObjectItemCaseSensitive(root, "target");
+    serve_req *q = target ? stdin_target(cl, target) : NULL;
+    int eof = 0, present = 0, r;
+    if (target == NULL)
+        return rx_fail(err, REXEC_EREQUEST, "target: missing (the id of the \"stdin_stream\" "
+                                            "request this stdin belongs to)");
+    if (q == NULL) {
+        char *t = cJSON_PrintUnformatted(target);
+        r = rx_fail(err, REXEC_EREQUEST, "stdin: no request %.64s of this connection is waiting "
+                    "for its stdin (not sent with \"stdin_stream\": true, or already ended)",
+                    t ? t : "?");
+        free(t);
+        return r;
+    }
+    rx_buf chunk;
+    rx_buf_init(&chunk, SERVE_LINE_MAX);
+    if ((r = rx_json_check_keys(root, "", keys, REXEC_EREQUEST, err)) == 0 &&
+        (r = rx_json_get_bool(root, "eof", "", 0, &eof, REXEC_EREQUEST, err)) == 0 &&
+        (r = rx_request_bytes(root, "data", "", &chunk, &present, err)) == 0)
+        r = rx_spool_add(&q->spool, chunk.data, chunk.len, err);
+    rx_buf_free(&chunk);
+    if (r != 0) {
+        char why[sizeof(err->msg) + 16];
+        snprintf(why, sizeof(why), "%s: nothing ran", err->msg);
+        req_drop_unstarted(q, r, why);
+        return 0;
+    }
+    if (eof)
+        stdin_complete(q);
+    else
+        wait_touch(q);
+    return 0;
+}
+
+/* A client that half-closes cannot send the rest of a streamed stdin. */
+static void stdin_cut_short(serve_client *cl)
+{
+    for (serve_req *q = cl->reqs, *next; q; q = next) {
+        next = q->next;
+        if (q->wait)
+            req_drop_unstarted(q, REXEC_EREQUEST, "stdin: the client closed its side of the "
+                                                  "connection before the stdin's \"eof\": "
+                                                  "nothing ran");
+    }
+}
+
 static int start_run(serve_client *cl, const cJSON *root, const char *op, rexec_error *err)
 {
     static const char *const extra[] = {"op", "id", "targets", "grant_id", "stream", "parallel",
-                                        NULL};
+                                        "stdin_stream", NULL};
     long long parallel = 0;
+    int streamed = 0;
     serve_req *q = req_new(cl, root, op);
     const char *grant = NULL;
     int r;
@@ -447,8 +600,12 @@ static int start_run(serve_client *cl, const cJSON *root, const char *op, rexec_
         (r = rx_json_get_string(root, "grant_id", "", 0, &grant, REXEC_EREQUEST, err)) != 0 ||
         (r = rx_json_get_bool(root, "stream", "", 0, &q->stream, REXEC_EREQUEST, err)) != 0 ||
         (r = rx_json_get_int(root, "parallel", "", 0, 1, 1024, &parallel, REXEC_EREQUEST, err)) ||
+        (r = rx_json_get_bool(root, "stdin_stream", "", 0, &streamed, REXEC_EREQUEST, err)) ||
+        (r = stdin_stream_check(q, streamed, err)) != 0 ||
         (r = rx_request_view(&q->parsed, &q->view, &q->params)) != 0 ||
-        (r = req_targets(q, root, q->parsed.host, err)) != 0) {
+        (r = req_targets(q, root, q->parsed.host, err)) != 0 ||
+        (streamed && (r = rx_spool_open(&q->spool, q->srv->ctx->ws->dir,
+                                        q->srv->ctx->ws->limits.max_stdin_bytes, err)) != 0)) {
         req_unlink(q);
         req_free(q);
         return r == REXEC_ENOMEM ? rx_fail(err, r, "out of memory") : r;
@@ -468,7 +625,10 @@ static int start_run(serve_client *cl, const cJSON *root, const char *op, rexec_
     q->view.client_user = cl->peer.user;
     q->view.client_uid = (unsigned)cl->peer.uid;
     send_accepted(q);
-    req_launch(q);
+    if (!streamed)
+        req_launch(q);
+    else if (wait_start(q) != 0)
+        req_drop_unstarted(q, REXEC_ENOMEM, "out of memory");
     return 0;
 }
 
@@ -501,24 +661,31 @@ static int start_check(serve_client *cl, const cJSON *root, rexec_error *err)
     return 0;
 }
 
-/* Cancels what runs; hosts not started yet report "cancelled before it started" at once, so
- * every host listed in "accepted" gets its result line. */
-static void req_cancel(serve_req *q)
+/* Every host not started yet reports "HOST: why" as not run, so every host listed in
+ * "accepted" gets its result line; no more start. q is gone when this was its last host. */
+static void req_drop_unstarted(serve_req *q, int code, const char *why)
 {
     size_t never = q->n - q->started;
-    for (size_t i = 0; i < q->started; i++)
-        if (q->calls[i].call)
-            rexec_call_cancel(q->calls[i].call);
+    wait_end(q);
     q->n = q->started;
     for (size_t i = 0; i < never; i++) {
         serve_call *sc = &q->calls[q->started + i];
-        char msg[320];
-        snprintf(msg, sizeof(msg), "%s: cancelled before it started", sc->host);
-        rexec_result r = rexec_result_not_started(sc->host, q->view.action, REXEC_ECANCELLED, msg);
+        char msg[512];
+        snprintf(msg, sizeof(msg), "%s: %s", sc->host, why);
+        rexec_result r = rexec_result_not_started(sc->host, q->view.action, code, msg);
         send_result(q, &r);
     }
     if (q->finished == q->n)
         req_done(q);
+}
+
+/* Cancels what runs; hosts not started yet report "cancelled before it started" at once. */
+static void req_cancel(serve_req *q)
+{
+    for (size_t i = 0; i < q->started; i++)
+        if (q->calls[i].call)
+            rexec_call_cancel(q->calls[i].call);
+    req_drop_unstarted(q, REXEC_ECANCELLED, "cancelled before it started");
 }
 
 static int do_cancel(serve_client *cl, const cJSON *root, rexec_error *err)
@@ -616,8 +783,9 @@ static int client_may(serve_client *cl, const char *op, rexec_error *err)
 static void log_line_end(serve_client *cl, const cJSON *root, const char *op, int r,
                          const rexec_error *e, uint64_t t0)
 {
+    /* a stdin piece taken is not worth a line: a streamed GiB is some 20,000 of them */
     int later = r == 0 && op != NULL && (strcmp(op, "run") == 0 || strcmp(op, "eval") == 0 ||
-                                         strcmp(op, "check") == 0);
+                                         strcmp(op, "check") == 0 || strcmp(op, "stdin") == 0);
     if (later)
         return;
     const cJSON *id = root && cJSON_IsObject(root) ? cJSON_GetObjectItemCaseSensitive(root, "id")
@@ -651,14 +819,16 @@ static void handle_line(serve_client *cl, const char *line, size_t len)
         r = start_check(cl, root, &e);
     else if (r == 0 && strcmp(op, "cancel") == 0)
         r = do_cancel(cl, root, &e);
+    else if (r == 0 && strcmp(op, "stdin") == 0)
+        r = do_stdin(cl, root, &e);
     else if (r == 0 && strcmp(op, "reload") == 0)
         r = do_reload(cl, root, &e);
     else if (r == 0 && (strcmp(op, "ping") == 0 || strcmp(op, "hosts") == 0 ||
                         strcmp(op, "actions") == 0 || strcmp(op, "groups") == 0))
         r = do_simple(cl, root, op, &e);
     else if (r == 0)
-        r = rx_fail(&e, REXEC_EREQUEST, "op: unknown \"%s\" (run, eval, check, cancel, ping, "
-                                        "hosts, actions, groups, reload)", op);
+        r = rx_fail(&e, REXEC_EREQUEST, "op: unknown \"%s\" (run, eval, check, cancel, stdin, "
+                                        "ping, hosts, actions, groups, reload)", op);
     if (r != 0)
         send_error(cl, root && cJSON_IsObject(root) ? cJSON_GetObjectItemCaseSensitive(root, "id")
                                                     : NULL,
@@ -784,6 +954,8 @@ static void on_eof(serve_client *cl)
     if (!cl->overlong && cl->line.len > 0)
         handle_line(cl, (const char *)cl->line.data, cl->line.len);
     rx_buf_reset(&cl->line);
+    if (!cl->closing)
+        stdin_cut_short(cl);
     if (!cl->closing && cl->reqs == NULL)
         client_finish(cl);
 }
@@ -960,6 +1132,7 @@ int rexec_server_start(rexec_ctx *ctx, const rexec_server_opts *opts, rexec_serv
         return rx_fail(err, REXEC_ENOMEM, "out of memory");
     s->ctx = ctx;
     s->idle_s = opts->idle_timeout_s;
+    s->stdin_timeout_s = opts->stdin_timeout_s > 0 ? opts->stdin_timeout_s : SERVE_STDIN_TIMEOUT_S;
     if ((r = rx_serve_log_init(&s->log, opts->log, err)) != 0 ||
         (r = rx_serve_ws_check(ctx->ws, err)) != 0 ||
         (r = server_listen_setup(s, opts, err)) != 0) {

@@ -2,6 +2,7 @@
  * same request, the same output, the same exit codes as a direct call; only the connections
  * to the hosts are already warm. */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -12,12 +13,17 @@
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 
 #include "cli.h"
 
-/* the base64 of stdin (4/3 of it) and the rest of the request fit REXEC_REQUEST_MAX_BYTES */
+/* the base64 of stdin (4/3 of it) and the rest of the request fit REXEC_REQUEST_MAX_BYTES;
+ * more, or a --stdin FILE, is streamed in "stdin" lines of CLIENT_STDIN_PIECE bytes each (their
+ * base64 is 64 KiB, under serve's 68 KiB line) */
 #define CLIENT_MAX_STDIN (REXEC_REQUEST_MAX_BYTES / 4 * 3 - 2048)
+#define CLIENT_STDIN_PIECE 49152
+#define CLIENT_STDIN_HEAD "{\"op\":\"stdin\",\"target\":1,\"data_base64\":\""
 
 static volatile sig_atomic_t interrupted;
 
@@ -53,7 +59,7 @@ static void add_param(cJSON *params, const rexec_param *p)
 
 /* The request line: the same fields a --request file has, plus op, id, targets, stream. */
 static char *request_line(const rexec_request *req, const char *op, const char *targets, int stream,
-                          int parallel)
+                          int parallel, int streamed)
 {
     cJSON *o = cJSON_CreateObject(), *params = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "op", op);
@@ -65,7 +71,9 @@ static char *request_line(const rexec_request *req, const char *op, const char *
             add_param(params, &req->params[i]);
         cJSON_AddItemToObject(o, "params", params);
         params = NULL;
-        if (req->stdin_data) {
+        if (streamed)
+            cJSON_AddBoolToObject(o, "stdin_stream", 1);
+        else if (req->stdin_data) {
             unsigned char *b = malloc(4 * ((req->stdin_len + 2) / 3) + 1);
             if (b)
                 EVP_EncodeBlock(b, req->stdin_data, (int)req->stdin_len);
@@ -92,8 +100,20 @@ static char *request_line(const rexec_request *req, const char *op, const char *
 
 /* ---- replies -------------------------------------------------------------------------------- */
 
+/* A stdin streamed to serve: the "stdin" lines, one at a time, written as the socket takes
+ * them while replies are read (a request that serve ends early stops it). */
+typedef struct upload {
+    int active;                 /* lines still to send */
+    int src;                    /* the file or pipe it comes from; -1: from mem */
+    const unsigned char *mem;   /* a stdin already in memory */
+    size_t mem_len, mem_off;
+    char *line;                 /* the line being written */
+    size_t len, off;
+    char *err;                  /* why it stopped (a read error), malloc'd */
+} upload;
+
 typedef struct client {
-    int fd, json, eval, cancel_sent, status, finished;
+    int fd, json, eval, cancel_sent, status, finished, accepted;
     int same_user, one_user_said; /* serve runs as our own user: its challenges are ours too */
     cli_prefixer *pf; /* one per host when several report */
     size_t n_hosts;
@@ -244,7 +264,7 @@ static int on_line(client *c, const char *line)
     if (type == NULL)
         c->status = cli_error(70, "unreadable reply from rexec serve");
     else if (strcmp(type, "accepted") == 0)
-        on_accepted(c, o);
+        on_accepted(c, o), c->accepted = 1;
     else if (strcmp(type, "output") == 0)
         on_output(c, o);
     else if (strcmp(type, "result") == 0)
@@ -270,44 +290,147 @@ static void send_cancel(client *c)
     cli_write_all(c->fd, line, sizeof(line) - 1);
 }
 
-/* Reads reply lines until "done" (or an error). */
-static int converse(client *c)
+/* The next "stdin" line into up->line: a piece, or the "eof" line once the source is done. */
+static int upload_next(upload *up)
+{
+    static const char eof[] = "{\"op\":\"stdin\",\"target\":1,\"eof\":true}\n";
+    unsigned char piece[CLIENT_STDIN_PIECE];
+    ssize_t n;
+    if (up->src >= 0) {
+        do
+            n = read(up->src, piece, sizeof(piece));
+        while (n < 0 && errno == EINTR);
+        if (n < 0) {
+            up->err = strdup(strerror(errno));
+            return -1;
+        }
+    } else {
+        n = (ssize_t)(up->mem_len - up->mem_off < sizeof(piece) ? up->mem_len - up->mem_off
+                                                                 : sizeof(piece));
+        memcpy(piece, up->mem + up->mem_off, (size_t)n);
+        up->mem_off += (size_t)n;
+    }
+    up->off = 0;
+    if (n == 0) {
+        memcpy(up->line, eof, sizeof(eof) - 1);
+        up->len = sizeof(eof) - 1;
+        up->active = 0;
+        return 0;
+    }
+    size_t h = sizeof(CLIENT_STDIN_HEAD) - 1;
+    memcpy(up->line, CLIENT_STDIN_HEAD, h);
+    h += (size_t)EVP_EncodeBlock((unsigned char *)up->line + h, piece, (int)n);
+    memcpy(up->line + h, "\"}\n", 3);
+    up->len = h + 3;
+    OPENSSL_cleanse(piece, sizeof(piece));
+    return 0;
+}
+
+/* Writes what the socket takes of the pending line. -1 when serve is gone. */
+static int upload_write(client *c, upload *up)
+{
+    ssize_t n = write(c->fd, up->line + up->off, up->len - up->off);
+    if (n < 0)
+        return errno == EAGAIN || errno == EINTR ? 0 : -1;
+    up->off += (size_t)n;
+    return 0;
+}
+
+/* Splits what arrived into reply lines; returns 1 when the request is over. */
+static int take_replies(client *c, const char *buf, size_t n, char **line, size_t *cap, size_t *len)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (*len + 1 >= *cap) {
+            char *l = realloc(*line, *cap *= 2);
+            if (l == NULL)
+                return 1;
+            *line = l;
+        }
+        if (buf[i] != '\n') {
+            (*line)[(*len)++] = buf[i];
+            continue;
+        }
+        (*line)[*len] = 0;
+        *len = 0;
+        if (on_line(c, *line))
+            return 1;
+    }
+    return 0;
+}
+
+/* Reads reply lines until "done" (or an error), sending up's stdin lines (when up is not NULL)
+ * once serve has accepted the request. A Ctrl-C sends a cancel between two lines. */
+static int converse(client *c, upload *up)
 {
     char buf[65536];
     size_t cap = 65536, len = 0;
     char *line = malloc(cap);
-    struct pollfd p = {.fd = c->fd, .events = POLLIN};
-    int over = 0;
-    while (!over && line) {
-        if (interrupted && !c->cancel_sent)
+    struct pollfd p = {.fd = c->fd};
+    int over = line == NULL;
+    while (!over) {
+        int pending = up && up->off < up->len;
+        if (interrupted && up)
+            up->active = 0; /* no more stdin; the line half written goes out first */
+        if (interrupted && !c->cancel_sent && !pending)
             send_cancel(c);
+        if (up && !pending && up->active && c->accepted && !interrupted) {
+            if (upload_next(up) != 0) {
+                c->status = cli_error(74, "--stdin: cannot read it: %s", up->err ? up->err : "?");
+                break;
+            }
+            pending = 1;
+        }
+        p.events = POLLIN | (pending ? POLLOUT : 0);
         if (poll(&p, 1, -1) < 0)
             continue; /* EINTR: a signal; the loop head sends the cancel */
+        if ((p.revents & POLLOUT) && upload_write(c, up) != 0) {
+            c->status = cli_error(255, "rexec serve closed the connection");
+            break;
+        }
+        if (!(p.revents & (POLLIN | POLLHUP | POLLERR)))
+            continue;
         ssize_t n = read(c->fd, buf, sizeof(buf));
-        if (n < 0 && errno == EINTR)
+        if (n < 0 && (errno == EINTR || errno == EAGAIN))
             continue;
         if (n <= 0) {
             c->status = cli_error(255, "rexec serve closed the connection");
             break;
         }
-        for (ssize_t i = 0; i < n && !over; i++) {
-            if (len + 1 >= cap) {
-                char *l = realloc(line, cap *= 2);
-                if (l == NULL)
-                    break;
-                line = l;
-            }
-            if (buf[i] != '\n') {
-                line[len++] = buf[i];
-                continue;
-            }
-            line[len] = 0;
-            over = on_line(c, line);
-            len = 0;
-        }
+        over = take_replies(c, buf, (size_t)n, &line, &cap, &len);
     }
     free(line);
     return interrupted && c->status < 130 ? 130 : c->status;
+}
+
+/* How stdin goes: in the request line (0), or streamed in "stdin" lines (1), from a file
+ * (req->stdin_path, "-" for our own stdin: opened into up->src) or from memory. */
+static int upload_setup(const rexec_request *req, upload *up)
+{
+    up->src = -1;
+    if (req == NULL || (!req->stdin_path && (!req->stdin_data || req->stdin_len <= CLIENT_MAX_STDIN)))
+        return 0;
+    if (req->stdin_path && strcmp(req->stdin_path, "-") == 0)
+        up->src = 0;
+    else if (req->stdin_path && (up->src = open(req->stdin_path, O_RDONLY | O_CLOEXEC)) < 0)
+        return -cli_error(65, "--stdin %s: %s", req->stdin_path, strerror(errno));
+    up->mem = req->stdin_data;
+    up->mem_len = req->stdin_len;
+    up->line = malloc(sizeof(CLIENT_STDIN_HEAD) + 4 * (CLIENT_STDIN_PIECE / 3) + 8);
+    if (up->line == NULL) {
+        if (up->src > 0)
+            close(up->src);
+        return -cli_error(70, "out of memory");
+    }
+    up->active = 1;
+    return 1;
+}
+
+static void upload_free(upload *up)
+{
+    if (up->src > 0)
+        close(up->src);
+    free(up->line);
+    free(up->err);
 }
 
 int cli_client_call(const char *socket_path, const char *op, const rexec_request *req,
@@ -323,25 +446,29 @@ int cli_client_call(const char *socket_path, const char *op, const rexec_request
     socklen_t plen = sizeof(peer);
     c.same_user = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &plen) == 0 &&
                   peer.uid == getuid();
-    /* stdin rides in the request as base64, and a request is at most 64 KiB (docs/cli.md) */
-    if (req && req->stdin_data && req->stdin_len > CLIENT_MAX_STDIN) {
+    upload up = {0};
+    int streamed = upload_setup(req, &up);
+    if (streamed < 0) {
         close(fd);
-        return cli_error(65, "stdin is %zu bytes; through rexec serve a request carries at most "
-                             "%d (64 KiB as base64): run without --socket for larger stdin",
-                         req->stdin_len, CLIENT_MAX_STDIN);
+        return -streamed;
     }
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
-    char *line = request_line(req, op, targets, !json, parallel);
+    char *line = request_line(req, op, targets, !json, parallel, streamed);
     if (line == NULL) {
+        upload_free(&up);
         close(fd);
         return cli_error(70, "out of memory");
     }
     cli_write_all(fd, line, strlen(line));
     cli_write_all(fd, "\n", 1);
     free(line);
-    int rc = converse(&c);
+    /* the stdin lines are written as the socket takes them, between replies */
+    if (streamed)
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    int rc = converse(&c, streamed ? &up : NULL);
+    upload_free(&up);
     for (size_t i = 0; c.pf && i < c.n_hosts; i++) {
         cli_prefix_flush(&c.pf[i]);
         free((char *)c.pf[i].host);

@@ -17,6 +17,7 @@
 typedef struct run_opts {
     const char *targets, *action, *request_file, *stdin_file, *grant, *socket;
     int stdin_stream; /* a regular --stdin file goes to the library by name: streamed */
+    int via_socket;   /* through serve: any --stdin FILE ("-" too) goes by name to the client */
     rexec_param params[MAX_PARAMS];
     size_t n_params;
     double timeout_s;
@@ -371,9 +372,9 @@ static int build_request(run_opts *o, run_inputs *in, rexec_request *req)
         struct stat st;
         if (req->stdin_data)
             return cli_error(64, "--stdin and the request's stdin are exclusive");
-        if (o->stdin_stream && strcmp(o->stdin_file, "-") != 0 && stat(o->stdin_file, &st) == 0 &&
-            S_ISREG(st.st_mode)) {
-            req->stdin_path = o->stdin_file; /* streamed by the call, never loaded */
+        if (o->via_socket || (o->stdin_stream && strcmp(o->stdin_file, "-") != 0 &&
+                              stat(o->stdin_file, &st) == 0 && S_ISREG(st.st_mode))) {
+            req->stdin_path = o->stdin_file; /* streamed by the call or the client, never loaded */
         } else {
             int r = read_file(o->stdin_file, MAX_STDIN_FILE, &in->stdin_data, &req->stdin_len);
             if (r)
@@ -430,6 +431,7 @@ int cli_run(const cli_global *g, int argc, char **argv)
     o.no_progress = g->no_progress;
     const char *socket = o.socket ? o.socket : g->socket;
     o.stdin_stream = socket == NULL;
+    o.via_socket = socket != NULL;
     signal(SIGPIPE, SIG_IGN);
     if (rc == 0 && (rc = build_request(&o, &in, &r.req)) == 0 && socket) {
         if (o.approve)

@@ -92,6 +92,10 @@ int cli_serve(const cli_global *g, int argc, char **argv)
             opts.idle_timeout_s = strtod(argv[++i], &end);
             if (*end || !(opts.idle_timeout_s >= 0 && opts.idle_timeout_s <= 1e7))
                 return cli_error(64, "--idle-timeout wants seconds (0 = never), got \"%s\"", argv[i]);
+        } else if (strcmp(argv[i], "--stdin-timeout") == 0 && i + 1 < argc) {
+            opts.stdin_timeout_s = strtod(argv[++i], &end);
+            if (*end || !(opts.stdin_timeout_s > 0 && opts.stdin_timeout_s <= 1e7))
+                return cli_error(64, "--stdin-timeout wants seconds above 0, got \"%s\"", argv[i]);
         } else if (strcmp(argv[i], "--log") == 0 && i + 1 < argc) {
             if (log_format(argv[++i], &opts.log) != 0)
                 return 64;

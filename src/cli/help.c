@@ -153,10 +153,11 @@ static const char audit_help[] =
     "symlink, and be readable by its owner only.\n";
 
 static const char serve_help[] =
-    "usage: rexec serve --socket PATH [--idle-timeout S] [--log auto|json|journal|off]\n"
+    "usage: rexec serve --socket PATH [--idle-timeout S] [--stdin-timeout S]\n"
+    "                   [--log auto|json|journal|off]\n"
     "\n"
     "A long-lived controller on a Unix socket, speaking newline-delimited JSON (run, eval,\n"
-    "check, cancel, ping, hosts, actions, groups, reload). Its own user may use every op; the\n"
+    "check, cancel, stdin, ping, hosts, actions, groups, reload). Its own user may use every op; the\n"
     "users and groups in rexec.json's serve.clients only the verbs listed there (never\n"
     "approve); anyone else is refused. The socket is 0600 unless serve.clients asks for\n"
     "more (serve.socket_mode, serve.socket_group). See docs/gate.md, \"Two users\".\n"
@@ -165,6 +166,9 @@ static const char serve_help[] =
     "--log: one structured line per request and per call (time, client uid and user, op, id,\n"
     "run_id, host, action, decision, exit, duration): JSON lines on stderr, or journald\n"
     "fields (REXEC_*) when stderr is the journal (auto, the default), or nothing (off).\n"
+    "--idle-timeout S: close a client idle that long with nothing running (default 300, 0 never).\n"
+    "--stdin-timeout S: a run sent with \"stdin_stream\" whose stdin pauses longer than S\n"
+    "between two \"stdin\" lines ends, nothing run (default 60).\n"
     "See docs/serve-protocol.md.\n";
 
 static const struct {

@@ -192,30 +192,37 @@ out:
     return r;
 }
 
-static int parse_stdin(const cJSON *obj, const char *path, rx_request *r, rexec_error *err)
+int rx_request_bytes(const cJSON *obj, const char *key, const char *path, rx_buf *out,
+                     int *present, rexec_error *err)
 {
     const char *text = NULL, *b64 = NULL;
-    char kp[RX_JSON_PATH_MAX];
+    char kp[RX_JSON_PATH_MAX], k64[RX_JSON_PATH_MAX];
     int rc;
-    if ((rc = rx_json_get_string(obj, "stdin", path, 0, &text, CODE, err)) != 0 ||
-        (rc = rx_json_get_string(obj, "stdin_base64", path, 0, &b64, CODE, err)) != 0)
+    snprintf(k64, sizeof(k64), "%s_base64", key);
+    *present = 0;
+    if ((rc = rx_json_get_string(obj, key, path, 0, &text, CODE, err)) != 0 ||
+        (rc = rx_json_get_string(obj, k64, path, 0, &b64, CODE, err)) != 0)
         return rc;
     if (text != NULL && b64 != NULL)
-        return rx_json_fail(err, CODE, rx_json_path_key(kp, sizeof(kp), path, "stdin_base64"),
-                            "stdin and stdin_base64 are mutually exclusive");
+        return rx_json_fail(err, CODE, rx_json_path_key(kp, sizeof(kp), path, k64),
+                            "%s and %s are mutually exclusive", key, k64);
     if (text == NULL && b64 == NULL)
         return 0;
-    r->has_stdin = 1;
+    *present = 1;
     if (b64 != NULL)
-        return b64_decode(b64, &r->stdin_data, rx_json_path_key(kp, sizeof(kp), path,
-                                                                  "stdin_base64"), err);
-    int rc2 = rx_buf_adds(&r->stdin_data, text);
+        return b64_decode(b64, out, rx_json_path_key(kp, sizeof(kp), path, k64), err);
+    int rc2 = rx_buf_adds(out, text);
     if (rc2 == REXEC_EREQUEST) /* the buffer's cap, not memory */
-        return rx_json_fail(err, CODE, rx_json_path_key(kp, sizeof(kp), path, "stdin"),
-                            "longer than %zu bytes", r->stdin_data.max);
+        return rx_json_fail(err, CODE, rx_json_path_key(kp, sizeof(kp), path, key),
+                            "longer than %zu bytes", out->max);
     if (rc2 != 0)
         return rx_fail(err, REXEC_ENOMEM, "out of memory");
     return 0;
+}
+
+static int parse_stdin(const cJSON *obj, const char *path, rx_request *r, rexec_error *err)
+{
+    return rx_request_bytes(obj, "stdin", path, &r->stdin_data, &r->has_stdin, err);
 }
 
 static int parse_extras(const cJSON *obj, const char *path, rx_request *r, rexec_error *err)

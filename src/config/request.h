@@ -80,4 +80,10 @@ void rx_request_free(rx_request *r);
  * must outlive every use of pub. Returns 0 or REXEC_ENOMEM. */
 int rx_request_view(const rx_request *r, rexec_request *pub, rexec_param **params);
 
+/* Bytes given as a pair of members of obj: KEY (UTF-8 text) or KEY_base64 (canonical standard
+ * base64), mutually exclusive, both optional. Appends them to out (whose cap applies) and sets
+ * *present when either was there. 0, REXEC_EREQUEST naming the member, or REXEC_ENOMEM. */
+int rx_request_bytes(const cJSON *obj, const char *key, const char *path, rx_buf *out,
+                     int *present, rexec_error *err);
+
 #endif

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The rexec_client Python package (python/): `pip install` from the repository works offline; the
 # sync API runs, evaluates and checks with results as dicts and errors as RexecError carrying
-# exit_status; the asyncio API runs 10 calls at once, streams output as it arrives (the second
+# exit_status, and streams a stdin past 48 KiB (bytes or a file object) to serve in "stdin" lines;
+# the asyncio API runs 10 calls at once, streams output as it arrives (the second
 # line is written only after the client saw the first), and cancels; scripts/rexec-client.py
 # (a shim over the package) still works.
 tid="python client: install, sync, asyncio x10, streaming, cancel"
@@ -19,6 +20,7 @@ ws_add_action t.exit '{"risk": "L0", "command": "exit {code}", "params": {"code"
 # (docs/redaction.md); a line ending in a character outside those alphabets is released at once.
 ws_add_action t.two "{\"risk\": \"L0\", \"command\": \"echo first; echo .; while [ ! -e $GATE ]; do sleep 0.05; done; echo second\"}"
 ws_add_action t.hold "{\"risk\": \"L0\", \"command\": \"touch $HOLD; exec sleep 3141\"}"
+ws_add_action t.sha '{"risk": "L0", "command": "sha256sum | cut -d\" \" -f1"}'
 
 # ---- install from the repository, offline, into a private directory -----------------------------
 cp -r "$REXEC_SRC/python" "$RX_TMP/src"
@@ -68,6 +70,17 @@ assert r["results"][0]["decision"] == "ALLOW" and r["results"][0]["executed"] is
 r = c.check("lab1")
 assert r["exit_status"] == 0 and isinstance(r["results"][0]["facts"], dict), r
 assert [g["name"] for g in c.groups()] == ["lab"] and c.ping()["pid"] > 0
+# stdin past what a request line carries is streamed ("stdin_stream"): bytes, and a file object
+import hashlib
+big = os.urandom(3 * 1024 * 1024 + 17)
+r = c.run("@lab", "t.sha", stdin=big)
+assert r["exit_status"] == 0 and [x["stdout"] for x in r["results"]] == [
+    hashlib.sha256(big).hexdigest() + "\n"] * 2, r
+with open(os.path.join(os.path.dirname(gate), "big.bin"), "wb") as f:
+    f.write(big)
+with open(f.name, "rb") as f:
+    r = c.run("lab1", "t.sha", stdin=f)
+assert r["results"][0]["stdout"] == hashlib.sha256(big).hexdigest() + "\n", r
 try:
     Client(sock + ".nope").ping()
     raise AssertionError("no RexecError")
@@ -83,6 +96,9 @@ async def main():
     assert [x["results"][0]["stdout"] for x in rs] == ["n%d\n" % i for i in range(10)], rs
     assert len({x["results"][0]["run_id"] for x in rs}) == 10, rs
     assert all(x["exit_status"] == 0 for x in rs), rs
+    big = os.urandom(1024 * 1024 + 1)
+    r = await ac.run("lab2", "t.sha", stdin=big)
+    assert r["results"][0]["stdout"] == hashlib.sha256(big).hexdigest() + "\n", r
     print("10 concurrent calls: %.2f s" % (time.monotonic() - t0))
 
     seen = []
