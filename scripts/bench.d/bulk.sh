@@ -4,7 +4,8 @@
 #   - 256 MiB of stdout, redaction on with 100 secrets: rexec vs `ssh host 'head -c ...'`,
 #     and the libssh2 ceiling (tests/bench/ssh_ceiling.c, blocking, one buffer);
 #   - controller peak RSS (/usr/bin/time -v) for 1 MiB .. 1 GiB of output with a 1 GiB cap;
-#   - 1 GiB of stdin from a file: rexec vs `ssh host 'cat >/dev/null'` (byte-exact by sha256).
+#   - 1 GiB of stdin from a file: rexec vs `ssh host 'cat >/dev/null'` (byte-exact by sha256),
+#     and the same through serve (streamed stdin: serve's peak RSS).
 # Usage: scripts/bench.d/bulk.sh [--mib N] [--stdin-mib N]   (defaults 256, 1024)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -38,6 +39,7 @@ n = {"n": {"type": "string", "pattern": "^[0-9]{1,12}$"}}
 c["actions"]["bulk.out"] = {"risk": "L0", "command": "head -c {n} /dev/zero", "params": n,
                             "secrets": names, "max_output_bytes": 1 << 30}
 c["actions"]["bulk.in"] = {"risk": "L0", "command": "sha256sum"}
+c["actions"]["bulk.sink"] = {"risk": "L0", "command": "cat >/dev/null"}
 c["limits"]["max_stdin_bytes"] = 1 << 34
 json.dump(c, open(p, "w"), indent=1)
 PY
@@ -57,13 +59,26 @@ for m in 1 16 256 1024; do
     read -r s k < <(t "$R" --workspace "$W" run lab1 bulk.out --param n=$((m * 1048576)))
     echo "$m MiB: ${s}s peak RSS ${k} KiB"
 done
-echo "== $stdin_mib MiB stdin from a file"
+echo "== $stdin_mib MiB stdin from a file (timed: 'cat >/dev/null' on both sides; then once through sha256sum)"
 head -c $((stdin_mib * 1048576)) /dev/urandom >"$tmp/in"
 want=$(sha256sum <"$tmp/in" | cut -d' ' -f1)
-for r in 1 2; do
-    read -r rs rm < <(t "$R" --workspace "$W" run lab1 bulk.in --stdin "$tmp/in")
-    grep -q "$want" "$tmp/out" && ok=byte-exact || ok=DIFFERENT
+for r in 1 2 3; do
+    read -r rs rm < <(t "$R" --workspace "$W" run lab1 bulk.sink --stdin "$tmp/in")
     read -r ss sm < <(t "${ssh_[@]}" 'cat >/dev/null' <"$tmp/in")
-    echo "round $r: rexec ${rs}s (${rm} KiB, $ok)  ssh cat ${ss}s  rexec/ssh speed $(awk -v a="$rs" -v b="$ss" 'BEGIN{printf "%.2f", b/a}')x"
+    echo "round $r: rexec ${rs}s (${rm} KiB)  ssh cat ${ss}s  rexec/ssh speed $(awk -v a="$rs" -v b="$ss" 'BEGIN{printf "%.2f", b/a}')x"
 done
+read -r rs rm < <(t "$R" --workspace "$W" run lab1 bulk.in --stdin "$tmp/in")
+grep -q "$want" "$tmp/out" && ok=byte-exact || ok=DIFFERENT
+echo "through sha256sum on the VM: rexec ${rs}s (${rm} KiB): $ok"
+echo "== $stdin_mib MiB stdin through serve (streamed in \"stdin\" lines, spooled, then sent)"
+"$R" --workspace "$W" serve --socket "$tmp/s.sock" --log off 2>/dev/null &
+sp=$!
+for _ in $(seq 100); do [[ -S $tmp/s.sock ]] && break; sleep 0.1; done
+for r in 1 2; do
+    read -r cs cm < <(t "$R" --workspace "$W" --socket "$tmp/s.sock" run lab1 bulk.in --stdin "$tmp/in")
+    grep -q "$want" "$tmp/out" && ok=byte-exact || ok=DIFFERENT
+    hwm=$(awk '/^VmHWM/ {print $2}' "/proc/$sp/status")
+    echo "round $r: through serve ${cs}s (client ${cm} KiB, serve peak so far ${hwm} KiB, $ok)"
+done
+kill "$sp"; wait "$sp" 2>/dev/null || true
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

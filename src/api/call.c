@@ -398,14 +398,11 @@ static int call_resolve(rexec_call *c, rexec_error *err)
     return rx_render_command(c->action, c->values, &c->rendered, err);
 }
 
-/* stdin from a file: a regular file, opened once (what is hashed for the gate is what is
- * sent: call_stdin_pull checks), hashed here in fixed pieces, never loaded whole. */
+/* stdin from a file: a regular file, opened once, never loaded whole. It is hashed only when
+ * the gate asks (call_stdin_hash), and then what is sent must be what was hashed. */
 static int call_stdin_file(rexec_call *c, rexec_error *err)
 {
     struct stat st;
-    unsigned char md[32];
-    unsigned int mdlen = 0;
-    ssize_t n = 0;
     c->stdin_fd = open(c->stdin_path, O_RDONLY | O_CLOEXEC);
     if (c->stdin_fd < 0 || fstat(c->stdin_fd, &st) != 0)
         return rx_fail(err, REXEC_EREQUEST, "--stdin %s: %s", c->stdin_path, strerror(errno));
@@ -415,18 +412,34 @@ static int call_stdin_file(rexec_call *c, rexec_error *err)
     if (c->stdin_len > c->ctx->ws->limits.max_stdin_bytes)
         return rx_fail(err, REXEC_EREQUEST, "stdin is %zu bytes; limits.max_stdin_bytes is %llu",
                        c->stdin_len, (unsigned long long)c->ctx->ws->limits.max_stdin_bytes);
+    return 0;
+}
+
+/* The gate needs stdin's digest (an approval or a grant binds it): the file is hashed in fixed
+ * pieces, and from now on call_stdin_pull checks that what it sends is what was hashed. */
+static int call_stdin_hash(void *ud, char hex[65], rexec_error *err)
+{
+    rexec_call *c = ud;
+    unsigned char md[32];
+    unsigned int mdlen = 0;
+    ssize_t n = 0;
+    uint64_t got = 0;
+    if (c->stdin_sha != NULL) { /* hashed already */
+        snprintf(hex, 65, "%s", c->stdin_hex);
+        return 0;
+    }
     EVP_MD_CTX *h = EVP_MD_CTX_new();
     unsigned char *buf = malloc(RX_EXEC_CHUNK);
     int ok = h && buf && EVP_DigestInit_ex(h, EVP_sha256(), NULL);
-    while (ok && (n = read(c->stdin_fd, buf, RX_EXEC_CHUNK)) > 0)
-        ok = EVP_DigestUpdate(h, buf, (size_t)n);
-    ok = ok && n == 0 && EVP_DigestFinal_ex(h, md, &mdlen) &&
-         lseek(c->stdin_fd, 0, SEEK_SET) == 0;
+    while (ok && got < c->stdin_len && (n = pread(c->stdin_fd, buf, RX_EXEC_CHUNK, (off_t)got)) > 0)
+        ok = EVP_DigestUpdate(h, buf, (size_t)n), got += (uint64_t)n;
+    ok = ok && got == c->stdin_len && EVP_DigestFinal_ex(h, md, &mdlen);
     EVP_MD_CTX_free(h);
     free(buf);
     if (!ok)
         return rx_fail(err, REXEC_EREQUEST, "--stdin %s: cannot read it", c->stdin_path);
     rx_hex_encode(md, 32, c->stdin_hex);
+    snprintf(hex, 65, "%s", c->stdin_hex);
     c->stdin_sha = EVP_MD_CTX_new();
     if (c->stdin_sha == NULL || !EVP_DigestInit_ex(c->stdin_sha, EVP_sha256(), NULL))
         return rx_fail(err, REXEC_ENOMEM, "out of memory");
@@ -451,8 +464,10 @@ static long call_stdin_pull(void *ud, unsigned char *buf, size_t n, char *msg, s
                  got < 0 ? strerror(errno) : "the file shrank while it was sent");
         return -1;
     }
-    EVP_DigestUpdate(c->stdin_sha, buf, (size_t)got);
     c->stdin_sent += (uint64_t)got;
+    if (c->stdin_sha == NULL) /* nothing binds the content: it goes as it is read */
+        return got;
+    EVP_DigestUpdate(c->stdin_sha, buf, (size_t)got);
     if (c->stdin_sent < c->stdin_len)
         return got;
     EVP_DigestFinal_ex(c->stdin_sha, md, &mdlen);
@@ -511,7 +526,7 @@ static int call_decide(rexec_call *c, rexec_error *err)
     rx_gate_input in = {.ws = c->ctx->ws, .host = c->host, .action = c->action,
                         .values = c->values, .rendered = (const char *)c->rendered.data,
                         .stdin_data = c->stdin_data, .stdin_len = c->stdin_len,
-                        .stdin_hex = c->stdin_path ? c->stdin_hex : NULL,
+                        .stdin_hash = c->stdin_path ? call_stdin_hash : NULL,
                         .grant_id = c->grant_id, .eval_only = c->eval_only,
                         .redactor = rx_ctx_redactor(c->ctx), .on_challenge = audit_challenge,
                         .grant_used = audit_grant_used, .ud = c};

@@ -111,8 +111,9 @@ struct rexec_call {
     char *stdin_path; /* stdin streamed from this regular file (stdin_len is its size) */
     int stdin_fd;    /* stdin_path, open while it streams; -1 */
     uint64_t stdin_sent;
-    EVP_MD_CTX *stdin_sha; /* of what was sent, checked against the gate's */
-    char stdin_hex[65];    /* the gate's hash of stdin_path */
+    EVP_MD_CTX *stdin_sha; /* of what was sent, checked against the gate's; NULL when the gate
+                            * never hashed stdin_path (nothing binds its content) */
+    char stdin_hex[65];    /* the gate's hash of stdin_path, when it asked for one */
     rx_buf shown_error, shown_rendered; /* redacted copies handed to the caller */
     uv_timer_t defer;
 };

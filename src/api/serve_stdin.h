@@ -1,8 +1,8 @@
 /* A serve request's stdin as it streams in (docs/serve-protocol.md, "Streaming stdin"): the
  * chunks go into an unlinked file in the workspace's evidence/ directory, never into memory, and
  * the calls read it back like `rexec run --stdin FILE`. It is spooled whole before any call
- * starts because the gate, the approval and the audit intent name stdin's SHA-256, which is only
- * known once the last byte is in. Private to src/api. */
+ * starts because a call sends its stdin's length first (the remote contract) and an approval
+ * binds its SHA-256, both known only once the last byte is in. Private to src/api. */
 #ifndef RX_SERVE_STDIN_H
 #define RX_SERVE_STDIN_H
 

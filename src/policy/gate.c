@@ -221,22 +221,27 @@ static void request_hash_with(const rx_gate_input *in, const char *stdin_hex, ch
 
 static int gate_has_stdin(const rx_gate_input *in)
 {
-    return in->stdin_data != NULL || in->stdin_hex != NULL;
+    return in->stdin_data != NULL || in->stdin_hex != NULL || in->stdin_hash != NULL;
 }
 
-static void stdin_digest(const rx_gate_input *in, char out[65])
+static int stdin_digest(const rx_gate_input *in, char out[65], rexec_error *err)
 {
     out[0] = 0;
     if (in->stdin_hex != NULL)
         snprintf(out, 65, "%s", in->stdin_hex);
     else if (in->stdin_data != NULL)
         rx_sha256_hex(in->stdin_data, in->stdin_len, out);
+    else if (in->stdin_hash != NULL)
+        return in->stdin_hash(in->ud, out, err);
+    return 0;
 }
 
 void rx_gate_request_hash(const rx_gate_input *in, char out[65])
 {
     char sh[65];
-    stdin_digest(in, sh);
+    rx_gate_input direct = *in; /* stdin_hex or stdin_data only: no file is read from here */
+    direct.stdin_hash = NULL;
+    stdin_digest(&direct, sh, NULL);
     request_hash_with(in, gate_has_stdin(in) ? sh : NULL, out);
 }
 
@@ -470,6 +475,7 @@ int rx_gate_decide(const rx_gate_input *in, rx_decision *out, rexec_error *err)
     char hash[65], stdin_hex[65];
     const rx_action *a = in->action;
     const rx_host *h = in->host;
+    int r;
 
     memset(out, 0, sizeof(*out));
     out->effective_risk = a->risk;
@@ -481,7 +487,8 @@ int rx_gate_decide(const rx_gate_input *in, rx_decision *out, rexec_error *err)
         return deny_containment(in, out);
     if (a->risk <= h->allow)
         return allow_level(in, out);
-    stdin_digest(in, stdin_hex);
+    if ((r = stdin_digest(in, stdin_hex, err)) != 0)
+        return r;
     request_hash_with(in, gate_has_stdin(in) ? stdin_hex : NULL, hash);
     if (in->grant_id != NULL)
         return use_grant(in, hash, stdin_hex, out, err);

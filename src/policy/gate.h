@@ -42,6 +42,9 @@ typedef struct rx_gate_input {
     size_t stdin_len;
     const char *stdin_hex;       /* or, for stdin streamed from a file: its SHA-256, hashed by the
                                   * caller (stdin_data NULL, stdin_len its size) */
+    /* or, for a file: hashes it into hex (64 digits) only when the decision needs the digest (an
+     * approval or a grant binds it); most calls never read the file twice. 0 or an error. */
+    int (*stdin_hash)(void *ud, char hex[65], rexec_error *err);
     const char *grant_id;        /* NULL: none */
     int eval_only;               /* decide, but write no challenge and consume no grant */
     const rx_redactor *redactor; /* what the challenge file holds goes through it (may be NULL) */
@@ -72,7 +75,8 @@ int rx_gate_resolve_params(const rx_ws *ws, const rx_action *action, const rexec
 int rx_gate_decide(const rx_gate_input *in, rx_decision *out, rexec_error *err);
 
 /* SHA-256 (hex) binding a request: host, action, every parameter, the stdin digest, and the
- * names of the action's secrets. */
+ * names of the action's secrets. The stdin comes from stdin_data or stdin_hex (stdin_hash is
+ * for rx_gate_decide only). */
 void rx_gate_request_hash(const rx_gate_input *in, char out[65]);
 
 #endif

@@ -2,7 +2,8 @@
 # Approvals end to end: a headless run of an L2 action is held (75, a challenge id), an operator
 # approves it at a pseudo-terminal by typing the code the prompt shows, the grant runs the
 # command once, and is refused after that (77): reused, drifted (GRANT_MISMATCH, not burned),
-# raced by two callers (one runs), or approved without a terminal (refused).
+# raced by two callers (one runs), or approved without a terminal (refused); a --stdin file is
+# bound by its sha256.
 # shellcheck disable=SC2016,SC2317 # code in single quotes; helpers run via assert_exit
 tid="approvals: challenge, approve at a tty, single-use grant"
 # shellcheck source=tests/e2e/lib.sh
@@ -130,5 +131,21 @@ ANSWER=nope at_tty run lab1 svc.restart --param unit=refused --approve >"$OUT" 2
 [[ $RC == 75 || $RC == 77 ]] || fail "run --approve with a wrong code: exit $RC, expected 75 or 77"
 assert_contains "$OUT" "not approved"
 assert_eq 4 "$(wc -l <"$RAN")" "runs after a refused run --approve"
+
+# --- a --stdin FILE is bound by its sha256 (a file is hashed only when an approval needs it): a
+# grant approved for one content refuses another of the same size, and runs the approved one
+printf 'payload one\n' >"$RX_TMP/in"
+assert_exit 75 rx run lab1 svc.restart --param unit=filed --stdin "$RX_TMP/in" --json
+CID=$(json_field "$OUT" challenge_id)
+assert_eq "$(sha256sum <"$RX_TMP/in" | cut -d' ' -f1)" "$("$RX_PYTHON" -c 'import json,sys
+print(json.load(open(sys.argv[1]))["stdin"]["sha256"])' "$WS/approvals/$CID.json")" "challenge's stdin"
+assert_exit 0 approve_at_tty "$CID"
+printf 'payload two\n' >"$RX_TMP/in"
+assert_exit 77 rx run lab1 svc.restart --param unit=filed --stdin "$RX_TMP/in" --grant "$CID" --json
+assert_eq GRANT_MISMATCH "$(json_field "$OUT" reason)" "reason for another stdin"
+assert_contains "$OUT" "the stdin differs"
+printf 'payload one\n' >"$RX_TMP/in"
+assert_exit 0 rx run lab1 svc.restart --param unit=filed --stdin "$RX_TMP/in" --grant "$CID"
+assert_eq 5 "$(wc -l <"$RAN")" "runs after the approved stdin"
 
 pass
