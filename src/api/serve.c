@@ -11,6 +11,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 
 #include "call.h"
@@ -910,23 +911,35 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
     b->len = b->base ? suggested : 0;
 }
 
+/* After a line: only its own bytes need wiping (it may hold stdin), since every line since the
+ * last wipe went through here and the buffer only grows by appends in between. */
+static void line_reset(serve_client *cl)
+{
+    if (cl->line.data)
+        OPENSSL_cleanse(cl->line.data, cl->line.len);
+    cl->line.len = 0;
+}
+
 /* Splits what arrived into lines. An over-long line is answered with one error and skipped. */
 static void feed_lines(serve_client *cl, const char *p, size_t n)
 {
-    for (size_t i = 0; i < n && !cl->closing; i++) {
-        if (p[i] != '\n') {
-            if (rx_buf_addc(&cl->line, (unsigned char)p[i]) != 0 && !cl->overlong) {
-                cl->overlong = 1;
-                char m[64];
-                snprintf(m, sizeof(m), "request line longer than %d KiB", SERVE_LINE_MAX / 1024);
-                send_error(cl, NULL, REXEC_EREQUEST, m);
-            }
-            continue;
+    while (n > 0 && !cl->closing) {
+        const char *nl = memchr(p, '\n', n);
+        size_t len = nl ? (size_t)(nl - p) : n;
+        if (len > 0 && !cl->overlong && rx_buf_add(&cl->line, p, len) != 0) {
+            cl->overlong = 1;
+            char m[64];
+            snprintf(m, sizeof(m), "request line longer than %d KiB", SERVE_LINE_MAX / 1024);
+            send_error(cl, NULL, REXEC_EREQUEST, m);
         }
+        if (nl == NULL)
+            return;
         if (!cl->overlong && cl->line.len > 0)
             handle_line(cl, (const char *)cl->line.data, cl->line.len);
-        rx_buf_reset(&cl->line);
+        line_reset(cl);
         cl->overlong = 0;
+        p = nl + 1;
+        n -= len + 1;
     }
 }
 
