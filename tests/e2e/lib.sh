@@ -154,6 +154,30 @@ wait_until() {
     done
 }
 
+# stop_gently PID...: SIGCONT and SIGTERM, up to 10 s for each to exit, then SIGKILL what is
+# left. A `rexec serve` stopped so cancels its calls and exits 0, which also lets a coverage
+# build write its counts (a SIGKILLed process writes none). An exit status other than 0 or 143
+# is reported on stderr (a crash or a leak found at exit), without failing the cleanup.
+stop_gently() {
+    local p i rc
+    for p in "$@"; do
+        [[ -z $p ]] || { kill -CONT "$p" && kill -TERM "$p"; } 2>/dev/null || true
+    done
+    for p in "$@"; do
+        [[ -n $p ]] || continue
+        for ((i = 0; i < 200; i++)); do
+            kill -0 "$p" 2>/dev/null || break
+            sleep 0.05
+        done
+        kill -KILL "$p" 2>/dev/null || true
+        rc=0
+        wait "$p" 2>/dev/null || rc=$?
+        [[ $rc == 0 || $rc == 143 || $rc == 127 ]] ||
+            printf 'note %s: process %s exited %s when stopped\n' "$tid" "$p" "$rc" >&2
+    done
+    return 0
+}
+
 # ---------------------------------------------------------------------------------------------
 # the lab
 

@@ -33,7 +33,7 @@ test -x "$RX_TMP/site/bin/rexec-client" || fail "pip installed no rexec-client c
 SOCK=$RX_TMP/s.sock
 "$REXEC_BIN" --workspace "$WS" serve --socket "$SOCK" 2>"$RX_TMP/serve.err" &
 SERVE=$!
-trap '_t_rc=$?; { kill -KILL $SERVE; wait $SERVE; } 2>/dev/null || true; if (exit "$_t_rc"); then _rx_cleanup; else _rx_cleanup; fi' EXIT
+trap '_t_rc=$?; stop_gently $SERVE; if (exit "$_t_rc"); then _rx_cleanup; else _rx_cleanup; fi' EXIT
 wait_until 20 test -S "$SOCK"
 
 cat >"$RX_TMP/t.py" <<'PY'

@@ -19,7 +19,7 @@ SERVE_PID=$!
 HOLDER=
 # The lock holder runs in a session of its own, so that the whole of it (flock and the shell
 # waiting on the FIFO) can be killed if the test fails while it holds the lock.
-trap '_t_rc=$?; kill -KILL "$SERVE_PID" 2>/dev/null; [[ -z $HOLDER ]] || kill -KILL -- "-$HOLDER" 2>/dev/null; if (exit "$_t_rc"); then _rx_cleanup; else _rx_cleanup; fi' EXIT
+trap '_t_rc=$?; stop_gently "$SERVE_PID"; [[ -z $HOLDER ]] || kill -KILL -- "-$HOLDER" 2>/dev/null; if (exit "$_t_rc"); then _rx_cleanup; else _rx_cleanup; fi' EXIT
 wait_until 20 test -S "$SOCK"
 
 # A first call creates the audit log (and its lock file) and warms the connection.

@@ -16,7 +16,7 @@ ws_edit 'c.setdefault("limits", {})["connect_timeout_s"] = 60'
 SERVE_PIDS=()
 _t_stop_serves() {
     local p
-    for p in ${SERVE_PIDS[@]+"${SERVE_PIDS[@]}"}; do kill -KILL "$p" 2>/dev/null || true; done
+    stop_gently ${SERVE_PIDS[@]+"${SERVE_PIDS[@]}"}
 }
 trap '_t_rc=$?; _t_stop_serves; if (exit "$_t_rc"); then _rx_cleanup; else _rx_cleanup; fi' EXIT
 

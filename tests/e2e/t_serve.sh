@@ -18,7 +18,7 @@ rxt() { timeout 120 "$REXEC_BIN" --workspace "$WS" "$@"; }
 SERVE_PIDS=()
 _t_stop_serves() {
     local p
-    for p in ${SERVE_PIDS[@]+"${SERVE_PIDS[@]}"}; do kill -KILL "$p" 2>/dev/null || true; done
+    stop_gently ${SERVE_PIDS[@]+"${SERVE_PIDS[@]}"}
 }
 # then lib.sh's cleanup, with the test's status in $? (set -e: a failing command here would end
 # the trap before the cleanup, so the status goes through an if)

@@ -21,7 +21,7 @@ os.execv(sys.argv[2], sys.argv[2:])
 PY
 "$RX_PYTHON" "$RX_TMP/activate.py" "$SOCK" "$REXEC_BIN" --workspace "$WS" serve 2>"$RX_TMP/serve.err" &
 SERVE=$!
-trap '_t_rc=$?; { kill -KILL $SERVE; wait $SERVE; } 2>/dev/null || true; if (exit "$_t_rc"); then _rx_cleanup; else _rx_cleanup; fi' EXIT
+trap '_t_rc=$?; stop_gently $SERVE; if (exit "$_t_rc"); then _rx_cleanup; else _rx_cleanup; fi' EXIT
 wait_until 20 grep -q "listening on the socket systemd passed" "$RX_TMP/serve.err"
 assert_exit 0 timeout 60 "$REXEC_BIN" --workspace "$WS" --socket "$SOCK" run lab1 t.one
 assert_contains "$OUT" "one"

@@ -13,7 +13,7 @@ TOKEN=$(cat "$WS/secrets/demo_token")
 SOCK=$RX_TMP/s.sock
 SERVE=
 stop_serve() { [[ -z $SERVE ]] || { kill -TERM "$SERVE"; wait "$SERVE"; } 2>/dev/null || true; SERVE=; }
-trap '_t_rc=$?; { [[ -z $SERVE ]] || kill -KILL $SERVE; } 2>/dev/null || true; if (exit "$_t_rc"); then _rx_cleanup; else _rx_cleanup; fi' EXIT
+trap '_t_rc=$?; { [[ -z $SERVE ]] || stop_gently $SERVE; }; if (exit "$_t_rc"); then _rx_cleanup; else _rx_cleanup; fi' EXIT
 
 # requests SOCK JSON...: each request, then every reply until its "done" / the one reply
 cat >"$RX_TMP/req.py" <<'PY'

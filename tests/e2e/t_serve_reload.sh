@@ -17,7 +17,7 @@ ws_add_action t.one '{"risk": "L0", "command": "echo one"}'
 SOCK=$RX_TMP/s.sock
 "$REXEC_BIN" --workspace "$WS" serve --socket "$SOCK" 2>"$RX_TMP/serve.err" &
 SERVE=$!
-trap '_t_rc=$?; { kill -KILL $SERVE; wait $SERVE; } 2>/dev/null || true; if (exit "$_t_rc"); then _rx_cleanup; else _rx_cleanup; fi' EXIT
+trap '_t_rc=$?; stop_gently $SERVE; if (exit "$_t_rc"); then _rx_cleanup; else _rx_cleanup; fi' EXIT
 wait_until 20 test -S "$SOCK"
 rxs() { timeout 120 "$REXEC_BIN" --workspace "$WS" --socket "$SOCK" "$@"; }
 logins() { grep -c "Accepted publickey" "$(lab_log "$1")" || true; }

@@ -21,7 +21,7 @@ SOCK=$RX_TMP/serve.sock
 "$REXEC_BIN" --workspace "$WS" serve --socket "$SOCK" --stdin-timeout 1 --log json \
     2>"$RX_TMP/serve.log" &
 SERVE_PID=$!
-trap '_t_rc=$?; kill -KILL "$SERVE_PID" 2>/dev/null; if (exit "$_t_rc"); then _rx_cleanup; else _rx_cleanup; fi' EXIT
+trap '_t_rc=$?; stop_gently "$SERVE_PID"; if (exit "$_t_rc"); then _rx_cleanup; else _rx_cleanup; fi' EXIT
 wait_until 20 test -S "$SOCK"
 SX=("$REXEC_BIN" --workspace "$WS" --socket "$SOCK")
 

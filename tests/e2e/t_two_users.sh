@@ -25,7 +25,7 @@ USERS_MADE=()
 _two_users_cleanup() {
     local rc=$?
     set +e # (exit "$rc") below only hands the status on to _rx_cleanup
-    [[ -n ${SERVE_PID:-} ]] && kill -KILL "$SERVE_PID" 2>/dev/null && wait "$SERVE_PID" 2>/dev/null
+    [[ -z ${SERVE_PID:-} ]] || stop_gently "$SERVE_PID"
     for u in "${USERS_MADE[@]}"; do userdel "$u" || echo "cleanup: userdel $u failed" >&2; done
     (exit "$rc")
     _rx_cleanup
