@@ -178,6 +178,17 @@ stop_gently() {
     return 0
 }
 
+# cov_env USER: sets RX_COV to the words to put before a command run as USER (setpriv ...
+# "${RX_COV[@]}" CMD). Empty, except under scripts/coverage (REXEC_COVERAGE_FOREIGN): USER cannot
+# write the build tree's .gcda files, so its counts go to a directory of its own, which
+# scripts/coverage merges into the tree's afterwards.
+cov_env() {
+    RX_COV=()
+    if [[ -n ${REXEC_COVERAGE_FOREIGN:-} ]]; then
+        RX_COV=(env "GCOV_PREFIX=$REXEC_COVERAGE_FOREIGN/$1" GCOV_PREFIX_STRIP=0)
+    fi
+}
+
 # ---------------------------------------------------------------------------------------------
 # the lab
 

@@ -258,7 +258,10 @@ assert_contains "$ERR" "cannot reach rexec serve"
 
 # ---- another user: refused ---------------------------------------------------------------------
 if [[ $(id -u) == 0 ]] && command -v setpriv >/dev/null 2>&1 && id nobody >/dev/null 2>&1; then
-    as_nobody() { setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups "$@"; }
+    cov_env nobody
+    as_nobody() {
+        setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups ${RX_COV[@]+"${RX_COV[@]}"} "$@"
+    }
     # The socket's directory must be reachable for the test to mean anything.
     chmod o+x "$RX_TMP"
     pub=$RX_TMP/pub

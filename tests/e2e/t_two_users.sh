@@ -36,8 +36,16 @@ for u in "$OP" "$AGENT"; do
         fail "useradd $u"
     USERS_MADE+=("$u")
 done
-as_op() { setpriv --reuid="$OP" --regid="$OP" --init-groups "$@"; }
-as_agent() { setpriv --reuid="$AGENT" --regid="$AGENT" --init-groups "$@"; }
+cov_env "$OP"
+COV_OP=(${RX_COV[@]+"${RX_COV[@]}"})
+cov_env "$AGENT"
+COV_AGENT=(${RX_COV[@]+"${RX_COV[@]}"})
+cov_env nobody
+COV_NOBODY=(${RX_COV[@]+"${RX_COV[@]}"})
+as_op() { setpriv --reuid="$OP" --regid="$OP" --init-groups ${COV_OP[@]+"${COV_OP[@]}"} "$@"; }
+as_agent() {
+    setpriv --reuid="$AGENT" --regid="$AGENT" --init-groups ${COV_AGENT[@]+"${COV_AGENT[@]}"} "$@"
+}
 
 lab_start 1
 RAN=$RX_TMP/ran
@@ -62,7 +70,7 @@ ws_edit_op() {
 
 start_serve_as_op() {
     # setpriv itself in the background (not a function's subshell), so $! is serve's pid
-    setpriv --reuid="$OP" --regid="$OP" --init-groups \
+    setpriv --reuid="$OP" --regid="$OP" --init-groups ${COV_OP[@]+"${COV_OP[@]}"} \
         "$REXEC_BIN" --workspace "$WS" serve --socket "$SOCK" 2>>"$RX_TMP/serve.err" >/dev/null &
     SERVE_PID=$!
     wait_until 20 test -S "$SOCK"
@@ -139,7 +147,7 @@ assert_eq "" "$(cat "$RAN")" "an unapproved grant runs nothing"
 # (a pseudo-terminal the operator's rexec gets as its controlling terminal; the code is what
 # the prompt shows, typed back)
 approve_as_op() {
-    tty_answer setpriv --reuid="$OP" --regid="$OP" --init-groups \
+    tty_answer setpriv --reuid="$OP" --regid="$OP" --init-groups ${COV_OP[@]+"${COV_OP[@]}"} \
         "$REXEC_BIN" --workspace "$WS" approve "$1"
 }
 assert_exit 0 approve_as_op "$ID"
@@ -181,7 +189,7 @@ assert_eq "nginx" "$(cat "$RAN")" "still ran once"
 
 # ---- a user serve.clients does not list is refused, saying why --------------------------------
 assert_exit 77 setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups \
-    env REXEC_SOCKET="$SOCK" "$REXEC_BIN" run lab1 svc.restart --param unit=nginx
+    ${COV_NOBODY[@]+"${COV_NOBODY[@]}"} env REXEC_SOCKET="$SOCK" "$REXEC_BIN" run lab1 svc.restart --param unit=nginx
 assert_contains "$ERR" "user nobody (uid $(id -u nobody)) is not admitted by this rexec serve"
 
 # ---- the operator itself keeps every verb ------------------------------------------------------
