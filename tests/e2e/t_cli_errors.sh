@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The command line's refusals and its smaller paths, each with its documented exit code and a
 # message naming what was wrong (docs/cli.md, docs/exit-codes.md): unknown commands, `--help` on
-# every command, malformed --param/--request/--stdin, exclusive options, check/hosts/audit usage;
+# every command, malformed --param/--request/--stdin, exclusive options, check/hosts/audit usage,
+# unusable approvals/ and audit/ files (74, nothing run, the log whole);
 # then what works: `rexec hosts` as a table, `audit show --run/--since`, a --request's rationale
 # and hypothesis through serve, and Ctrl-C on a call through serve (the remote command stops).
 tid="cli: refusals and exit codes, hosts table, audit show filters, Ctrl-C through serve"
@@ -97,6 +98,39 @@ assert_contains "$OUT" "\"run_id\":\"$one\""
 assert_contains "$OUT" "\"run_id\":\"$two\""
 assert_exit 0 rx audit show --since 2099-01-01T00:00:00Z --json
 assert_not_contains "$OUT" "run_id"
+
+# ---- approvals and the audit log refused, naming the file; nothing runs, nothing is lost --------
+assert_exit 77 rx approve nope
+assert_contains "$ERR" '"nope" is not an approval id (ch- and 16 hex digits)'
+assert_exit 77 rx approve ch-0000000000000000
+assert_contains "$ERR" "no challenge or grant ch-0000000000000000 in $WS/approvals"
+mkdir -p "$WS/approvals"
+chmod 755 "$WS/approvals"
+assert_exit 74 rx approvals
+assert_contains "$ERR" "$WS/approvals: is group- or world-readable (mode 0755): refusing to use it"
+chmod 700 "$WS/approvals"
+bad=$WS/approvals/ch-1111111111111111.json
+(umask 077 && : >"$bad")
+assert_exit 74 rx approvals
+assert_contains "$ERR" "$bad: not a valid challenge: JSON syntax error at byte 0"
+printf '{"version": 1}' >"$bad"
+assert_exit 74 rx approvals
+assert_contains "$ERR" "$bad: not a valid challenge: id: missing"
+rm -f "$bad"
+n=$(wc -l <"$WS/audit/audit.log")
+rm -f "$WS/audit/.lock"
+ln -s "$RX_TMP/elsewhere" "$WS/audit/.lock"
+assert_exit 74 rx run lab1 t.echo --param text=locked
+assert_contains "$ERR" "$WS/audit/.lock: is a symbolic link"
+rm -f "$WS/audit/.lock"
+mv "$WS/audit/audit.log" "$RX_TMP/audit.log"
+mkdir "$WS/audit/audit.log"
+assert_exit 74 rx run lab1 t.echo --param text=dir
+assert_contains "$ERR" "$WS/audit/audit.log: not a regular file"
+rmdir "$WS/audit/audit.log"
+mv "$RX_TMP/audit.log" "$WS/audit/audit.log"
+assert_eq "$n" "$(wc -l <"$WS/audit/audit.log")" "audit records after the refusals"
+assert_exit 0 rx audit verify
 
 # ---- through serve ---------------------------------------------------------------------------
 SOCK=$RX_TMP/s.sock
