@@ -36,6 +36,7 @@ int rexec_ctx_new(rexec_ctx **out, uv_loop_t *loop, const char *workspace_dir, r
                        .connect_timeout_s = ctx->ws->limits.connect_timeout_s,
                        .keepalive_s = ctx->ws->limits.keepalive_s,
                        .default_channels = ctx->ws->limits.max_channels,
+                       .runner_idle_s = ctx->ws->limits.runner_idle_s,
                        .log = &ctx->log};
     if ((r = rx_ctx_secrets_load(ctx, err)) != 0 || (ctx->pool = rx_pool_new(loop, &po)) == NULL) {
         rx_ctx_secrets_free(ctx);

@@ -763,14 +763,14 @@ static int load_limits(rx_ws *ws, const cJSON *root, rexec_error *err)
     static const char *const keys[] = {"timeout_s", "kill_after_s", "max_output_bytes",
                                        "connect_timeout_s", "parallel", "max_channels",
                                        "keepalive_s", "approval_ttl_s", "max_stdin_bytes",
-                                       "max_result_bytes", NULL};
+                                       "max_result_bytes", "runner_idle_s", NULL};
     const cJSON *o = NULL;
     rx_limits *l = &ws->limits;
     int r;
     *l = (rx_limits){.timeout_s = 120, .kill_after_s = 5, .max_output_bytes = 1 << 20,
                      .connect_timeout_s = 10, .parallel = 16, .max_channels = RX_DEFAULT_MAX_CHANNELS,
                      .keepalive_s = 15, .approval_ttl_s = 900, .max_stdin_bytes = 16 << 20,
-                     .max_result_bytes = 1 << 20};
+                     .max_result_bytes = 1 << 20, .runner_idle_s = 30};
     if ((r = rx_json_get_object(root, "limits", "", 0, &o, C, err)) != 0 || o == NULL)
         return r;
     if ((r = rx_json_check_keys(o, "limits", keys, C, err)) != 0 ||
@@ -783,7 +783,8 @@ static int load_limits(rx_ws *ws, const cJSON *root, rexec_error *err)
         (r = get_seconds(o, "keepalive_s", "limits", 0, &l->keepalive_s, err)) != 0 ||
         (r = get_seconds(o, "approval_ttl_s", "limits", 1, &l->approval_ttl_s, err)) != 0 ||
         (r = get_u64(o, "max_stdin_bytes", "limits", 0, 1LL << 34, &l->max_stdin_bytes, err)) ||
-        (r = get_u64(o, "max_result_bytes", "limits", 0, 1LL << 32, &l->max_result_bytes, err)))
+        (r = get_u64(o, "max_result_bytes", "limits", 0, 1LL << 32, &l->max_result_bytes, err)) ||
+        (r = get_seconds(o, "runner_idle_s", "limits", 0.1, &l->runner_idle_s, err)) != 0)
         return r;
     return 0;
 }

@@ -130,6 +130,7 @@ typedef struct rx_limits {
     double approval_ttl_s;     /* default 900 */
     uint64_t max_stdin_bytes;  /* default 16 MiB */
     uint64_t max_result_bytes; /* per stream kept in a --json/serve result, default 1 MiB */
+    double runner_idle_s;      /* an idle runner closes after this long, default 30 */
 } rx_limits;
 
 typedef struct rx_ws {

@@ -13,7 +13,7 @@
 #define POOL_MAX_CONNS 8
 #define POOL_MAX_CONNECT_RETRIES 8 /* MaxStartups drops: see backoff_ms (about 15 s in all) */
 #define POOL_MAX_SETUP_RETRIES 2   /* a call whose channel set-up failed before it sent anything */
-#define POOL_RUNNER_IDLE_S 30.0    /* an idle runner closes after this long */
+#define POOL_RUNNER_IDLE_S 30.0    /* an idle runner closes after this long, unless opts say */
 #define POOL_RUNNER_MAX_STDIN (1u << 20) /* larger stdin streams on a channel of its own */
 
 typedef struct pool_conn {
@@ -379,7 +379,9 @@ static int job_start(rx_pool_job *j, pool_conn *c)
     }
     rx_exec_cb cb = {on_job_data, on_job_done, j};
     if (use_runner(j->ph, j)) {
-        rx_runner *rn = rx_runner_new(c->s, (int)j->ph->h->max_containment, POOL_RUNNER_IDLE_S);
+        rx_runner *rn = rx_runner_new(c->s, (int)j->ph->h->max_containment,
+                                        j->ph->p->opts.runner_idle_s > 0 ? j->ph->p->opts.runner_idle_s
+                                                                         : POOL_RUNNER_IDLE_S);
         return rn ? job_on_runner(j, rn) : REXEC_ENOMEM;
     }
     int r = rx_exec_start(c->s, &j->opts, &cb, &j->exec);

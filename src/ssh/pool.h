@@ -19,6 +19,7 @@ typedef struct rx_pool_opts {
     double connect_timeout_s;
     double keepalive_s;
     int default_channels; /* per connection, when the host does not say */
+    double runner_idle_s; /* an idle runner closes after this long; 0: 30 s */
     const rx_logger *log; /* handed to every session; may be NULL */
 } rx_pool_opts;
 
