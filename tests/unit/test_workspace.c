@@ -88,6 +88,51 @@ static void test_errors_name_the_path(void **state)
     expect("not json", REXEC_ECONFIG, "JSON");
 }
 
+/* More refusals, each naming its field and what is expected instead. */
+#define A1(body) "{" HOSTS ", \"actions\": {\"a\": " body "}}"
+#define H1(extra) "{\"hosts\": {\"h1\": {\"address\": \"a\", \"user\": \"u\", \"key\": \"k\"" extra "}}}"
+static void test_more_refusals(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *json, *want;
+    } cases[] = {
+        {H1(", \"host_key\": \"maybe\""), "hosts.h1.host_key: expected \"strict\", \"accept-new\""},
+        {H1(", \"proxy_jump\": \"j1,j2\""), "hosts.h1.proxy_jump: \"j1,j2\" has several hops"},
+        {H1(", \"allow\": \"L2\", \"approve\": \"L1\""), "hosts.h1.approve: L1 is below allow (L2)"},
+        {H1(", \"containment\": \"cgroup\""), "cgroup containment is not available yet"},
+        {"{\"hosts\": {\"bad name\": {\"address\": \"a\", \"user\": \"u\", \"key\": \"k\"}}}",
+         "a host name is 1-64 of [A-Za-z0-9._-]"},
+        {"{" HOSTS ", \"groups\": {\"g g\": [\"h1\"]}}", "a group name is 1-64 of"},
+        {"{" HOSTS ", \"actions\": {\"a/b\": {\"risk\": \"L0\", \"command\": \"x\"}}}",
+         "an action name is 1-128 of"},
+        {A1("{\"command\": \"x\"}"), "actions.a: missing \"risk\" (L0, L1, L2 or L3)"},
+        {A1("{\"risk\": \"L0\", \"command\": \"x {p}\", \"params\": {\"p\": {}}}"),
+         "actions.a.params.p: missing \"type\""},
+        {A1("{\"risk\": \"L0\", \"command\": \"x {p}\", \"params\": {\"p\": {\"type\": \"enum\"}}}"),
+         "an enum parameter needs a non-empty \"values\" list"},
+        {A1("{\"risk\": \"L0\", \"command\": \"x {p}\", \"params\": {\"p\": {\"type\": \"int\", "
+            "\"min\": 5, \"max\": 1}}}"), "actions.a.params.p: min is above max"},
+        {A1("{\"risk\": \"L0\", \"command\": \"x {p}\", \"params\": {\"p\": {\"type\": \"string\", "
+            "\"default\": 3}}}"), "actions.a.params.p.default: expected a string, got a number"},
+        {A1("{\"risk\": \"L0\", \"command\": \"x\", \"params\": {\"9p\": {\"type\": \"string\"}}}"),
+         "a parameter name must match"},
+        {"{" HOSTS ", \"audit\": {\"syslog\": \"relative\"}}", "audit.syslog"},
+        {"{" HOSTS ", \"audit\": {\"key_file\": \"rel/key\"}}", "audit.key_file: must be an absolute path"},
+        {"{" HOSTS ", \"limits\": {\"runner_idle_s\": 0.01}}", "limits.runner_idle_s: 0.01 is outside 0.1..604800"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++)
+        expect(cases[i].json, REXEC_ECONFIG, cases[i].want);
+    /* an int parameter's default is kept as its decimal text */
+    rx_ws *ws = load(A1("{\"risk\": \"L0\", \"command\": \"x {n}\", \"params\": {\"n\": "
+                        "{\"type\": \"int\", \"default\": -42}}}"));
+    const rx_action *a = rx_ws_action(ws, "a");
+    assert_non_null(a);
+    assert_string_equal(a->params[0].default_value, "-42");
+    assert_true(ws->limits.runner_idle_s == 30);
+    rx_ws_free(ws);
+}
+
 static void test_catalog_checks(void **state)
 {
     (void)state;
@@ -273,6 +318,7 @@ static void test_serve_clients(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_more_refusals),
         cmocka_unit_test(test_minimal_and_defaults), cmocka_unit_test(test_errors_name_the_path),
         cmocka_unit_test(test_catalog_checks),
         cmocka_unit_test(test_template_contexts),       cmocka_unit_test(test_floors),
