@@ -46,6 +46,14 @@ assert_contains "$ERR" "$RX_TMP/none: No such file or directory"
 # a pipe is read whole (not streamed): its bytes arrive
 assert_exit 0 bash -c 'printf "piped\n" | "$@"' _ "$REXEC_BIN" --workspace "$WS" run lab1 t.cat --stdin -
 assert_eq piped "$(cat "$OUT")" "stdin from a pipe"
+# past limits.max_stdin_bytes, from a pipe and from a file: 65, nothing sent
+ws_edit 'c["limits"]["max_stdin_bytes"] = 1000'
+head -c 2000 /dev/zero >"$RX_TMP/2000"
+assert_exit 65 bash -c '"$@" <"$0"' "$RX_TMP/2000" "$REXEC_BIN" --workspace "$WS" run lab1 t.cat --stdin -
+assert_contains "$ERR" "stdin is 2000 bytes; limits.max_stdin_bytes is 1000"
+assert_exit 65 rx run lab1 t.cat --stdin "$RX_TMP/2000"
+assert_contains "$ERR" "stdin is 2000 bytes; limits.max_stdin_bytes is 1000"
+ws_edit 'del c["limits"]["max_stdin_bytes"]'
 printf '{"action": "t.echo", "params": {"text": "doc"}, "host": "lab1"}' >"$RX_TMP/req.json"
 assert_exit 64 rx run lab1 sys.uname --request "$RX_TMP/req.json"
 assert_contains "$ERR" "ACTION sys.uname differs from the request's \"t.echo\""
