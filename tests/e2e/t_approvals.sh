@@ -3,7 +3,7 @@
 # approves it at a pseudo-terminal by typing the code the prompt shows, the grant runs the
 # command once, and is refused after that (77): reused, drifted (GRANT_MISMATCH, not burned),
 # raced by two callers (one runs), or approved without a terminal (refused); a --stdin file is
-# bound by its sha256.
+# bound by its sha256; what the operator is shown escapes control characters and names secrets only.
 # shellcheck disable=SC2016,SC2317 # code in single quotes; helpers run via assert_exit
 tid="approvals: challenge, approve at a tty, single-use grant"
 # shellcheck source=tests/e2e/lib.sh
@@ -131,6 +131,27 @@ ANSWER=nope at_tty run lab1 svc.restart --param unit=refused --approve >"$OUT" 2
 [[ $RC == 75 || $RC == 77 ]] || fail "run --approve with a wrong code: exit $RC, expected 75 or 77"
 assert_contains "$OUT" "not approved"
 assert_eq 4 "$(wc -l <"$RAN")" "runs after a refused run --approve"
+
+# --- what the operator is shown cannot drive the terminal: control characters, newlines and
+# bytes that are not UTF-8 in a parameter are escaped; secrets are listed by name only; an action
+# without parameters says so
+ws_add_action t.note '{"risk": "L2", "command": "printf %s {text}", "secrets": ["DEMO_TOKEN"],
+  "params": {"text": {"type": "string"}}}'
+ws_add_action t.plain '{"risk": "L2", "command": "true"}'
+printf '%s' '{"action": "t.note", "params": {"text": "a\u001b[2Jb\nc\td\u0007"}}' >"$RX_TMP/note.json"
+assert_exit 75 rx run lab1 --request "$RX_TMP/note.json" --json
+CID=$(json_field "$OUT" challenge_id)
+ANSWER=nope at_tty approve "$CID" >"$OUT" 2>&1 || true
+assert_contains "$OUT" 'text=a\x1b[2Jb\nc\td\x07'
+assert_contains "$OUT" "DEMO_TOKEN"
+assert_contains "$OUT" "(handed over by name; values are never shown)"
+assert_not_contains "$OUT" "$(cat "$WS/secrets/demo_token")"
+[[ $(grep -c $'\x1b\[2J' "$OUT") == 0 ]] || fail "a raw escape sequence reached the terminal"
+assert_exit 75 rx run lab1 t.plain --json
+CID=$(json_field "$OUT" challenge_id)
+ANSWER=nope at_tty approve "$CID" >"$OUT" 2>&1 || true
+grep -Eq "params: +none" "$OUT" || fail "no 'params: none' in: $(cat "$OUT")"
+grep -Eq "secrets: +none" "$OUT" || fail "no 'secrets: none' in: $(cat "$OUT")"
 
 # --- a --stdin FILE is bound by its sha256 (a file is hashed only when an approval needs it): a
 # grant approved for one content refuses another of the same size, and runs the approved one
