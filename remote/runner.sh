@@ -12,96 +12,131 @@
 # `\036rexec:<nonce>:end <phase> <rc> 0 <containment> <killed> <started>` on stderr, both written
 # after every process of the call is gone.
 #
-# Processes: a call runs in a "spare" started in the background right after the previous call
-# was handed over, so no process start is on a call's path. A spare is
-#   S  (a subshell of the runner)  reads its slot's FIFO n<k> ("n <nonce>", or "quit", or EOF
-#                                  when the runner is gone), waits for the contained shell
-#                                  (SIGUSR1 from the runner kills it), prints the end markers
-#   unshare --pid --fork --kill-child -> bash (PID 1) -> bash -c "$__rx_ns" (the call's shell),
-#                                  waiting to open FIFO c<k>; reads the call's code from it and
-#                                  evals it: the exports live only in this shell
-# Where there is no PID namespace, `setsid bash -c` (its own process group) takes its place.
-# Both are started under `setpriv --pdeathsig KILL` where setpriv exists: if S is killed, they
-# go too.
+# Processes: the runner (R) keeps two slots and hands calls to them in turn. A slot lives as
+# long as the runner:
+#   unshare --pid --fork --kill-child -> bash (the slot, PID 1 of its namespace for the runner's
+#                                  life) -> bash -c "$__rx_ns" (the next call's shell, started
+#                                  in advance, waiting on the slot's FIFOs)
+# Where there is no PID namespace the slot is a plain `bash -c`, and the call's shell is
+# `setsid bash -c` (its own process group, killed whole at the end). The slot reads its FIFO
+# n<k> ("n <nonce>", "k", or "quit"/EOF when the runner is gone), lets the waiting shell go,
+# waits for it (SIGUSR1 from the runner kills it), kills whatever the call left, writes the end
+# markers and starts the next call's shell: one process start per call, while the other slot
+# takes the next call. The slot is started under `setpriv --pdeathsig KILL` where setpriv
+# exists: if the runner is killed, the slot and its namespace go too.
 # The runner keeps nothing of a call: the code (with the exports) passes through one local
-# variable that is unset before the next spare is forked.
+# variable that is unset before the frame's handling ends.
 
-# The contained shell: reads the code (NUL-terminated) from the FIFO named by $1, then runs it.
-# Its variables, traps, options, functions, cwd and umask are those of a fresh bash.
-__rx_ns='IFS= read -r -d "" __c <"$1"; set --; eval "$__c"'
+# The call's shell: waits for the slot's go-ahead on the FIFO named by $2 (the slot has then
+# taken the nonce off its FIFO, so the command cannot read it there), reads the code
+# (NUL-terminated) from the FIFO named by $1, then runs it. Its variables, traps, options,
+# functions, cwd and umask are those of a fresh bash.
+__rx_ns='read -r _ <"$2"; IFS= read -r -d "" __c <"$1"; set --; eval "$__c"'
 
-# In a PID namespace the contained shell is not PID 1 (which ignores every signal it has no
-# handler for, so `kill $$` would do nothing): PID 1 is a shell that waits for it.
-__rx_init='bash -c "$1" rexec "$2"; exit $?'
+# The slot: `bash DIR/slot DIR K CONTAINMENT [PREFIX...]` (DIR/slot holds these functions and
+# __rx_ns), where PREFIX starts the call's shell (setsid under process-group containment). As PID 1 of a namespace
+# ($$ = 1) it ends a call's leftovers with kill -1, which there reaches the namespace only;
+# otherwise it kills the call's process group.
+__rx_slot() {
+    local d=$1 k=$2 cont=$3 line c nonce st rc killed incall= phase started
+    shift 3
+    trap '[ -z "$incall" ] || { killed=1; __rx_slot_kill "$c"; }' USR1
+    exec 4<"$d/n$k" 5<>"$d/s$k" 6<>"$d/g$k" </dev/null
+    while :; do
+        "$@" bash -c "$__rx_ns" rexec "$d/c$k" "$d/g$k" 4<&- 5<&- 6<&- &
+        c=$! nonce=
+        while IFS= read -r -u 4 line; do
+            case $line in
+            k) ;; # a kill that came after its call had ended
+            "n "*) nonce=${line#n }; break ;;
+            *) break ;;
+            esac
+        done
+        if [ -z "$nonce" ]; then __rx_slot_kill "$c"; return 0; fi
+        incall=1 killed=0 st= started=0
+        # A kill sent before incall was set has left its "k" line behind.
+        if read -r -t 0 -u 4; then killed=1; __rx_slot_kill "$c"; else printf 'go\n' >&6; fi
+        # wait returns early when the USR1 trap runs; the call is over once kill -0 fails.
+        wait "$c" 2>/dev/null; rc=$?
+        while kill -0 "$c" 2>/dev/null; do wait "$c" 2>/dev/null; rc=$?; done
+        if [ "$killed" = 1 ] && [ "$rc" = 138 ]; then wait "$c" 2>/dev/null; rc=$?; fi
+        incall=
+        read -r -t 0 -u 5 && read -r -t 1 -u 5 st
+        __rx_slot_reap "$c"
+        # Nothing of this call is left for the next one: its stdin, and what its processes
+        # might have written to the slot's FIFOs (the runner writes n<k> again only after
+        # these markers).
+        [ ! -s "$d/in" ] || : >"$d/in"
+        while read -r -t 0 -u 4; do read -r -t 0.01 -u 4 _ || break; done
+        while read -r -t 0 -u 5; do read -r -t 0.01 -u 5 _ || break; done
+        while read -r -t 0 -u 6; do read -r -t 0.01 -u 6 _ || break; done
+        case $st in
+        ok) phase=cmd started=1 ;;
+        cd | stdin) phase=$st ;;
+        *) phase=setup ;;
+        esac
+        printf '\036rexec:%s:end\n' "$nonce"
+        printf '\036rexec:%s:end %s %s 0 %s %s %s\n' "$nonce" "$phase" "$rc" "$cont" \
+            "$killed" "$started" >&2
+    done
+}
 
-__rx_kill_call() { # pid of unshare (or of the process group leader)
-    [ -n "$1" ] || return 0
-    if [ "$__rx_cont" = pid-namespace ]; then
-        kill -KILL "$1" 2>/dev/null # --kill-child: its death kills the namespace's init
+__rx_slot_kill() { # the call's shell
+    if [ "$$" = 1 ]; then
+        kill -KILL -1 2>/dev/null
     else
         kill -KILL -- "-$1" 2>/dev/null || kill -KILL "$1" 2>/dev/null
     fi
 }
 
-# What a process group leaves behind goes with it; wait (without a process: read -t on a FIFO
-# nobody writes) until the group is empty, at most about a second.
-__rx_reap_group() {
+# Waits (without a process: read -t on the slot's own FIFO) until every process of the call is
+# gone, at most about a second. In a namespace PID 1 reaps what was reparented to it.
+__rx_slot_reap() {
     local i=0
-    [ "$__rx_cont" = pid-namespace ] && return 0
-    kill -KILL -- "-$1" 2>/dev/null || return 0
-    while kill -0 -- "-$1" 2>/dev/null && [ $((i += 1)) -lt 200 ]; do
-        read -r -t 0.005 -u 5 _ 2>/dev/null
-    done
-}
-
-# S: the spare of slot $1. Starts the contained shell, waits for the call's nonce ("n <nonce>"
-# on FIFO n<k>), then waits for the contained shell; SIGUSR1 from the runner (K) kills it. At
-# "quit" or EOF (the runner is gone) before the nonce, it kills what it started and ends.
-__rx_spare() {
-    local k=$1 line rc u nonce= killed=0 st= phase started=0
-    trap 'killed=1; __rx_kill_call "$u"' USR1
-    exec 5<>"$__rx_dir/s$k" 4<"$__rx_dir/n$k"
-    if [ "$__rx_cont" = pid-namespace ]; then
-        "${__rx_guard[@]}" "${__rx_pre[@]}" bash -c "$__rx_init" rexec "$__rx_ns" "$__rx_dir/c$k" \
-            4<&- 5<&- &
+    if [ "$$" = 1 ]; then
+        while kill -KILL -1 2>/dev/null && [ $((i += 1)) -lt 200 ]; do
+            read -r -t 0.005 -u 6 _ 2>/dev/null
+        done
     else
-        "${__rx_guard[@]}" "${__rx_pre[@]}" bash -c "$__rx_ns" rexec "$__rx_dir/c$k" 4<&- 5<&- &
+        kill -KILL -- "-$1" 2>/dev/null || return 0
+        while kill -0 -- "-$1" 2>/dev/null && [ $((i += 1)) -lt 200 ]; do
+            read -r -t 0.005 -u 6 _ 2>/dev/null
+        done
     fi
-    u=$!
-    while IFS= read -r -u 4 line; do
-        case $line in
-        "n "*) nonce=${line#n }; break ;;
-        *) break ;;
-        esac
-    done
-    exec 4<&-
-    if [ -z "$nonce" ]; then __rx_kill_call "$u"; return 0; fi
-    # wait returns early when the USR1 trap runs; the call is over once kill -0 fails.
-    wait "$u" 2>/dev/null; rc=$?
-    while kill -0 "$u" 2>/dev/null; do wait "$u" 2>/dev/null; rc=$?; done
-    if [ "$killed" = 1 ] && [ "$rc" = 138 ]; then wait "$u" 2>/dev/null; rc=$?; fi
-    read -r -t 0 -u 5 && read -r -u 5 st
-    __rx_reap_group "$u"
-    [ ! -s "$__rx_dir/in" ] || : >"$__rx_dir/in" # the call's stdin is not left behind
-    case $st in
-    ok) phase=cmd started=1 ;;
-    cd | stdin) phase=$st ;;
-    *) phase=setup ;;
-    esac
-    printf '\036rexec:%s:end\n' "$nonce"
-    printf '\036rexec:%s:end %s %s 0 %s %s %s\n' "$nonce" "$phase" "$rc" "$__rx_cont" \
-        "$killed" "$started" >&2
 }
 
-# Starts the spare of slot $1. The runner keeps n<k> open read-write: S's open never blocks, a
-# write to an S that is gone never raises SIGPIPE, and when the runner dies S reads EOF.
-__rx_spawn() {
+# Starts slot $1. The runner keeps n<k> and c<k> open read-write: the slot's and the call
+# shell's opens never block, a write to a slot that is gone never raises SIGPIPE, and when the
+# runner dies the slot reads EOF.
+__rx_slot_start() {
     case $1 in
-    0) exec 20>&- 22>&- 20<>"$__rx_dir/n0" ;;
-    1) exec 21>&- 23>&- 21<>"$__rx_dir/n1" ;;
+    0) exec 20>&- 22>&- 20<>"$__rx_dir/n0" 22<>"$__rx_dir/c0" ;;
+    1) exec 21>&- 23>&- 21<>"$__rx_dir/n1" 23<>"$__rx_dir/c1" ;;
     esac
-    __rx_spare "$1" </dev/null 7<&- 20>&- 21>&- 22>&- 23>&- &
-    __rx_spare_pid=$!
+    "${__rx_guard[@]}" "${__rx_pre[@]}" bash "$__rx_dir/slot" "$__rx_dir" "$1" "$__rx_cont" \
+        ${__rx_cpre[@]+"${__rx_cpre[@]}"} </dev/null 7<&- 20>&- 21>&- 22>&- 23>&- &
+    __rx_sp[$1]=$!
+}
+
+__rx_slot_up() { # k: starts slot k if it is not running
+    [ -n "${__rx_sp[$1]}" ] && kill -0 "${__rx_sp[$1]}" 2>/dev/null || __rx_slot_start "$1"
+}
+
+# Stops the running call: "k" on its slot's FIFO, then SIGUSR1 to the slot (in a namespace, the
+# child of unshare). A slot that has not taken its call yet finds the "k" line first.
+__rx_kill_cur() {
+    local s=$__rx_cur u p=
+    [ -n "$s" ] || return 0
+    __rx_send "$s" k
+    u=${__rx_sp[$s]}
+    if [ "$__rx_cont" != pid-namespace ]; then
+        p=$u
+    elif [ -r "/proc/$u/task/$u/children" ]; then
+        read -r p _ 2>/dev/null <"/proc/$u/task/$u/children" # no final newline
+    else
+        kill -KILL "$u" 2>/dev/null # no children file: the slot and its namespace go
+    fi
+    [ -z "$p" ] || kill -USR1 "$p" 2>/dev/null
 }
 
 __rx_send() { # slot line
@@ -111,7 +146,7 @@ __rx_send() { # slot line
     esac
 }
 
-__rx_marks() { # nonce phase rc (a call that never reached a spare)
+__rx_marks() { # nonce phase rc (a call that never reached a slot)
     printf '\036rexec:%s:end\n' "$1"
     printf '\036rexec:%s:end %s %s 0 %s 0 0\n' "$1" "$2" "$3" "$__rx_cont" >&2
 }
@@ -150,32 +185,36 @@ __rx_call() {
         __rx_marks "$nonce" contain 1
         return 0
     fi
+    __rx_slot_up "$s"
+    # The nonce first: the call's shell waits for the slot's go-ahead before it reads the code,
+    # and a code larger than a FIFO's buffer is written only as fast as that shell reads it.
+    __rx_send "$s" "n $nonce"
     case $s in
-    0) exec 22<>"$__rx_dir/c0"; printf '__rx_st=%q __rx_in=%q\n%s\0' "$__rx_dir/s0" "$in" "$code" >&22 ;;
-    1) exec 23<>"$__rx_dir/c1"; printf '__rx_st=%q __rx_in=%q\n%s\0' "$__rx_dir/s1" "$in" "$code" >&23 ;;
+    0) printf '__rx_st=%q __rx_in=%q\n%s\0' "$__rx_dir/s0" "$in" "$code" >&22 ;;
+    1) printf '__rx_st=%q __rx_in=%q\n%s\0' "$__rx_dir/s1" "$in" "$code" >&23 ;;
     esac
     code=
     unset code
-    __rx_send "$s" "n $nonce"
-    __rx_cur_pid=$__rx_spare_pid __rx_next=$((1 - s))
-    __rx_spawn "$__rx_next"
+    __rx_cur=$s __rx_next=$((1 - s))
+    __rx_slot_up "$__rx_next" # only the first call starts the second slot
 }
 
-# What a runner killed together with its spare can leave behind, when the parent-death signal
-# came too late or the VM has no setpriv: a contained shell blocked opening its FIFO, which
-# nobody will open for writing any more. Each runner that starts ends those of the same user's
-# dead runners (the runner's pid is in "owner"): "exit 0" on the FIFO unblocks the shell, which
-# runs it; then the directory goes.
+# What a runner killed together with its slots can leave behind, when the parent-death signal
+# came too late or the VM has no setpriv: a call's shell blocked on its FIFOs, which nobody will
+# write any more. Each runner that starts ends those of the same user's dead runners (the
+# runner's pid is in "owner"): "go" and "exit 0" on the FIFOs unblock the shell, which runs it;
+# then the directory goes.
 __rx_sweep() {
-    local d o f
+    local d o k
     for d in "${TMPDIR:-/tmp}"/.rexec-runner.*; do
         [ -d "$d" ] && [ -O "$d" ] && [ "$d" != "$__rx_dir" ] || continue
         o=
         read -r o 2>/dev/null <"$d/owner"
         case $o in '' | *[!0-9]*) continue ;; esac
         ! kill -0 "$o" 2>/dev/null || continue
-        for f in "$d/c0" "$d/c1"; do
-            [ ! -p "$f" ] || printf 'exit 0\0' 2>/dev/null 1<>"$f"
+        for k in 0 1; do
+            [ ! -p "$d/g$k" ] || printf 'go\n' 2>/dev/null 1<>"$d/g$k"
+            [ ! -p "$d/c$k" ] || printf 'exit 0\0' 2>/dev/null 1<>"$d/c$k"
         done
         rm -rf -- "$d"
     done
@@ -184,9 +223,10 @@ __rx_sweep() {
 
 __rx_runner_setup() {
     __rx_pick
-    # If S itself is SIGKILLed (with the runner: a whole `bash -s` pair killed on the VM), what
-    # it started must not wait for ever on its FIFO: setpriv's parent-death signal, kept across
-    # exec, kills unshare (and with it the namespace) or the contained shell when S dies.
+    # If the runner is SIGKILLed (a whole `bash -s` killed on the VM), its slots must not stay:
+    # setpriv's parent-death signal, kept across exec, kills a slot's unshare (and with it the
+    # namespace) or the slot's bash when the runner dies; under process-group containment the
+    # call's shell is started the same way, so it goes with its slot.
     __rx_guard=()
     if command -v setpriv >/dev/null 2>&1 && setpriv --pdeathsig KILL true </dev/null >/dev/null 2>&1; then
         __rx_guard=(setpriv --pdeathsig KILL)
@@ -194,39 +234,42 @@ __rx_runner_setup() {
     if [ "$__rx_rank" -ge 3 ] && ! "${__rx_pre[@]}" true </dev/null >/dev/null 2>&1; then
         __rx_cont=process-group __rx_rank=1 __rx_pre=()
     fi
+    __rx_cpre=()
     if [ "$__rx_rank" -lt 3 ]; then
         __rx_pre=()
-        command -v setsid >/dev/null 2>&1 && __rx_pre=(setsid)
+        command -v setsid >/dev/null 2>&1 && __rx_cpre=("${__rx_guard[@]}" setsid)
     fi
     __rx_dir=$(umask 077 && mktemp -d "${TMPDIR:-/tmp}/.rexec-runner.XXXXXXXX" 2>/dev/null) &&
         [ -n "$__rx_dir" ] &&
         mkfifo -m 600 "$__rx_dir/c0" "$__rx_dir/c1" "$__rx_dir/n0" "$__rx_dir/n1" \
-            "$__rx_dir/s0" "$__rx_dir/s1" 2>/dev/null &&
-        (umask 077 && : >"$__rx_dir/in" && printf '%s\n' "$$" >"$__rx_dir/owner") &&
-        __rx_sweep # "in": where a call's stdin is staged, private; "owner": for __rx_sweep
+            "$__rx_dir/s0" "$__rx_dir/s1" "$__rx_dir/g0" "$__rx_dir/g1" 2>/dev/null &&
+        (umask 077 && : >"$__rx_dir/in" && printf '%s\n' "$$" >"$__rx_dir/owner" &&
+            { declare -p __rx_ns && declare -f __rx_slot __rx_slot_kill __rx_slot_reap &&
+                printf '__rx_slot "$@"\n'; } >"$__rx_dir/slot") &&
+        __rx_sweep # "in": a call's stdin, private; "owner": for __rx_sweep; "slot": the slots' code
 }
 
 __rx_runner() {
-    local hdr
+    local hdr k
     exec 7<&0 </dev/null
     if ! __rx_runner_setup; then
         printf '\036rexec-runner:%s:none setup\n' "$__rx_rnonce"
         [ -z "$__rx_dir" ] || rm -rf -- "$__rx_dir"
         return
     fi
-    __rx_cur_pid= __rx_next=0
-    __rx_spawn 0
+    __rx_cur= __rx_next=0 __rx_sp=()
+    __rx_slot_start 0
     printf '\036rexec-runner:%s:ready %s\n' "$__rx_rnonce" "$__rx_cont"
     while IFS= read -r -u 7 hdr; do
         case $hdr in
-        K) [ -z "$__rx_cur_pid" ] || kill -USR1 "$__rx_cur_pid" 2>/dev/null ;;
+        K) __rx_kill_cur ;;
         "C "*) __rx_call $hdr || break ;;
         *) break ;;
         esac
     done
-    # EOF (or a frame that makes no sense): stop the call and the spare, and go.
-    [ -z "$__rx_cur_pid" ] || kill -USR1 "$__rx_cur_pid" 2>/dev/null
-    __rx_send "$__rx_next" quit
+    # EOF (or a frame that makes no sense): stop the call and the slots, and go.
+    __rx_kill_cur
+    for k in 0 1; do [ -z "${__rx_sp[$k]}" ] || __rx_send "$k" quit; done
     exec 20>&- 21>&- 22>&- 23>&-
     rm -rf -- "$__rx_dir"
 }

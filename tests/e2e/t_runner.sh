@@ -109,10 +109,10 @@ echo "300 calls on one runner: $(( ($(date +%s%N) - t0) / 1000000 )) ms" >&2
 after=$(remote_pgrep '.' | sort)
 n_after=$(wc -l <<<"$after")
 [[ $(remote_pgrep '^bash -s$' | wc -l) -eq $runners ]] || fail "runners: $runners before, now $(remote_pgrep '^bash -s$' | wc -l)"
-# between calls: each runner (R), its spare (S) and the spare's contained shell (unshare, its
-# init, the waiting shell), nothing else
-[[ $n_after -le $((runners * 5)) ]] || fail "after 300 calls, on the VM: $(lab ps '.')"
-lab ps '.' | grep -Ev ' (bash -s|unshare --pid --fork --kill-child .*|bash -c .*)$' &&
+# between calls: each runner (R) and its two slots (unshare, the slot's bash, the next call's
+# waiting shell), nothing else
+[[ $n_after -le $((runners * 7)) ]] || fail "after 300 calls, on the VM: $(lab ps '.')"
+lab ps '.' | grep -Ev ' (bash -s|unshare --pid --fork --kill-child .*|bash -c .*|bash /[^ ]*/\.rexec-runner\.[^ /]*/slot .*)$' &&
     fail "after 300 calls, processes that are not runners: $(lab ps '.')"
 
 # ---- marker-shaped output ----------------------------------------------------------------------
@@ -135,12 +135,12 @@ assert_eq True "$(field "$(cat "$OUT")" executed)" "a runner killed mid-call: ex
 [[ $(calls "$SOCK" t.ok) == *'"stdout": "ok\n"'* ]] || fail "the call after a runner died"
 assert_eq 1 "$(wc -l <"$RUNS")" "runs of the call whose runner died (never re-run)"
 
-# ---- an idle runner and its spare both SIGKILLed (every `bash -s`, as scripts/soak does) --------
-# The spare's contained shell waits on a FIFO nobody will open any more: the parent-death signal
-# (setpriv) must take it, its namespace's init and unshare with the spare. And what a dead runner
-# left anyway (the signal came too late, or the VM has no setpriv; made by hand here: a runner
-# directory whose owner is dead, and a contained shell blocked opening its FIFO) is swept by the
-# next runner that starts.
+# ---- an idle runner SIGKILLed (every `bash -s`, as scripts/soak does) --------------------------
+# Its slots' waiting shells wait on FIFOs nobody will write any more: the parent-death signal
+# (setpriv) must take each slot's unshare, and with it the slot and its namespace. And what a
+# dead runner left anyway (the signal came too late, or the VM has no setpriv; made by hand
+# here: a runner directory whose owner is dead, and a contained shell blocked opening its FIFO)
+# is swept by the next runner that starts.
 cat >"$RX_TMP/orphan.sh" <<'SH'
 d=$(umask 077 && mktemp -d "${TMPDIR:-/tmp}/.rexec-runner.XXXXXXXX")
 mkfifo -m 600 "$d/c0" "$d/c1"
@@ -154,10 +154,11 @@ wait_until 20 remote_pgrep 'rexec-orphan' >/dev/null
 [[ $(calls "$SOCK" t.ok) == *'"stdout": "ok\n"'* ]] || fail "a call before the kill"
 for p in $(remote_pgrep '^bash -s$'); do kill -KILL "$p" 2>/dev/null || true; done
 [[ $(calls "$SOCK" t.ok) == *'"stdout": "ok\n"'* ]] || fail "the call after the runners were killed"
-if command -v setpriv >/dev/null; then # what the killed spare had started went with it
-    wait_until 20 bash -c '[[ $("$1" --dir "$2" ps "^(unshare|bash -c) " | grep -c .) -le 3 ]]' \
+if command -v setpriv >/dev/null; then # what the killed runner had started went with it
+    # the new runner's two slots: unshare, the slot, the waiting shell
+    wait_until 20 bash -c '[[ $("$1" --dir "$2" ps "^(unshare|bash -c|bash /.*/slot) " | grep -c .) -le 6 ]]' \
         _ "$RX_LAB" "$LAB_DIR" ||
-        fail "left on the VM after its runner and spare were killed: $(lab ps '.')"
+        fail "left on the VM after its runner was killed: $(lab ps '.')"
 fi
 wait_until 20 bash -c '! "$1" --dir "$2" ps "rexec-orphan" >/dev/null' _ "$RX_LAB" "$LAB_DIR" ||
     fail "the new runner did not sweep the orphaned contained shell: $(lab ps '.')"
