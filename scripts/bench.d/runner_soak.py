@@ -116,7 +116,7 @@ def main():
         print("  %8d %10d %6d %12d" % (i, rss, nfd, np))
     print("  runners seen (pids of their bash -s): %s" % (sorted(runners) or "none"))
     counts = [np for _, _, _, np in samples]
-    print("  VM processes between calls (the runner and its spare): %d to %d"
+    print("  VM processes between calls (the runner and its slots): %d to %d"
           % (min(counts), max(counts)))
     print("  VM processes left after serve stopped: %d%s" % (
         len(left), "" if not left else " " + "; ".join(left[:5])))

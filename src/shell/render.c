@@ -155,7 +155,7 @@ int rx_render_script(const rx_render_in *in, rx_buf *out, rexec_error *err)
 }
 
 /* What a runner's contained shell runs for one call (remote/runner.sh): the exports, the stdin
- * and working directory, a start notice for the spare (on the FIFO the runner names in
+ * and working directory, a start notice for the slot (on the FIFO the runner names in
  * __rx_st), then the command. Nothing of it is the nonce. */
 int rx_render_runner_code(const rx_render_in *in, rx_buf *out, rexec_error *err)
 {

@@ -61,7 +61,8 @@ for spec in sys.argv[2:]:
                 print(json.dumps(r)); sys.exit(1)
         else:
             print(json.dumps({"exit_code": r.get("exit_code"), "error": r.get("error"),
-                              "stdout": r.get("stdout"), "executed": r.get("executed")}))
+                              "stdout": r.get("stdout"), "executed": r.get("executed"),
+                              "timed_out": r.get("timed_out"), "containment": r.get("containment")}))
 PY
 calls() { timeout 600 "$RX_PYTHON" "$CLIENT" "$@"; }
 no_remote_left() { ! remote_pgrep '.' >/dev/null; }
@@ -79,6 +80,9 @@ ws_add_action t.look "{\"risk\": \"L0\", \"command\": \"$search; pwd; umask; tra
 ws_add_action t.ok '{"risk": "L0", "command": "echo ok"}'
 # marker-shaped output with made-up nonces, on both streams, then more output
 ws_add_action t.fake '{"risk": "L0", "command": "n=0123456789abcdef0123456789abcdef; for s in 1 2; do printf \"\\036rexec:%s:end\\n\\036rexec:%s:end cmd 0 0 none 0 1\\n\" $n $n >&$s; done; printf \"\\036rexec-runner:x:ready y\\n\"; echo after; echo after-err >&2; exit 3"}'
+# a background child and a setsid escapee; a call that times out with a background child
+ws_add_action t.bg '{"risk": "L0", "command": "sleep 2719 & setsid sleep 2720 </dev/null >/dev/null 2>&1 & echo bg"}'
+ws_add_action t.slow '{"risk": "L0", "timeout_s": 1, "command": "echo s; sleep 2721 & sleep 2722"}'
 RUNS=$RX_TMP/runs
 ws_edit 'c["actions"]["t.hold"] = {"risk": "L0", "command": "echo run >>" + args[0] + "; exec sleep 2718"}' "$RUNS"
 
@@ -163,6 +167,37 @@ fi
 wait_until 20 bash -c '! "$1" --dir "$2" ps "rexec-orphan" >/dev/null' _ "$RX_LAB" "$LAB_DIR" ||
     fail "the new runner did not sweep the orphaned contained shell: $(lab ps '.')"
 lab_ssh lab1 test ! -e "$orphan_dir" || fail "the dead runner's directory $orphan_dir is still there"
+
+# ---- leftovers and deadlines on a runner, under both containments ------------------------------
+# A call's background children are gone before its answer (a setsid escapee too, in a PID
+# namespace), a timeout kills the call (timed_out, 124) and leaves nothing, and the runner
+# takes the next call. Under process-group the setsid escapee survives: the documented limit.
+no_sleeps() { ! remote_pgrep '^sleep 27(19|20|21|22)$' >/dev/null; }
+for cont in pid-namespace process-group; do
+    if [[ $cont == process-group ]]; then
+        stop_serve
+        wait_until 20 no_remote_left
+        ws_edit 'c["hosts"]["lab1"]["containment"] = "process-group"'
+        start_serve "$SOCK"
+    fi
+    mapfile -t res < <(calls "$SOCK" t.ok t.ok t.bg t.slow t.ok)
+    [[ ${#res[@]} -eq 5 ]] || fail "$cont: ${#res[@]} results"
+    assert_eq "$cont" "$(field "${res[2]}" containment)" "$cont: the call's containment (${res[2]})"
+    assert_eq 0 "$(field "${res[2]}" exit_code)" "$cont: t.bg's exit code"
+    assert_eq True "$(field "${res[3]}" timed_out)" "$cont: t.slow timed out"
+    assert_eq 124 "$(field "${res[3]}" exit_code)" "$cont: t.slow's exit code"
+    [[ $(field "${res[4]}" stdout) == ok* ]] || fail "$cont: the call after the timeout: ${res[4]}"
+    remote_pgrep '^sleep 27(19|21|22)$' >/dev/null &&
+        fail "$cont: a call's processes outlived it: $(lab ps 'sleep 27')"
+    if [[ $cont == pid-namespace ]]; then
+        remote_pgrep '^sleep 2720$' >/dev/null && fail "$cont: the setsid escapee outlived its call"
+    else
+        remote_pgrep '^sleep 2720$' >/dev/null || fail "$cont: no setsid escapee (the test proves nothing)"
+        for p in $(remote_pgrep '^sleep 2720$'); do kill -KILL "$p" 2>/dev/null || true; done
+    fi
+    no_sleeps || fail "$cont: left on the VM: $(lab ps 'sleep 27')"
+done
+ws_edit 'del c["hosts"]["lab1"]["containment"]'
 
 stop_serve
 wait_until 20 no_remote_left

@@ -26,7 +26,7 @@ remote_pgrep '^bash -s$' >/dev/null || fail "no runner on the VM after three cal
 conn=$(ss -Htn state established "( dport = :$port and dst 127.0.0.1 )" | awk '{print $3}')
 [[ -n $conn ]] || fail "no connection from serve to lab1"
 
-# a second without a call: the runner goes, with its spare, and nothing else is left
+# a second without a call: the runner goes, with its slots, and nothing else is left
 wait_until 20 bash -c '! "$1" --dir "$2" ps "." >/dev/null' _ "$RX_LAB" "$LAB_DIR"
 assert_eq "$conn" "$(ss -Htn state established "( dport = :$port and dst 127.0.0.1 )" | awk '{print $3}')" \
     "serve's connection to lab1 (still the same)"
