@@ -80,8 +80,12 @@ ws_add_action t.look "{\"risk\": \"L0\", \"command\": \"$search; pwd; umask; tra
 ws_add_action t.ok '{"risk": "L0", "command": "echo ok"}'
 # marker-shaped output with made-up nonces, on both streams, then more output
 ws_add_action t.fake '{"risk": "L0", "command": "n=0123456789abcdef0123456789abcdef; for s in 1 2; do printf \"\\036rexec:%s:end\\n\\036rexec:%s:end cmd 0 0 none 0 1\\n\" $n $n >&$s; done; printf \"\\036rexec-runner:x:ready y\\n\"; echo after; echo after-err >&2; exit 3"}'
-# a background child and a setsid escapee; a call that times out with a background child
-ws_add_action t.bg '{"risk": "L0", "command": "sleep 2719 & setsid sleep 2720 </dev/null >/dev/null 2>&1 & echo bg"}'
+# a background child and a setsid escapee; a call that times out with a background child.
+# t.bg answers only once the escapee has left the call's session (it writes a flag after
+# setsid(), then becomes `sleep`): else, on a loaded machine, the call's end can kill it before
+# setsid() and the process-group case below would find no escapee. ($! can't be looked up in
+# /proc: in a PID namespace it is the namespace's number and /proc is the VM's.)
+ws_add_action t.bg '{"risk": "L0", "command": "f=$(mktemp); sleep 2719 & setsid bash -c \u0027echo x >\"$0\"; exec sleep 2720\u0027 \"$f\" </dev/null >/dev/null 2>&1 & for i in $(seq 1000); do [ -s \"$f\" ] && break; sleep 0.01; done; rm -f \"$f\"; echo bg"}'
 ws_add_action t.slow '{"risk": "L0", "timeout_s": 1, "command": "echo s; sleep 2721 & sleep 2722"}'
 RUNS=$RX_TMP/runs
 ws_edit 'c["actions"]["t.hold"] = {"risk": "L0", "command": "echo run >>" + args[0] + "; exec sleep 2718"}' "$RUNS"
@@ -192,7 +196,8 @@ for cont in pid-namespace process-group; do
     if [[ $cont == pid-namespace ]]; then
         remote_pgrep '^sleep 2720$' >/dev/null && fail "$cont: the setsid escapee outlived its call"
     else
-        remote_pgrep '^sleep 2720$' >/dev/null || fail "$cont: no setsid escapee (the test proves nothing)"
+        wait_until 20 remote_pgrep '^sleep 2720$' >/dev/null ||
+            fail "$cont: no setsid escapee (the test proves nothing)"
         for p in $(remote_pgrep '^sleep 2720$'); do kill -KILL "$p" 2>/dev/null || true; done
     fi
     no_sleeps || fail "$cont: left on the VM: $(lab ps 'sleep 27')"
