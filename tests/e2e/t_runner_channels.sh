@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# A runner and the host's channel budget, through serve (docs/remote-contract.md, "The runner";
+# docs/workspace.md, max_channels). With "max_channels": 1 an idle runner holds the host's only
+# channel, so:
+#  - a call that cannot go through a runner (stdin past the runner's 1 MiB, which streams on a
+#    channel of its own) makes serve retire the idle runner instead of waiting forever, and it
+#    runs, byte-exact; the next small call gets a new runner;
+#  - a call handed to a runner that is still starting (its connection frozen: the runner never
+#    says "ready") and then cancelled ends 130 "cancelled before it started", with nothing run;
+#    the connection, thawed, takes the next call.
+tid="runner: the channel budget, retiring and cancelling"
+. "${REXEC_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/e2e/lib.sh"
+
+lab_start 1
+RAN=$RX_TMP/ran
+: >"$RAN"
+ws_edit 'c["hosts"]["lab1"]["max_channels"] = 1'
+# An idle runner would leave after runner_idle_s anyway: far beyond the calls' timeouts here, so
+# a call that waited for that instead of a retired runner fails.
+ws_edit 'c.setdefault("limits", {})["runner_idle_s"] = 3600'
+ws_add_action t.ok '{"risk": "L0", "command": "echo ok"}'
+ws_add_action t.mark "{\"risk\": \"L0\", \"command\": \"echo ran >>$RAN; echo marked\"}"
+ws_add_action t.sha "{\"risk\": \"L0\", \"command\": \"sha256sum | cut -d' ' -f1\"}"
+
+SOCK=$RX_TMP/serve.sock
+"$REXEC_BIN" --workspace "$WS" serve --socket "$SOCK" 2>"$RX_TMP/serve.err" &
+SERVE_PID=$!
+trap '_t_rc=$?; stop_gently "$SERVE_PID"; if (exit "$_t_rc"); then _rx_cleanup; else _rx_cleanup; fi' EXIT
+wait_until 20 test -S "$SOCK"
+SX=("$REXEC_BIN" --workspace "$WS" --socket "$SOCK")
+runners() { remote_pgrep '^bash /.*/\.rexec-runner\.[^/]*/slot ' >/dev/null; }
+
+# ---- an idle runner gives its channel up to a call that needs one of its own -----------------
+# The first call to a host takes a channel of its own; the second starts the runner, which then
+# holds the only channel while idle.
+assert_exit 0 timeout 60 "${SX[@]}" run lab1 t.ok
+assert_exit 0 timeout 60 "${SX[@]}" run lab1 t.ok
+wait_until 20 runners
+head -c $((2 * 1024 * 1024)) /dev/urandom >"$RX_TMP/big"
+want=$(sha256sum <"$RX_TMP/big" | cut -d' ' -f1)
+assert_exit 0 timeout 60 "${SX[@]}" run lab1 t.sha --stdin "$RX_TMP/big"
+assert_eq "$want" "$(cat "$OUT")" "sha256 of 2 MiB sent beside a retired runner"
+wait_until 20 bash -c '! "$1" --dir "$2" ps "^bash /.*/\.rexec-runner\.[^/]*/slot " >/dev/null' \
+    _ "$RX_LAB" "$LAB_DIR"
+assert_exit 0 timeout 60 "${SX[@]}" run lab1 t.ok
+assert_eq ok "$(cat "$OUT")" "the call after the retired runner"
+wait_until 20 runners
+
+# ---- a call cancelled while its runner starts -------------------------------------------------
+# A new serve (so no runner yet): the first call opens the connection; the connection is then
+# frozen, so the runner the second call starts can't say "ready"; the cancel comes meanwhile.
+stop_gently "$SERVE_PID"
+"$REXEC_BIN" --workspace "$WS" serve --socket "$SOCK" 2>>"$RX_TMP/serve.err" &
+SERVE_PID=$!
+wait_until 20 test -S "$SOCK"
+wait_until 20 bash -c '! "$1" --dir "$2" ps "." >/dev/null' _ "$RX_LAB" "$LAB_DIR"
+cat >"$RX_TMP/cancel.py" <<'PY'
+import json, socket, subprocess, sys
+sock, lab, labdir = sys.argv[1:4]
+s = socket.socket(socket.AF_UNIX); s.connect(sock); f = s.makefile("rwb")
+def send(o):
+    f.write((json.dumps(o) + "\n").encode()); f.flush()
+def until_done(i):
+    res = None
+    while True:
+        o = json.loads(f.readline())
+        if o.get("id") == i and o.get("type") == "result":
+            res = o
+        if o.get("id") == i and o.get("type") in ("done", "error"):
+            return res or o
+send({"op": "run", "id": 1, "targets": "lab1", "action": "t.ok"})
+first = until_done(1)
+subprocess.run([lab, "--dir", labdir, "freeze", "lab1"], check=True, stdout=subprocess.DEVNULL)
+send({"op": "run", "id": 2, "targets": "lab1", "action": "t.mark"})
+send({"op": "ping", "id": "p"})  # serve has taken request 2 once it answers the ping after it
+while json.loads(f.readline()).get("id") != "p":
+    pass
+send({"op": "cancel", "id": 3, "target": 2})
+second = until_done(2)
+subprocess.run([lab, "--dir", labdir, "thaw", "lab1"], check=True, stdout=subprocess.DEVNULL)
+send({"op": "run", "id": 4, "targets": "lab1", "action": "t.ok"})
+third = until_done(4)
+for r in (first, second, third):
+    print(json.dumps({k: r.get(k) for k in ("exit_status", "exit_code", "error", "stdout", "executed")}))
+PY
+mapfile -t res < <(timeout 120 "$RX_PYTHON" "$RX_TMP/cancel.py" "$SOCK" "$RX_LAB" "$LAB_DIR")
+[[ ${#res[@]} -eq 3 ]] || fail "cancel client: ${#res[@]} results"
+[[ ${res[0]} == *'"exit_status": 0'*'"stdout": "ok\n"'* ]] || fail "the first call: ${res[0]}"
+[[ ${res[1]} == *'"exit_status": 130'* ]] || fail "the cancelled call's exit code: ${res[1]}"
+[[ ${res[1]} == *'cancelled before it started'* ]] || fail "the cancelled call's error: ${res[1]}"
+[[ ${res[1]} == *'lab1'* ]] || fail "the cancelled call's error names no host: ${res[1]}"
+[[ ${res[2]} == *'"exit_status": 0'*'"stdout": "ok\n"'* ]] || fail "the call after the thaw: ${res[2]}"
+assert_eq 0 "$(wc -l <"$RAN")" "runs of the cancelled call on the VM"
+
+stop_gently "$SERVE_PID"
+wait_until 20 bash -c '! "$1" --dir "$2" ps "." >/dev/null' _ "$RX_LAB" "$LAB_DIR"
+assert_exit 0 rx audit verify
+pass
