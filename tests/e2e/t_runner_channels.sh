@@ -7,7 +7,9 @@
 #    runs, byte-exact; the next small call gets a new runner;
 #  - a call handed to a runner that is still starting (its connection frozen: the runner never
 #    says "ready") and then cancelled ends 130 "cancelled before it started", with nothing run;
-#    the connection, thawed, takes the next call.
+#    the connection, thawed, takes the next call;
+#  - the same with "runner": false (the call's own channel), and a call on the frozen connection
+#    that nobody cancels ends at its set-up deadline (connect_timeout_s), nothing run.
 tid="runner: the channel budget, retiring and cancelling"
 . "${REXEC_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/e2e/lib.sh"
 
@@ -80,7 +82,15 @@ second = until_done(2)
 subprocess.run([lab, "--dir", labdir, "thaw", "lab1"], check=True, stdout=subprocess.DEVNULL)
 send({"op": "run", "id": 4, "targets": "lab1", "action": "t.ok"})
 third = until_done(4)
-for r in (first, second, third):
+out = [first, second, third]
+if len(sys.argv) > 4:  # and a call on the frozen connection that nobody cancels: its set-up deadline
+    subprocess.run([lab, "--dir", labdir, "freeze", "lab1"], check=True, stdout=subprocess.DEVNULL)
+    send({"op": "run", "id": 5, "targets": "lab1", "action": "t.mark"})
+    out.append(until_done(5))
+    subprocess.run([lab, "--dir", labdir, "thaw", "lab1"], check=True, stdout=subprocess.DEVNULL)
+    send({"op": "run", "id": 6, "targets": "lab1", "action": "t.ok"})
+    out.append(until_done(6))
+for r in out:
     print(json.dumps({k: r.get(k) for k in ("exit_status", "exit_code", "error", "stdout", "executed")}))
 PY
 mapfile -t res < <(timeout 120 "$RX_PYTHON" "$RX_TMP/cancel.py" "$SOCK" "$RX_LAB" "$LAB_DIR")
@@ -91,6 +101,27 @@ mapfile -t res < <(timeout 120 "$RX_PYTHON" "$RX_TMP/cancel.py" "$SOCK" "$RX_LAB
 [[ ${res[1]} == *'lab1'* ]] || fail "the cancelled call's error names no host: ${res[1]}"
 [[ ${res[2]} == *'"exit_status": 0'*'"stdout": "ok\n"'* ]] || fail "the call after the thaw: ${res[2]}"
 assert_eq 0 "$(wc -l <"$RAN")" "runs of the cancelled call on the VM"
+
+# ---- the same without a runner: the call's own channel ---------------------------------------
+# Cancelled while its channel opens on the frozen connection: 130, nothing ran. Then, not
+# cancelled: the set-up deadline (connect_timeout_s) ends it, naming the host and the phase.
+stop_gently "$SERVE_PID"
+ws_edit 'c["hosts"]["lab1"]["runner"] = False
+c["limits"]["connect_timeout_s"] = 2'
+"$REXEC_BIN" --workspace "$WS" serve --socket "$SOCK" 2>>"$RX_TMP/serve.err" &
+SERVE_PID=$!
+wait_until 20 test -S "$SOCK"
+wait_until 20 bash -c '! "$1" --dir "$2" ps "." >/dev/null' _ "$RX_LAB" "$LAB_DIR"
+mapfile -t res < <(timeout 120 "$RX_PYTHON" "$RX_TMP/cancel.py" "$SOCK" "$RX_LAB" "$LAB_DIR" deadline)
+[[ ${#res[@]} -eq 5 ]] || fail "runner false: ${#res[@]} results"
+[[ ${res[1]} == *'"exit_status": 130'*'lab1: cancelled before it started'* ]] ||
+    fail "runner false: the cancelled call: ${res[1]}"
+[[ ${res[2]} == *'"exit_status": 0'*'"stdout": "ok\n"'* ]] || fail "runner false: after the thaw: ${res[2]}"
+[[ ${res[3]} == *'"exit_status": 255'* ]] || fail "runner false: the call past its set-up deadline: ${res[3]}"
+[[ ${res[3]} == *'lab1: the connection does not answer'*'nothing ran'* ]] ||
+    fail "runner false: the set-up deadline's error: ${res[3]}"
+[[ ${res[4]} == *'"exit_status": 0'*'"stdout": "ok\n"'* ]] || fail "runner false: the last call: ${res[4]}"
+assert_eq 0 "$(wc -l <"$RAN")" "runs of the cancelled and the timed-out calls on the VM"
 
 stop_gently "$SERVE_PID"
 wait_until 20 bash -c '! "$1" --dir "$2" ps "." >/dev/null' _ "$RX_LAB" "$LAB_DIR"
