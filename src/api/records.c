@@ -55,7 +55,7 @@ int rexec_audit_key_file(const char *workspace_dir, char **key, rexec_error *err
     *key = NULL;
     if (path == NULL)
         return rx_fail(err, REXEC_ENOMEM, "out of memory");
-    if (stat(path, &st) != 0 && errno == ENOENT)
+    if (lstat(path, &st) != 0 && errno == ENOENT) /* lstat: a dangling link is refused below */
         goto out;
     if ((r = rx_fs_read_file(path, RECORDS_WS_FILE_MAX, &text, &len, REXEC_ECONFIG, err)) != 0)
         goto out;

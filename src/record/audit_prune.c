@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -33,7 +34,8 @@ int rx_audit_anchor_load(const char *ws_dir, cJSON **out, rexec_error *err)
     *out = NULL;
     if (path == NULL)
         return rx_fail(err, REXEC_ENOMEM, "out of memory");
-    if (access(path, F_OK) != 0 && errno == ENOENT)
+    struct stat st; /* lstat, not access(): a dangling link is refused below, not taken for none */
+    if (lstat(path, &st) != 0 && errno == ENOENT)
         goto out;
     if ((r = rx_fs_read_file(path, 1u << 20, &text, &len, REXEC_EAUDIT, err)) != 0)
         goto out;
