@@ -27,10 +27,13 @@ int rx_peer_get(int fd, rx_peer *p)
     p->uid = cred.uid;
     p->gid = cred.gid;
     p->pid = cred.pid;
-    if (getpwuid_r(cred.uid, &pw, buf, sizeof(buf), &res) == 0 && res != NULL)
+    p->user_gid = cred.gid;
+    if (getpwuid_r(cred.uid, &pw, buf, sizeof(buf), &res) == 0 && res != NULL) {
         snprintf(p->user, sizeof(p->user), "%s", pw.pw_name);
-    else
+        p->user_gid = pw.pw_gid;
+    } else {
         snprintf(p->user, sizeof(p->user), "%u", (unsigned)cred.uid);
+    }
     return 0;
 }
 
@@ -54,15 +57,16 @@ static int name_gid(const char *name, gid_t *gid)
     return 0;
 }
 
-/* 1 when the peer belongs to gid: its primary group as the kernel reports it, or a
- * supplementary group of its user. */
+/* 1 when the peer belongs to gid: the process's gid as the kernel reports it, its user's
+ * primary group (passwd) even when the process runs under another (sg, newgrp), or a
+ * supplementary group of its user (group database). */
 static int peer_in_group(const rx_peer *p, gid_t gid)
 {
     gid_t groups[PEER_MAX_GROUPS];
     int n = PEER_MAX_GROUPS;
-    if (p->gid == gid)
+    if (p->gid == gid || p->user_gid == gid)
         return 1;
-    if (getgrouplist(p->user, p->gid, groups, &n) < 0)
+    if (getgrouplist(p->user, p->user_gid, groups, &n) < 0)
         n = PEER_MAX_GROUPS; /* more than we hold: check the ones we got */
     for (int i = 0; i < n; i++)
         if (groups[i] == gid)

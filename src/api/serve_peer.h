@@ -16,7 +16,8 @@
 
 typedef struct rx_peer {
     uid_t uid;
-    gid_t gid;
+    gid_t gid;      /* the process's gid, as the kernel reports it */
+    gid_t user_gid; /* the user's primary group from its passwd entry; gid when it has none */
     pid_t pid;
     char user[RX_PEER_NAME_MAX]; /* the user name, or the uid in decimal when it has none */
 } rx_peer;

@@ -187,9 +187,12 @@ check_member() {
         check lab1
     assert_contains "$ERR" "user $u (uid $uid) may not use \"check\" here: serve.clients grants it $grants"
 }
-# the group's user by its primary group (the peer's gid), and a member (getgrouplist) who also
+# the group's user by its primary group (the peer's gid, and its passwd entry), and a member (getgrouplist) who also
 # has a user entry of its own: the union for it, nothing of that entry for the other
 check_member "$PRIM" "run, list, ping"
+# the same user while its process runs under another group (sg, newgrp): GRP is still its
+# primary group in the user database, which admits it
+check_member "$PRIM" --regid="$SGRP" "run, list, ping"
 check_member "$MEMB" "run, eval, list, ping"
 assert_exit 77 as "$PRIM" env REXEC_SOCKET="$SOCK" timeout 60 "$REXEC_BIN" eval lab1 sys.uname
 assert_contains "$ERR" "user $PRIM (uid $(id -u "$PRIM")) may not use \"eval\" here"
