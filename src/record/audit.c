@@ -224,10 +224,11 @@ static int audit_rotate_env(rx_audit *a, rexec_error *err)
 
 /* Opens the lock file (created 0600 whatever the umask, never through a symlink). It is opened
  * anew for each append: flock belongs to an open file description, so a descriptor shared by
- * threads or inherited across fork would not exclude its sharers from each other. */
+ * threads or inherited across fork would not exclude its sharers from each other.
+ * O_NONBLOCK: a FIFO put in its place must be refused, not wait forever in open(). */
 static int audit_open_lock(const rx_audit *a, int *fd, rexec_error *err)
 {
-    int f = open(a->lock, O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    int f = open(a->lock, O_RDONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
     int r = 0;
     if (f < 0)
         return rx_fail(err, REXEC_EAUDIT, "%s: %s", a->lock,
@@ -683,19 +684,39 @@ out:
     return r;
 }
 
-/* One write() of the whole line (looping only on a short write), then fsync. On failure the
- * file is cut back to its size before, so no partial line stays behind a failed append. */
-static int audit_write(const rx_audit *a, int fd, off_t size, const rx_buf *line,
-                       rexec_error *err)
+/* A failed append: the log is cut back to its size before (we still hold the lock), so no
+ * partial line or half-done record stays behind; an append is all or nothing, as a caller told
+ * "failed" expects. */
+static int audit_failed(const rx_audit *a, int fd, off_t size, const char *why,
+                        rexec_error *err)
 {
-    if (rx_fs_write_all(fd, line->data, line->len) == 0 && fsync(fd) == 0)
-        return 0;
-    int e = errno;
+    char w[sizeof(err->msg)];
+    snprintf(w, sizeof(w), "%s", why); /* why may be err->msg */
     int undone = ftruncate(fd, size) == 0 && fsync(fd) == 0;
-    return rx_fail(err, REXEC_EAUDIT, "%s: cannot append the audit record: %s%s", a->path,
-                   strerror(e),
-                   undone ? "" : " (and the partial line could not be removed: run `rexec "
-                                 "audit verify`)");
+    return rx_fail(err, REXEC_EAUDIT, "%s: cannot append the audit record: %.400s%s", a->path,
+                   w, undone ? "" : " (and the partial record could not be taken back out: run "
+                                    "`rexec audit verify`)");
+}
+
+/* One write() of the lines (looping only on a short write), then the head: written before the
+ * log's fsync, so that one journal commit carries both, and put in place only once the records
+ * are durable. last_seq/last_hex: the last record's. */
+static int audit_write(const rx_audit *a, int fd, off_t size, const rx_buf *line,
+                       long long last_seq, const char *last_hex, rexec_error *err)
+{
+    rx_audit_head_tmp ht;
+    if (rx_fs_write_all(fd, line->data, line->len) != 0)
+        return audit_failed(a, fd, size, strerror(errno), err);
+    if (rx_audit_head_prepare(a->dir, &a->key, last_seq, last_hex, &ht, err) != 0)
+        return audit_failed(a, fd, size, err->msg, err);
+    if (fsync(fd) != 0) {
+        int e = errno;
+        rx_audit_head_abort(&ht);
+        return audit_failed(a, fd, size, strerror(e), err);
+    }
+    if (rx_audit_head_commit(&ht, err) != 0)
+        return audit_failed(a, fd, size, err->msg, err);
+    return 0;
 }
 
 /* Where the n lines of one append are: each line's length and hash. */
@@ -748,20 +769,8 @@ static int audit_append_locked(rx_audit *a, char *const *texts, size_t n, rx_buf
         (unsigned long long)size + line->len > a->rotate_size &&
         (r = audit_rotate(a, &fd, &size, err)) != 0)
         goto out;
-    if ((r = audit_write(a, fd, size, line, err)) != 0)
+    if ((r = audit_write(a, fd, size, line, seq + (long long)n - 1, b[n - 1].hex, err)) != 0)
         goto out;
-    /* The head follows the records. If it cannot, the records are taken back out (we still
-     * hold the lock): an append is all or nothing, as a caller told "failed" expects. */
-    if ((r = rx_audit_head_store(a->dir, &a->key, seq + (long long)n - 1, b[n - 1].hex,
-                                  err)) != 0) {
-        char why[sizeof(err->msg)];
-        snprintf(why, sizeof(why), "%s", err->msg);
-        int undone = ftruncate(fd, size) == 0 && fsync(fd) == 0;
-        r = rx_fail(err, REXEC_EAUDIT, "%s: cannot append the audit record: %.400s%s", a->path,
-                    why, undone ? "" : " (and the record could not be taken back out: run "
-                                       "`rexec audit verify`)");
-        goto out;
-    }
     audit_copy_lines(a, line, b, n, seq);
 out:
     if (fd >= 0)

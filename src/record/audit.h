@@ -159,9 +159,20 @@ int rx_audit_head_parse(const char *text, size_t len, const char *what, int code
 /* Reads audit_dir/head.json: *h->seq 0 when there is none. REXEC_EAUDIT when it is unreadable
  * or not a head. */
 int rx_audit_head_load(const char *audit_dir, rx_audit_head *h, rexec_error *err);
-/* Replaces audit_dir/head.json (tmp + fsync + rename) with seq/hash. Under the lock. */
+/* Replaces audit_dir/head.json (tmp + fdatasync + rename) with seq/hash. Under the lock. */
 int rx_audit_head_store(const char *audit_dir, const rx_buf *key, long long seq,
                         const char *hash, rexec_error *err);
+/* rx_audit_head_store in two steps, so that the head's data goes to disk with the log's fsync:
+ * prepare writes head.json.tmp (before the log's fsync); commit makes it durable and renames
+ * it into place (after), abort removes it. Under the lock. */
+typedef struct rx_audit_head_tmp {
+    int fd;
+    char *tmp, *path;
+} rx_audit_head_tmp;
+int rx_audit_head_prepare(const char *audit_dir, const rx_buf *key, long long seq,
+                          const char *hash, rx_audit_head_tmp *t, rexec_error *err);
+int rx_audit_head_commit(rx_audit_head_tmp *t, rexec_error *err);
+void rx_audit_head_abort(rx_audit_head_tmp *t);
 /* Before an append, under the lock: the stored head must agree with the chain's end t (see
  * docs/audit.md); REXEC_EAUDIT saying what disagrees, with the way out. */
 int rx_audit_head_check(const char *audit_dir, const rx_buf *key, const rx_audit_tail *t,

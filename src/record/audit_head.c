@@ -109,43 +109,86 @@ static int head_fill(rx_audit_head *h, const rx_buf *key, long long seq, const c
     return rx_audit_head_mac(key, seq, hash, h->mac);
 }
 
-/* Writes head.json.tmp, flushes it, renames it over head.json: a reader sees the old head or
- * the new one, never half. The directory is not fsynced: after a power loss the head may lag
- * the log by the last records, which the next append and verify accept (a head behind the log
- * is an older true point of the chain). */
-int rx_audit_head_store(const char *audit_dir, const rx_buf *key, long long seq,
-                        const char *hash, rexec_error *err)
+/* A head written to head.json.tmp, not yet in place (rx_audit_head_prepare). */
+static void head_paths_free(rx_audit_head_tmp *t)
 {
-    char *path = rx_fs_join(audit_dir, RX_AUDIT_HEAD_FILE);
-    char *tmp = rx_fs_join(audit_dir, "." RX_AUDIT_HEAD_FILE ".tmp"), *json = NULL;
-    rx_audit_head h;
-    int fd = -1, r = 0;
+    free(t->tmp);
+    free(t->path);
+    t->tmp = t->path = NULL;
+}
 
-    if (path == NULL || tmp == NULL || head_fill(&h, key, seq, hash) != 0 ||
+/* Writes head.json.tmp and starts its writeback, before the log's fsync: on a journalling file
+ * system that fsync then carries the head's data too, so the head's own fdatasync in
+ * rx_audit_head_commit finds nothing left to do (one journal commit an append, not two). */
+int rx_audit_head_prepare(const char *audit_dir, const rx_buf *key, long long seq,
+                          const char *hash, rx_audit_head_tmp *t, rexec_error *err)
+{
+    rx_audit_head h;
+    char *json = NULL;
+    int r = 0;
+
+    t->fd = -1;
+    t->path = rx_fs_join(audit_dir, RX_AUDIT_HEAD_FILE);
+    t->tmp = rx_fs_join(audit_dir, "." RX_AUDIT_HEAD_FILE ".tmp");
+    if (t->path == NULL || t->tmp == NULL || head_fill(&h, key, seq, hash) != 0 ||
         (json = rx_audit_head_json(&h)) == NULL) {
         r = rx_fail(err, REXEC_ENOMEM, "out of memory writing the audit head");
         goto out;
     }
-    if (unlink(tmp) != 0 && errno != ENOENT) {
-        r = rx_fail(err, REXEC_EAUDIT, "%s: %s", tmp, strerror(errno));
+    if (unlink(t->tmp) != 0 && errno != ENOENT) {
+        r = rx_fail(err, REXEC_EAUDIT, "%s: %s", t->tmp, strerror(errno));
         goto out;
     }
-    if ((r = rx_fs_create_private(AT_FDCWD, tmp, &fd, REXEC_EAUDIT, err)) != 0)
+    if ((r = rx_fs_create_private(AT_FDCWD, t->tmp, &t->fd, REXEC_EAUDIT, err)) != 0)
         goto out;
     size_t n = strlen(json);
     json[n] = '\n'; /* the NUL becomes the newline: one write of the whole file */
-    if (rx_fs_write_all(fd, json, n + 1) != 0 || fdatasync(fd) != 0 || rename(tmp, path) != 0)
-        r = rx_fail(err, REXEC_EAUDIT, "%s: cannot update the audit head: %s", path,
+    if (rx_fs_write_all(t->fd, json, n + 1) != 0)
+        r = rx_fail(err, REXEC_EAUDIT, "%s: cannot update the audit head: %s", t->path,
                     strerror(errno));
+    else
+        (void)sync_file_range(t->fd, 0, 0, SYNC_FILE_RANGE_WRITE); /* a hint: errors come later */
 out:
-    if (fd >= 0)
-        close(fd);
-    if (r != 0 && tmp != NULL)
-        unlink(tmp);
     free(json);
-    free(tmp);
-    free(path);
+    if (r != 0)
+        rx_audit_head_abort(t);
     return r;
+}
+
+/* fdatasync, then the rename over head.json: a reader sees the old head or the new one, never
+ * half. The directory is not fsynced: after a power loss the head may lag the log by the last
+ * records, which the next append and verify accept (a head behind the log is an older true
+ * point of the chain). */
+int rx_audit_head_commit(rx_audit_head_tmp *t, rexec_error *err)
+{
+    int r = 0;
+    if (fdatasync(t->fd) != 0 || rename(t->tmp, t->path) != 0)
+        r = rx_fail(err, REXEC_EAUDIT, "%s: cannot update the audit head: %s", t->path,
+                    strerror(errno));
+    close(t->fd);
+    t->fd = -1;
+    if (r != 0)
+        unlink(t->tmp);
+    head_paths_free(t);
+    return r;
+}
+
+void rx_audit_head_abort(rx_audit_head_tmp *t)
+{
+    if (t->fd >= 0)
+        close(t->fd);
+    t->fd = -1;
+    if (t->tmp != NULL)
+        unlink(t->tmp);
+    head_paths_free(t);
+}
+
+int rx_audit_head_store(const char *audit_dir, const rx_buf *key, long long seq,
+                        const char *hash, rexec_error *err)
+{
+    rx_audit_head_tmp t;
+    int r = rx_audit_head_prepare(audit_dir, key, seq, hash, &t, err);
+    return r ? r : rx_audit_head_commit(&t, err);
 }
 
 /* 1 when the stored head h and the chain's end t disagree (why says how), else 0. A head one
@@ -219,7 +262,7 @@ int rx_audit_dir_lock(const char *audit_dir, int exclusive, int *fd, rexec_error
     *fd = -1;
     if (lock == NULL)
         return rx_fail(err, REXEC_ENOMEM, "out of memory");
-    *fd = open(lock, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    *fd = open(lock, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC); /* a FIFO: no wait */
     if (*fd < 0 && errno != ENOENT) /* no lock file: nothing was ever appended */
         r = rx_fail(err, REXEC_EAUDIT, "%s: %s", lock, strerror(errno));
     while (*fd >= 0 && flock(*fd, exclusive ? LOCK_EX : LOCK_SH) != 0 && r == 0)
