@@ -66,6 +66,9 @@ ssize_t rx_auth_agent_io(rx_auth *a, int sending, int fd, void *buf, size_t len,
     for (;;) {
         ssize_t n = sending ? send(fd, buf, len, flags | MSG_DONTWAIT | MSG_NOSIGNAL)
                             : recv(fd, buf, len, flags | MSG_DONTWAIT);
+        /* The agent closed the socket: an error, not 0 (libssh2 1.10 reads again for ever). */
+        if (n == 0 && !sending && len > 0)
+            return -ECONNRESET;
         if (n >= 0)
             return n;
         if (errno == EINTR)
