@@ -126,16 +126,19 @@ const char *cli_opt_value(int argc, char **argv, int *i, const char *name, int *
     return argv[++*i];
 }
 
+/* Warnings always; debug lines (state transitions) only with REXEC_DEBUG (ud non-NULL). */
 static void log_stderr(void *ud, int level, const char *msg)
 {
-    (void)ud;
+    if (level == REXEC_LOG_DEBUG && ud == NULL)
+        return;
     fprintf(stderr, "rexec: %s: %s\n", level == REXEC_LOG_DEBUG ? "debug" : "warning", msg);
 }
 
 int cli_ctx_new(rexec_ctx **out, uv_loop_t *loop, const char *workspace_dir, rexec_error *err)
 {
     int r = rexec_ctx_new(out, loop, workspace_dir, err);
-    if (r == 0 && getenv("REXEC_DEBUG") != NULL)
-        rexec_ctx_set_log(*out, log_stderr, NULL);
+    static int debug = 1;
+    if (r == 0)
+        rexec_ctx_set_log(*out, log_stderr, getenv("REXEC_DEBUG") != NULL ? &debug : NULL);
     return r;
 }

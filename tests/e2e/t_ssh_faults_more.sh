@@ -134,8 +134,9 @@ start_serve() {
     SERVE_PID=$!
     wait_until 20 test -S "$SOCK"
 }
-# REXEC_DEBUG: the pool's warnings reach serve's stderr only with it (src/cli/output.c).
-REXEC_DEBUG=1 start_serve
+# Without REXEC_DEBUG: warnings reach serve's stderr always, debug lines only with it.
+unset REXEC_DEBUG
+start_serve
 SX=("$REXEC_BIN" --workspace "$WS" --socket "$SOCK")
 # The first call takes a channel of its own, the second starts a runner: refused, it runs on a
 # channel of its own too, and so does the third, without another warning.
@@ -145,6 +146,7 @@ for i in 1 2 3; do
 done
 assert_eq 1 "$(grep -cF 'lab2: no runner on this host (lab2: a runner cannot start here); calls take a channel each' \
     "$RX_TMP/serve.err")" "the warning about the host without a runner"
+assert_not_contains "$RX_TMP/serve.err" "rexec: debug:"
 
 # ---- an idle connection that the server closes ----------------------------------------------
 P2=$(lab_port lab2)
