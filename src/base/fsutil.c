@@ -68,6 +68,14 @@ int rx_fs_check_fd(int fd, const char *path, int private, int code, rexec_error 
     return 0;
 }
 
+const char *rx_fs_open_dir_why(const char *path, int e)
+{
+    struct stat st;
+    if ((e == ENOTDIR || e == ELOOP) && lstat(path, &st) == 0 && S_ISLNK(st.st_mode))
+        return "is a symbolic link: refusing to use it";
+    return strerror(e);
+}
+
 int rx_fs_mkdir_private(const char *path, int code, rexec_error *err)
 {
     if (mkdir(path, 0700) == 0)

@@ -48,4 +48,8 @@ int rx_fs_is_inside(const char *path, const char *dir);
  * it in the message. Also refuses what is not a regular file or directory. */
 int rx_fs_check_fd(int fd, const char *path, int private, int code, rexec_error *err);
 
+/* Why open(path, O_DIRECTORY | O_NOFOLLOW) failed with errno e, for a message: a symbolic link
+ * (which fails with ENOTDIR when it points to a directory, ELOOP otherwise) is named as one. */
+const char *rx_fs_open_dir_why(const char *path, int e);
+
 #endif

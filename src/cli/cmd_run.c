@@ -295,11 +295,12 @@ static int read_file(const char *path, size_t max, unsigned char **data, size_t 
     }
     for (;;) {
         if (n == cap) {
-            if (cap >= max) {
+            if (n > max) {
                 rc = cli_error(65, "%s: larger than %zu bytes", path, max);
                 goto out;
             }
-            unsigned char *b = realloc(buf, cap *= 2);
+            /* up to one byte more than max: a file of exactly max bytes is read whole */
+            unsigned char *b = realloc(buf, cap = cap * 2 > max ? max + 1 : cap * 2);
             if (b == NULL) {
                 rc = cli_error(71, "%s: out of memory", path);
                 goto out;
@@ -343,7 +344,7 @@ static int build_request(run_opts *o, run_inputs *in, rexec_request *req)
     size_t len = 0;
     memset(req, 0, sizeof(*req));
     if (o->request_file) {
-        int r = read_file(o->request_file, REXEC_REQUEST_MAX_BYTES + 1, &text, &len);
+        int r = read_file(o->request_file, REXEC_REQUEST_MAX_BYTES, &text, &len);
         if (r == 0 && rexec_request_doc_parse((char *)text, len, &in->doc, req, &e) != 0)
             r = cli_error(rexec_err_exit_code(e.code), "%s: %s", o->request_file, e.msg);
         free(text);

@@ -111,8 +111,7 @@ static int ap_dir_open(const rx_ws *ws, int create, ap_dir *d, rexec_error *err)
     if (d->fd < 0 && errno == ENOENT && !create)
         return 1;
     if (d->fd < 0)
-        return rx_fail(err, REXEC_EAUDIT, "%s: %s", d->path,
-                       errno == ELOOP ? "is a symbolic link: refusing to use it" : strerror(errno));
+        return rx_fail(err, REXEC_EAUDIT, "%s: %s", d->path, rx_fs_open_dir_why(d->path, errno));
     if ((r = rx_fs_check_fd(d->fd, d->path, 1, REXEC_EAUDIT, err)) != 0) {
         close(d->fd);
         d->fd = -1;

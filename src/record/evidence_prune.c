@@ -103,7 +103,8 @@ int rx_evidence_prune(const char *ws_dir, time_t before, size_t keep, rx_evidenc
         return rx_fail(err, REXEC_ENOMEM, "out of memory");
     int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (dfd < 0) {
-        r = errno == ENOENT ? 0 : rx_fail(err, REXEC_EAUDIT, "%s: %s", dir, strerror(errno));
+        r = errno == ENOENT ? 0 : rx_fail(err, REXEC_EAUDIT, "%s: %s", dir,
+                                          rx_fs_open_dir_why(dir, errno));
         free(dir);
         return r;
     }

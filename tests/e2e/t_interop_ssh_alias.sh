@@ -81,4 +81,40 @@ assert_contains "$OUT" '"labalias"'
 assert_not_contains "$OUT" "second"
 assert_exit 1 rx hosts import-ssh-config 'zzz*'
 assert_contains "$ERR" "no Host in the ssh config matches"
+# "~/" in what ssh -G prints (it leaves IdentityFile unexpanded) is $HOME, or without HOME the
+# passwd entry's home directory.
+cat >>"$REXEC_SSH_CONFIG" <<CFG
+Host tilde
+    HostName 127.0.0.1
+    Port $p1
+    IdentityFile ~/.ssh/rx-absent-key
+CFG
+mkdir -p "$RX_TMP/home/.ssh"
+ws_edit 'c["hosts"]["o"] = {"ssh_alias": "tilde"}'
+assert_exit 78 env HOME="$RX_TMP/home" "$REXEC_BIN" --workspace "$WS" hosts
+assert_contains "$ERR" "hosts.o.ssh_alias: ssh -G tilde names no IdentityFile that exists (1 listed, first $RX_TMP/home/.ssh/rx-absent-key)"
+pwhome=$(getent passwd "$(id -u)" | cut -d: -f6)
+assert_exit 78 env -u HOME "$REXEC_BIN" --workspace "$WS" hosts
+assert_contains "$ERR" "(1 listed, first $pwhome/.ssh/rx-absent-key)"
+# ssh that cannot be run, prints no hostname, or does not stop talking: 78, naming why
+mkdir "$RX_TMP/nossh" "$RX_TMP/fakessh"
+assert_exit 78 env PATH="$RX_TMP/nossh" "$REXEC_BIN" --workspace "$WS" hosts
+assert_contains "$ERR" "cannot run ssh: No such file or directory (install openssh-client)"
+printf '#!/bin/sh\nprintf "user x\\nnospace\\nport 22\\n"\n' >"$RX_TMP/fakessh/ssh"
+chmod 755 "$RX_TMP/fakessh/ssh"
+assert_exit 78 env PATH="$RX_TMP/fakessh" "$REXEC_BIN" --workspace "$WS" hosts
+assert_contains "$ERR" "printed no usable hostname/port"
+printf '#!/bin/sh\nexec /usr/bin/yes\n' >"$RX_TMP/fakessh/ssh"
+assert_exit 78 timeout -k 5 30 env PATH="$RX_TMP/fakessh" "$REXEC_BIN" --workspace "$WS" hosts
+assert_contains "$ERR" "no answer within 5 s (or more than 262144 bytes)"
+ws_edit 'del c["hosts"]["o"]'
+# import-ssh-config without REXEC_SSH_CONFIG reads $HOME/.ssh/config; names rexec cannot take
+# (not 1-64 of [A-Za-z0-9._-]) are skipped with a note
+long=$(printf 'h%.0s' $(seq 65))
+printf 'Host homehost bad@name %s\n    HostName 127.0.0.1\n' "$long" >"$RX_TMP/home/.ssh/config"
+assert_exit 0 env -u REXEC_SSH_CONFIG HOME="$RX_TMP/home" "$REXEC_BIN" --workspace "$WS" hosts import-ssh-config
+assert_contains "$OUT" '"homehost": {"ssh_alias":"homehost"'
+assert_not_contains "$OUT" "bad@name"
+assert_contains "$ERR" "skipped bad@name: not a rexec host name (1-64 of [A-Za-z0-9._-])"
+assert_contains "$ERR" "skipped $long: not a rexec host name"
 pass
