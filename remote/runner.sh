@@ -28,10 +28,11 @@
 # variable that is unset before the frame's handling ends.
 
 # The call's shell: waits for the slot's go-ahead on the FIFO named by $2 (the slot has then
-# taken the nonce off its FIFO, so the command cannot read it there), reads the code
-# (NUL-terminated) from the FIFO named by $1, then runs it. Its variables, traps, options,
-# functions, cwd and umask are those of a fresh bash.
-__rx_ns='read -r _ <"$2"; IFS= read -r -d "" __c <"$1"; set --; eval "$__c"'
+# taken the nonce off its FIFO, so the command cannot read it there), reads the code from the
+# FIFO named by $1 (a line with its length in bytes, then the code: read -N takes it in one
+# read where a delimiter would make bash read it a byte at a time), then runs it. Its
+# variables, traps, options, functions, cwd and umask are those of a fresh bash.
+__rx_ns='read -r _ <"$2"; { read -r __n; LC_ALL=C IFS= read -r -N "$__n" __c; } <"$1"; unset __n; set --; eval "$__c"'
 
 # The slot: `bash DIR/slot DIR K CONTAINMENT [PREFIX...]` (DIR/slot holds these functions and
 # __rx_ns), where PREFIX starts the call's shell (setsid under process-group containment). As PID 1 of a namespace
@@ -161,7 +162,7 @@ __rx_read_code() {
 
 # One call frame: "C nonce min_rank stdin_len code_len" was read into $@.
 __rx_call() {
-    local nonce=$2 min=$3 inlen=$4 clen=$5 code in= s=$__rx_next
+    local nonce=$2 min=$3 inlen=$4 clen=$5 code in= s=$__rx_next pre
     case "$nonce/$min/$inlen/$clen" in
     *[!0-9a-f/-]* | *//* | */ | /*) return 1 ;;
     esac
@@ -189,9 +190,10 @@ __rx_call() {
     # The nonce first: the call's shell waits for the slot's go-ahead before it reads the code,
     # and a code larger than a FIFO's buffer is written only as fast as that shell reads it.
     __rx_send "$s" "n $nonce"
-    case $s in
-    0) printf '__rx_st=%q __rx_in=%q\n%s\0' "$__rx_dir/s0" "$in" "$code" >&22 ;;
-    1) printf '__rx_st=%q __rx_in=%q\n%s\0' "$__rx_dir/s1" "$in" "$code" >&23 ;;
+    printf -v pre '__rx_st=%q __rx_in=%q\n' "$__rx_dir/s$s" "$in"
+    case $s in # the length in bytes ($pre is ASCII: mktemp's path, "in" or nothing)
+    0) printf '%s\n%s%s' "$((${#pre} + clen))" "$pre" "$code" >&22 ;;
+    1) printf '%s\n%s%s' "$((${#pre} + clen))" "$pre" "$code" >&23 ;;
     esac
     code=
     unset code
@@ -214,7 +216,7 @@ __rx_sweep() {
         ! kill -0 "$o" 2>/dev/null || continue
         for k in 0 1; do
             [ ! -p "$d/g$k" ] || printf 'go\n' 2>/dev/null 1<>"$d/g$k"
-            [ ! -p "$d/c$k" ] || printf 'exit 0\0' 2>/dev/null 1<>"$d/c$k"
+            [ ! -p "$d/c$k" ] || printf '6\nexit 0' 2>/dev/null 1<>"$d/c$k"
         done
         rm -rf -- "$d"
     done

@@ -163,7 +163,7 @@ static void ctx_unlink(rexec_ctx *ctx, rexec_call *c)
 
 /* The end of every call: records, then the caller's on_done, then release from the loop.
  * The records are written by the recorder, off the loop: evidence, then the outcome (or the
- * refusal), each acknowledged once it is durable; only then is the call reported. */
+ * refusal), in one job, acknowledged once durable; only then is the call reported. */
 static void call_report(rexec_call *c)
 {
     rexec_result res;
@@ -194,8 +194,10 @@ static void call_record_end(rexec_call *c, const char *phase)
 static void on_evidence_done(rx_record_job *j)
 {
     rexec_call *c = j->ud;
-    rx_call_evidence_done(c, j);
-    call_record_end(c, "outcome");
+    if (rx_call_evidence_done(c, j))
+        call_report(c); /* the outcome went with the evidence */
+    else
+        call_record_end(c, "outcome");
 }
 
 static void call_finish(rexec_call *c)

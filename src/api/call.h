@@ -106,6 +106,7 @@ struct rexec_call {
     char *evidence;
     rx_evidence *ev; /* open from before the run until the call's end */
     rx_record_job rec_job; /* the record or evidence the recorder is writing for this call */
+    int outcome_with_ev;   /* rec_job carries the outcome record behind the evidence */
     rx_buf script, code;   /* the two forms of the call, kept while its intent is written */
     int cap_killed;
     char *stdin_path; /* stdin streamed from this regular file (stdin_len is its size) */
@@ -122,13 +123,15 @@ struct rexec_call {
  * rx_call_audit appends a record now (phase "intent", "outcome" or "refused"); the _submit
  * forms hand the record, or the evidence, to the context's recorder (recorder.h) and call done
  * on the loop once it is durable (c->rec_job; one at a time per call). A nonzero return: nothing
- * was submitted and done will not be called. rx_call_evidence_done takes the evidence job's
- * outcome into c (the path, or the error when c has none). */
+ * was submitted and done will not be called. The evidence job carries the outcome record too
+ * (appended once the evidence is in place); rx_call_evidence_done takes the job's outcome into
+ * c (the path, or the error when c has none) and returns 1 when the outcome record was part of
+ * it (then its append's error, if any, is in c), 0 when the outcome is still to be written. */
 int rx_call_audit(rexec_call *c, const char *phase, rexec_error *err);
 int rx_call_audit_submit(rexec_call *c, const char *phase, void (*done)(rx_record_job *),
                          rexec_error *err);
 int rx_call_evidence_submit(rexec_call *c, void (*done)(rx_record_job *), rexec_error *err);
-void rx_call_evidence_done(rexec_call *c, rx_record_job *j);
+int rx_call_evidence_done(rexec_call *c, rx_record_job *j);
 void rx_call_outcome(rexec_call *c);
 void rx_call_result(rexec_call *c, rexec_result *res);
 const char *rx_verdict_name(rx_verdict v);

@@ -310,6 +310,7 @@ int rx_call_evidence_submit(rexec_call *c, void (*done)(rx_record_job *), rexec_
 {
     rx_record_job *j = &c->rec_job;
     rx_evidence *ev = c->ev;
+    rexec_error e;
     int r;
     memset(j, 0, sizeof(*j));
     c->ev = NULL; /* committed or removed, and freed, by the recorder */
@@ -343,21 +344,37 @@ int rx_call_evidence_submit(rexec_call *c, void (*done)(rx_record_job *), rexec_
     j->ev_sha[1] = c->out[1].sha_hex;
     j->done = done;
     j->ud = c;
+    /* The outcome goes with it, naming the evidence as it will be once committed: appended
+     * only if the commit succeeds (otherwise rx_call_evidence_done says so, and the caller
+     * writes the outcome again with the error). */
+    if ((c->evidence = strdup(rx_evidence_path(ev))) == NULL ||
+        call_audit_text(c, "outcome", &j->text, &e) != 0) {
+        free(c->evidence);
+        c->evidence = NULL;
+        j->text = NULL; /* the evidence alone; the outcome follows it, as before */
+    }
+    c->outcome_with_ev = j->text != NULL;
     rx_recorder_submit(c->ctx->rec, j);
     return 0;
 }
 
-void rx_call_evidence_done(rexec_call *c, rx_record_job *j)
+int rx_call_evidence_done(rexec_call *c, rx_record_job *j)
 {
+    int appended = j->ev_rc == 0 && c->outcome_with_ev;
     cJSON_Delete(j->ev_meta);
     j->ev_meta = NULL;
-    if (j->rc != 0) {
+    free(c->evidence);
+    c->evidence = NULL;
+    if (j->ev_rc != 0) {
         if (c->err.code == 0)
-            c->err = j->err;
+            c->err = j->ev_err;
     } else {
         c->evidence = j->ev_path;
     }
     j->ev_path = NULL;
+    if (appended && j->rc != 0)
+        c->err = j->err; /* the trail is broken: that outranks the command's own status */
+    return appended;
 }
 
 /* ---- the public result ---------------------------------------------------------------------- */

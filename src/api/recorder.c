@@ -10,10 +10,18 @@
 struct rx_recorder {
     uv_loop_t *loop;
     rx_audit *audit;
-    uv_mutex_t append_mu; /* one appender at a time: the drain, or rx_recorder_append_now */
-    uv_work_t work;
+    /* One user of the audit log at a time (the drain, the head's work, rx_recorder_append_now),
+     * and it guards pending: an append whose records are durable and reported, whose head is
+     * not written yet and which still holds the log's lock. Whoever takes the mutex next
+     * finishes it first (audit_settle), so the head is never skipped and the lock never
+     * outlives the next append. */
+    uv_mutex_t append_mu;
+    rx_audit_pending pending;
+    uv_work_t work, head_work;
     int draining;         /* work is queued or running */
-    int closing;          /* rx_recorder_close came while draining: free at its end */
+    int head_out;         /* head_work is queued or running */
+    int head_again;       /* head_work to be queued again once it is back */
+    int closing;          /* rx_recorder_close came while work was out: free at its end */
     rx_record_job *head, *tail; /* waiting, in order */
     size_t queued;
     rx_record_job *batch; /* the drain's jobs (touched only by the drain until it reports) */
@@ -30,7 +38,9 @@ int rx_recorder_new(rx_recorder **out, uv_loop_t *loop, rx_audit *a, rexec_error
     }
     r->loop = loop;
     r->audit = a;
+    r->pending.lock_fd = -1;
     r->work.data = r;
+    r->head_work.data = r;
     *out = r;
     return 0;
 }
@@ -57,12 +67,25 @@ static void jobs_report(rx_record_job *jobs)
     }
 }
 
-/* One append of n records; each of their jobs gets its outcome. Returns 1 (one append). */
-static unsigned long append_flush(rx_recorder *r, char **texts, rx_record_job **jobs, size_t n)
+/* The pending append's head, written now. Under append_mu. */
+static void audit_settle(rx_recorder *r)
+{
+    rexec_error e;
+    if (r->pending.lock_fd >= 0)
+        (void)rx_audit_append_end(r->audit, &r->pending, &e); /* a failure: the next append retries */
+}
+
+/* One append of n records; each of their jobs gets its outcome. With last, the head is left
+ * pending (written after the jobs are reported); otherwise it is written here. Returns 1. */
+static unsigned long append_flush(rx_recorder *r, char **texts, rx_record_job **jobs, size_t n,
+                                  int last)
 {
     rexec_error e;
     uv_mutex_lock(&r->append_mu);
-    int rc = rx_audit_append_texts(r->audit, texts, n, &e);
+    audit_settle(r);
+    int rc = rx_audit_append_begin(r->audit, texts, n, &r->pending, &e);
+    if (rc == 0 && !last)
+        audit_settle(r);
     uv_mutex_unlock(&r->append_mu);
     for (size_t i = 0; i < n; i++) {
         if (rc != 0)
@@ -79,27 +102,32 @@ static unsigned long jobs_run(rx_recorder *r, rx_record_job *jobs)
 {
     char *texts[RX_AUDIT_BATCH_MAX];
     rx_record_job *with_text[RX_AUDIT_BATCH_MAX];
-    size_t n = 0;
+    size_t n = 0, left = 0;
     unsigned long appends = 0;
 
-    for (rx_record_job *j = jobs; j; j = j->next)
+    for (rx_record_job *j = jobs; j; j = j->next) {
         if (j->ev) {
             rx_evidence *ev = j->ev;
             j->ev = NULL; /* freed by the commit, whatever its outcome */
-            j->rc = rx_evidence_commit(ev, j->ev_meta, j->ev_sha, &j->ev_path, &j->err);
+            j->ev_rc = rx_evidence_commit(ev, j->ev_meta, j->ev_sha, &j->ev_path, &j->ev_err);
+            if (j->ev_rc != 0) { /* the record names evidence that is not there: not appended */
+                free(j->text);
+                j->text = NULL;
+            }
         }
+        left += j->text != NULL;
+    }
     for (rx_record_job *j = jobs; j; j = j->next) {
         if (!j->text)
             continue;
         texts[n] = j->text;
         with_text[n++] = j;
-        if (n == RX_AUDIT_BATCH_MAX) {
-            appends += append_flush(r, texts, with_text, n);
+        left--;
+        if (n == RX_AUDIT_BATCH_MAX || left == 0) {
+            appends += append_flush(r, texts, with_text, n, left == 0);
             n = 0;
         }
     }
-    if (n > 0)
-        appends += append_flush(r, texts, with_text, n);
     return appends;
 }
 
@@ -116,6 +144,9 @@ static void jobs_inline(rx_recorder *r, rx_record_job *jobs)
 {
     r->records += jobs_texts(jobs);
     r->appends += jobs_run(r, jobs);
+    uv_mutex_lock(&r->append_mu);
+    audit_settle(r);
+    uv_mutex_unlock(&r->append_mu);
     jobs_report(jobs);
 }
 
@@ -129,9 +160,47 @@ static void drain_start(rx_recorder *r);
 
 static void free_recorder(rx_recorder *r)
 {
+    audit_settle(r); /* no thread is out: no lock needed */
     rx_audit_close(r->audit);
     uv_mutex_destroy(&r->append_mu);
     free(r);
+}
+
+static void on_head(uv_work_t *w)
+{
+    rx_recorder *r = w->data;
+    uv_mutex_lock(&r->append_mu);
+    audit_settle(r);
+    uv_mutex_unlock(&r->append_mu);
+}
+
+static void head_start(rx_recorder *r);
+
+static void on_head_done(uv_work_t *w, int status)
+{
+    rx_recorder *r = w->data;
+    (void)status;
+    r->head_out = 0;
+    if (r->head_again) /* a drain ended while this work was out: its head may still wait */
+        head_start(r);
+    if (r->closing && !r->draining && !r->head_out)
+        free_recorder(r);
+}
+
+/* The head of the drain's last append is written after its jobs are reported: by this work,
+ * or by the next append if that takes the mutex first. */
+static void head_start(rx_recorder *r)
+{
+    if (r->head_out) {
+        r->head_again = 1; /* it may have passed its turn already: another one after it */
+        return;
+    }
+    r->head_again = 0;
+    r->head_out = 1;
+    if (uv_queue_work(r->loop, &r->head_work, on_head, on_head_done) != 0) {
+        on_head(&r->head_work); /* cannot happen with a valid loop */
+        r->head_out = 0;
+    }
 }
 
 static void on_drained(uv_work_t *w, int status)
@@ -144,9 +213,10 @@ static void on_drained(uv_work_t *w, int status)
     /* Still "draining" while the callbacks run: what they submit queues behind, and a close
      * they cause is deferred to here, after the last of them. */
     jobs_report(jobs);
+    head_start(r);
     r->draining = 0;
     drain_start(r);
-    if (r->closing && !r->draining)
+    if (r->closing && !r->draining && !r->head_out)
         free_recorder(r);
 }
 
@@ -171,7 +241,7 @@ static void drain_start(rx_recorder *r)
 
 void rx_recorder_submit(rx_recorder *r, rx_record_job *job)
 {
-    job->rc = 0;
+    job->rc = job->ev_rc = 0;
     job->ev_path = NULL;
     job->next = NULL;
     if (r->queued >= RX_RECORDER_MAX_JOBS) { /* the disk is behind: wait for it here */
@@ -190,6 +260,7 @@ void rx_recorder_submit(rx_recorder *r, rx_record_job *job)
 int rx_recorder_append_now(rx_recorder *r, char *text, rexec_error *err)
 {
     uv_mutex_lock(&r->append_mu);
+    audit_settle(r);
     int rc = rx_audit_append_texts(r->audit, &text, 1, err);
     uv_mutex_unlock(&r->append_mu);
     free(text);
@@ -202,7 +273,7 @@ void rx_recorder_close(rx_recorder *r)
 {
     if (r == NULL)
         return;
-    if (r->draining) {
+    if (r->draining || r->head_out) {
         r->closing = 1;
         return;
     }

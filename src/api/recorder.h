@@ -2,11 +2,13 @@
  * that fsync never stalls the loop (every host's connection, every client of serve), and shares
  * one fsync between the records of concurrent calls (group commit). Private to src/api.
  *
- * A job is one of two things: commit a call's evidence (rx_evidence_commit), or append one
- * rendered audit record (rx_audit_render). Jobs are done in the order they were submitted; the
+ * A job commits a call's evidence (rx_evidence_commit), appends one rendered audit record
+ * (rx_audit_render), or both in that order. Jobs are done in the order they were submitted; the
  * audit records waiting together (up to RX_AUDIT_BATCH_MAX) go out in one append: one write, one
  * fsync, one head. A job's done callback runs on the loop thread only after its work is durable
- * (or has failed): no record is acknowledged before it is on disk.
+ * (or has failed): no record is acknowledged before it is on disk. The head of a drain's last
+ * append (audit/head.json) is written after its jobs are reported, by a work of its own or by
+ * the next append, whichever comes first: it is not what makes a record durable.
  *
  * The work runs on libuv's thread pool, one drain at a time (so records keep their order and at
  * most one thread holds the log); the callbacks run in the drain's after-work callback.
@@ -30,7 +32,9 @@ typedef struct rx_recorder rx_recorder;
 typedef struct rx_record_job rx_record_job;
 
 struct rx_record_job {
-    /* set by the submitter: either ev (with meta and sha) or text */
+    /* set by the submitter: ev (with meta and sha), text, or both: then the record is appended
+     * only once the evidence is committed (a call's outcome names its evidence), in the same
+     * drain: one hand-over to the thread pool for both */
     rx_evidence *ev;    /* committed and freed by the recorder */
     cJSON *ev_meta;     /* the submitter's; not touched after done */
     const char *ev_sha[2];
@@ -38,8 +42,11 @@ struct rx_record_job {
     void (*done)(rx_record_job *job); /* on the loop thread */
     void *ud;
     /* results, valid in done */
-    int rc;             /* 0, or err says why */
+    int rc;             /* the append: 0, or err says why */
     rexec_error err;
+    int ev_rc;          /* the evidence commit: 0, or ev_err says why (the text, if any, was
+                         * then not appended) */
+    rexec_error ev_err;
     char *ev_path;      /* the evidence directory (malloc'd, the callee takes it) */
     /* the recorder's */
     rx_record_job *next;

@@ -36,6 +36,7 @@ struct rx_audit {
     rx_buf key;  /* empty: plain SHA-256 chain */
     unsigned long long rotate_size;
     rx_audit_copy copy; /* the syslog copy of every line, when set */
+    int head_behind;    /* the last head update failed: the next append retries it first */
 };
 
 /* ---- Hashing and keys ------------------------------------------------------------------- */
@@ -698,24 +699,13 @@ static int audit_failed(const rx_audit *a, int fd, off_t size, const char *why,
                                     "`rexec audit verify`)");
 }
 
-/* One write() of the lines (looping only on a short write), then the head: written before the
- * log's fsync, so that one journal commit carries both, and put in place only once the records
- * are durable. last_seq/last_hex: the last record's. */
+/* One write() of the lines (looping only on a short write), then the fsync: the records are
+ * durable when this returns 0. The head is written after (rx_audit_append_end). */
 static int audit_write(const rx_audit *a, int fd, off_t size, const rx_buf *line,
-                       long long last_seq, const char *last_hex, rexec_error *err)
+                       rexec_error *err)
 {
-    rx_audit_head_tmp ht;
-    if (rx_fs_write_all(fd, line->data, line->len) != 0)
+    if (rx_fs_write_all(fd, line->data, line->len) != 0 || fsync(fd) != 0)
         return audit_failed(a, fd, size, strerror(errno), err);
-    if (rx_audit_head_prepare(a->dir, &a->key, last_seq, last_hex, &ht, err) != 0)
-        return audit_failed(a, fd, size, err->msg, err);
-    if (fsync(fd) != 0) {
-        int e = errno;
-        rx_audit_head_abort(&ht);
-        return audit_failed(a, fd, size, strerror(e), err);
-    }
-    if (rx_audit_head_commit(&ht, err) != 0)
-        return audit_failed(a, fd, size, err->msg, err);
     return 0;
 }
 
@@ -750,8 +740,20 @@ static void audit_copy_lines(rx_audit *a, const rx_buf *line, const audit_batch 
         rx_audit_copy_send(&a->copy, p, b[i].len - 1, seq + (long long)i, b[i].hex);
 }
 
+/* The head an earlier append could not update, brought up to the chain's end t before more
+ * records go after it (a head that stays behind would anchor less and less of the log). */
+static int audit_head_catch_up(rx_audit *a, const rx_audit_tail *t, rexec_error *err)
+{
+    if (!a->head_behind || t->seq <= 0)
+        return 0;
+    if (rx_audit_head_update(a->dir, &a->key, t->seq, t->hash, err) != 0)
+        return rx_fail_prefix(err, "the audit head is behind the log since an earlier append: ");
+    a->head_behind = 0;
+    return 0;
+}
+
 static int audit_append_locked(rx_audit *a, char *const *texts, size_t n, rx_buf *line,
-                               audit_batch *b, rexec_error *err)
+                               audit_batch *b, rx_audit_pending *p, rexec_error *err)
 {
     rx_audit_tail t;
     long long seq = 0;
@@ -762,6 +764,7 @@ static int audit_append_locked(rx_audit *a, char *const *texts, size_t n, rx_buf
         goto out;
     r = size > 0 ? audit_tail(fd, size, a->path, &t, err) : audit_rotated_tail(a->dir, &t, err);
     if (r != 0 || (r = rx_audit_head_check(a->dir, &a->key, &t, err)) != 0 ||
+        (r = audit_head_catch_up(a, &t, err)) != 0 ||
         (r = audit_next_seq(a, &t, &seq, err)) != 0 ||
         (r = audit_lines(a, texts, n, &t, seq, line, b, err)) != 0)
         goto out;
@@ -769,8 +772,10 @@ static int audit_append_locked(rx_audit *a, char *const *texts, size_t n, rx_buf
         (unsigned long long)size + line->len > a->rotate_size &&
         (r = audit_rotate(a, &fd, &size, err)) != 0)
         goto out;
-    if ((r = audit_write(a, fd, size, line, seq + (long long)n - 1, b[n - 1].hex, err)) != 0)
+    if ((r = audit_write(a, fd, size, line, err)) != 0)
         goto out;
+    p->seq = seq + (long long)n - 1;
+    memcpy(p->hash, b[n - 1].hex, RX_AUDIT_HEX_LEN);
     audit_copy_lines(a, line, b, n, seq);
 out:
     if (fd >= 0)
@@ -793,12 +798,15 @@ static int audit_lock(const rx_audit *a, int *fd, rexec_error *err)
     return 0;
 }
 
-int rx_audit_append_texts(rx_audit *a, char *const *texts, size_t n, rexec_error *err)
+int rx_audit_append_begin(rx_audit *a, char *const *texts, size_t n, rx_audit_pending *p,
+                          rexec_error *err)
 {
     rx_buf line;
     audit_batch *b;
     int lock_fd = -1, rc;
 
+    p->lock_fd = -1;
+    p->seq = 0;
     if (a == NULL)
         return rx_fail(err, REXEC_EINTERNAL, "audit log not open");
     if (n == 0)
@@ -810,11 +818,41 @@ int rx_audit_append_texts(rx_audit *a, char *const *texts, size_t n, rexec_error
         return rx_fail(err, REXEC_ENOMEM, "out of memory appending to the audit log");
     rx_buf_init(&line, (size_t)RX_AUDIT_LINE_MAX * n);
     if ((rc = audit_lock(a, &lock_fd, err)) == 0) {
-        rc = audit_append_locked(a, texts, n, &line, b, err);
-        close(lock_fd); /* releases the lock, after the fsync */
+        rc = audit_append_locked(a, texts, n, &line, b, p, err);
+        if (rc == 0)
+            p->lock_fd = lock_fd; /* held until the head is written */
+        else
+            close(lock_fd);
     }
     rx_buf_free(&line);
     free(b);
+    return rc;
+}
+
+int rx_audit_append_end(rx_audit *a, rx_audit_pending *p, rexec_error *err)
+{
+    int r = 0;
+    if (p->lock_fd < 0)
+        return 0; /* nothing was appended */
+    if (rx_audit_head_update(a->dir, &a->key, p->seq, p->hash, err) != 0) {
+        a->head_behind = 1;
+        r = err->code;
+    }
+    close(p->lock_fd); /* releases the lock, after the head */
+    p->lock_fd = -1;
+    return r;
+}
+
+/* Returns once the head is written too. A head that fails after the records are durable does
+ * not fail the append (the records are the truth, and a head behind them is a valid state):
+ * the next append retries it and is refused if it fails again. */
+int rx_audit_append_texts(rx_audit *a, char *const *texts, size_t n, rexec_error *err)
+{
+    rx_audit_pending p;
+    rexec_error head_err;
+    int rc = rx_audit_append_begin(a, texts, n, &p, err);
+    if (rc == 0)
+        (void)rx_audit_append_end(a, &p, &head_err);
     return rc;
 }
 

@@ -37,6 +37,22 @@ int rx_audit_append(rx_audit *a, cJSON *rec, const rx_redactor *r, rexec_error *
 int rx_audit_render(const cJSON *rec, const rx_redactor *r, char **text, rexec_error *err);
 int rx_audit_append_texts(rx_audit *a, char *const *texts, size_t n, rexec_error *err);
 
+/* rx_audit_append_texts in two steps, so a writer can acknowledge records as soon as they are
+ * durable and update the head after (api/recorder.c). begin: the lock, the checks, one write
+ * and the log's fsync; on success the records are durable and p holds the lock and what the
+ * head must name; on failure nothing is held and nothing partial remains. end: the head
+ * (rewritten in place, rx_audit_head_update), then the lock is released; it always releases.
+ * A head that cannot be written leaves it behind the log, which is a state appends and verify
+ * accept; the next append retries it and is refused (REXEC_EAUDIT) if it fails again. */
+typedef struct rx_audit_pending {
+    int lock_fd;
+    long long seq;   /* the last record's */
+    char hash[65];
+} rx_audit_pending;
+int rx_audit_append_begin(rx_audit *a, char *const *texts, size_t n, rx_audit_pending *p,
+                          rexec_error *err);
+int rx_audit_append_end(rx_audit *a, rx_audit_pending *p, rexec_error *err);
+
 /* ---- Added with the implementation (docs/audit.md has the format and the exact hash) ------- */
 
 #define RX_AUDIT_HEX_LEN 65                  /* a SHA-256 / HMAC-SHA256 in hex, with the NUL */
@@ -162,17 +178,14 @@ int rx_audit_head_load(const char *audit_dir, rx_audit_head *h, rexec_error *err
 /* Replaces audit_dir/head.json (tmp + fdatasync + rename) with seq/hash. Under the lock. */
 int rx_audit_head_store(const char *audit_dir, const rx_buf *key, long long seq,
                         const char *hash, rexec_error *err);
-/* rx_audit_head_store in two steps, so that the head's data goes to disk with the log's fsync:
- * prepare writes head.json.tmp (before the log's fsync); commit makes it durable and renames
- * it into place (after), abort removes it. Under the lock. */
-typedef struct rx_audit_head_tmp {
-    int fd;
-    char *tmp, *path;
-} rx_audit_head_tmp;
-int rx_audit_head_prepare(const char *audit_dir, const rx_buf *key, long long seq,
-                          const char *hash, rx_audit_head_tmp *t, rexec_error *err);
-int rx_audit_head_commit(rx_audit_head_tmp *t, rexec_error *err);
-void rx_audit_head_abort(rx_audit_head_tmp *t);
+/* What an append does to head.json: the head written over the file's first bytes in place,
+ * padded with blanks to RX_AUDIT_HEAD_SIZE bytes, and fdatasynced (no new file, no rename:
+ * one sector written, like PostgreSQL's pg_control, whose 512-byte writes are taken to be
+ * atomic). Falls back to rx_audit_head_store when there is no head.json yet or it is not a
+ * regular file of at most one sector. Under the lock. */
+#define RX_AUDIT_HEAD_SIZE 512
+int rx_audit_head_update(const char *audit_dir, const rx_buf *key, long long seq,
+                         const char *hash, rexec_error *err);
 /* Before an append, under the lock: the stored head must agree with the chain's end t (see
  * docs/audit.md); REXEC_EAUDIT saying what disagrees, with the way out. */
 int rx_audit_head_check(const char *audit_dir, const rx_buf *key, const rx_audit_tail *t,

@@ -109,7 +109,16 @@ static int head_fill(rx_audit_head *h, const rx_buf *key, long long seq, const c
     return rx_audit_head_mac(key, seq, hash, h->mac);
 }
 
-/* A head written to head.json.tmp, not yet in place (rx_audit_head_prepare). */
+/* rx_audit_head_store in two steps: prepare writes head.json.tmp, commit makes it durable and
+ * renames it into place, abort removes it. */
+typedef struct rx_audit_head_tmp {
+    int fd;
+    char *tmp, *path;
+} rx_audit_head_tmp;
+
+static void head_abort(rx_audit_head_tmp *t);
+
+
 static void head_paths_free(rx_audit_head_tmp *t)
 {
     free(t->tmp);
@@ -117,10 +126,7 @@ static void head_paths_free(rx_audit_head_tmp *t)
     t->tmp = t->path = NULL;
 }
 
-/* Writes head.json.tmp and starts its writeback, before the log's fsync: on a journalling file
- * system that fsync then carries the head's data too, so the head's own fdatasync in
- * rx_audit_head_commit finds nothing left to do (one journal commit an append, not two). */
-int rx_audit_head_prepare(const char *audit_dir, const rx_buf *key, long long seq,
+static int head_prepare(const char *audit_dir, const rx_buf *key, long long seq,
                           const char *hash, rx_audit_head_tmp *t, rexec_error *err)
 {
     rx_audit_head h;
@@ -151,7 +157,7 @@ int rx_audit_head_prepare(const char *audit_dir, const rx_buf *key, long long se
 out:
     free(json);
     if (r != 0)
-        rx_audit_head_abort(t);
+        head_abort(t);
     return r;
 }
 
@@ -159,7 +165,7 @@ out:
  * half. The directory is not fsynced: after a power loss the head may lag the log by the last
  * records, which the next append and verify accept (a head behind the log is an older true
  * point of the chain). */
-int rx_audit_head_commit(rx_audit_head_tmp *t, rexec_error *err)
+static int head_commit(rx_audit_head_tmp *t, rexec_error *err)
 {
     int r = 0;
     if (fdatasync(t->fd) != 0 || rename(t->tmp, t->path) != 0)
@@ -173,7 +179,7 @@ int rx_audit_head_commit(rx_audit_head_tmp *t, rexec_error *err)
     return r;
 }
 
-void rx_audit_head_abort(rx_audit_head_tmp *t)
+static void head_abort(rx_audit_head_tmp *t)
 {
     if (t->fd >= 0)
         close(t->fd);
@@ -187,8 +193,58 @@ int rx_audit_head_store(const char *audit_dir, const rx_buf *key, long long seq,
                         const char *hash, rexec_error *err)
 {
     rx_audit_head_tmp t;
-    int r = rx_audit_head_prepare(audit_dir, key, seq, hash, &t, err);
-    return r ? r : rx_audit_head_commit(&t, err);
+    int r = head_prepare(audit_dir, key, seq, hash, &t, err);
+    return r ? r : head_commit(&t, err);
+}
+
+/* The head's text padded with blanks to exactly RX_AUDIT_HEAD_SIZE bytes, the last a newline:
+ * JSON readers skip the blanks, and the file's size never changes, so fdatasync writes the one
+ * block and no inode. 0, or -1 when it does not fit (then the caller stores it the old way). */
+static int head_padded(const rx_buf *key, long long seq, const char *hash,
+                       char out[RX_AUDIT_HEAD_SIZE])
+{
+    rx_audit_head h;
+    char *json = NULL;
+    size_t n;
+    if (head_fill(&h, key, seq, hash) != 0 || (json = rx_audit_head_json(&h)) == NULL)
+        return -1;
+    n = strlen(json);
+    if (n + 1 > RX_AUDIT_HEAD_SIZE) {
+        free(json);
+        return -1;
+    }
+    memcpy(out, json, n);
+    memset(out + n, ' ', RX_AUDIT_HEAD_SIZE - 1 - n);
+    out[RX_AUDIT_HEAD_SIZE - 1] = '\n';
+    free(json);
+    return 0;
+}
+
+int rx_audit_head_update(const char *audit_dir, const rx_buf *key, long long seq,
+                         const char *hash, rexec_error *err)
+{
+    char buf[RX_AUDIT_HEAD_SIZE], *path = rx_fs_join(audit_dir, RX_AUDIT_HEAD_FILE);
+    struct stat st;
+    int fd = -1, r = 0;
+
+    if (path == NULL)
+        return rx_fail(err, REXEC_ENOMEM, "out of memory writing the audit head");
+    /* O_NONBLOCK: a FIFO planted there fails the open (no reader) instead of hanging it */
+    fd = open(path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1 ||
+        st.st_size > RX_AUDIT_HEAD_SIZE || head_padded(key, seq, hash, buf) != 0) {
+        if (fd >= 0)
+            close(fd);
+        free(path);
+        return rx_audit_head_store(audit_dir, key, seq, hash, err);
+    }
+    errno = 0;
+    if (pwrite(fd, buf, sizeof(buf), 0) != (ssize_t)sizeof(buf) || fdatasync(fd) != 0)
+        r = rx_fail(err, REXEC_EAUDIT, "%s: cannot update the audit head: %s", path,
+                    errno ? strerror(errno) : "short write");
+    close(fd);
+    free(path);
+    return r;
 }
 
 /* 1 when the stored head h and the chain's end t disagree (why says how), else 0. A head one

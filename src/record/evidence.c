@@ -173,6 +173,11 @@ void rx_evidence_abort(rx_evidence *ev)
     ev_free(ev);
 }
 
+const char *rx_evidence_path(const rx_evidence *ev)
+{
+    return ev->final;
+}
+
 static int ev_open_files(rx_evidence *ev, const char *ws_dir, rexec_error *err)
 {
     struct stat st;

@@ -31,6 +31,8 @@ void rx_evidence_append(rx_evidence *ev, int stream, const void *data, size_t le
 int rx_evidence_commit(rx_evidence *ev, cJSON *meta, const char *const sha_hex[2],
                        char **path_out, rexec_error *err);
 void rx_evidence_abort(rx_evidence *ev); /* NULL is fine */
+/* Where the evidence will be once committed: <workspace>/evidence/<run_id>. */
+const char *rx_evidence_path(const rx_evidence *ev);
 
 /* Writes the evidence of one run in one go (open, append, commit). out/err are the redacted, capped streams; meta is completed
  * here with sizes and sha256 of what is stored. r (may be NULL) scans everything first: a file

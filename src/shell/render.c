@@ -7,6 +7,7 @@
 #include <openssl/rand.h>
 
 #include "err.h"
+#include "oneshot.h"
 #include "render.h"
 #include "template.h"
 
@@ -177,6 +178,9 @@ int rx_render_runner_code(const rx_render_in *in, rx_buf *out, rexec_error *err)
     }
     if (r == 0)
         r = rx_buf_adds(out, "builtin echo ok >\"$__rx_st\"; unset __rx_st __rx_in\n");
+    /* What `bash -c` does for its last simple command: no fork (oneshot.h). */
+    if (r == 0 && rx_shell_oneshot(in->command))
+        r = rx_buf_adds(out, "exec ");
     if (r == 0)
         r = rx_buf_adds(out, in->command);
     if (r == 0)

@@ -6,7 +6,9 @@
 #  - output shaped like a marker (any nonce) does not end a call early;
 #  - a runner killed mid-call fails that call with 255, the call is not re-run, the next call
 #    gets a fresh runner; when serve stops, nothing is left on the VM;
-#  - "runner": false: calls take a channel each and nothing stays on the VM between calls.
+#  - "runner": false: calls take a channel each and nothing stays on the VM between calls;
+#  - a simple command is exec'd by the call's shell (its parent is the slot), a compound one
+#    is not.
 tid="runner: isolation, 300 calls, markers, death, runner:false"
 . "${REXEC_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/e2e/lib.sh"
 
@@ -87,6 +89,12 @@ ws_add_action t.fake '{"risk": "L0", "command": "n=0123456789abcdef0123456789abc
 # /proc: in a PID namespace it is the namespace's number and /proc is the VM's.)
 ws_add_action t.bg '{"risk": "L0", "command": "f=$(mktemp); sleep 2719 & setsid bash -c \u0027echo x >\"$0\"; exec sleep 2720\u0027 \"$f\" </dev/null >/dev/null 2>&1 & for i in $(seq 1000); do [ -s \"$f\" ] && break; sleep 0.01; done; rm -f \"$f\"; echo bg"}'
 ws_add_action t.slow '{"risk": "L0", "timeout_s": 1, "command": "echo s; sleep 2721 & sleep 2722"}'
+# who started the command: sh prints its parent's pid and command line. A simple command is
+# exec'd by the call's shell (src/shell/oneshot.c), so its parent is the slot (PID 1 of a PID
+# namespace); anything else is forked by the call's shell (bash -c ...), as before.
+parent_cmd="sh -c 'echo \$PPID; tr \"\\\\0\" \" \" </proc/\$PPID/cmdline'"
+ws_edit 'c["actions"]["t.parent"] = {"risk": "L0", "command": args[0]}' "$parent_cmd"
+ws_edit 'c["actions"]["t.parent2"] = {"risk": "L0", "command": args[0] + "; true"}' "$parent_cmd"
 RUNS=$RX_TMP/runs
 ws_edit 'c["actions"]["t.hold"] = {"risk": "L0", "command": "echo run >>" + args[0] + "; exec sleep 2718"}' "$RUNS"
 
@@ -153,7 +161,7 @@ cat >"$RX_TMP/orphan.sh" <<'SH'
 d=$(umask 077 && mktemp -d "${TMPDIR:-/tmp}/.rexec-runner.XXXXXXXX")
 mkfifo -m 600 "$d/c0" "$d/c1"
 true & dead=$!; wait "$dead"; echo "$dead" >"$d/owner"
-setsid bash -c 'IFS= read -r -d "" __c <"$1"; set --; eval "$__c"' rexec-orphan "$d/c0" \
+setsid bash -c '{ read -r __n; IFS= read -r -N "$__n" __c; } <"$1"; set --; eval "$__c"' rexec-orphan "$d/c0" \
     </dev/null >/dev/null 2>&1 &
 echo "$d"
 SH
@@ -201,6 +209,18 @@ for cont in pid-namespace process-group; do
         for p in $(remote_pgrep '^sleep 2720$'); do kill -KILL "$p" 2>/dev/null || true; done
     fi
     no_sleeps || fail "$cont: left on the VM: $(lab ps 'sleep 27')"
+    # one process for a simple command: exec'd by the call's shell, not forked
+    mapfile -t res < <(calls "$SOCK" t.parent t.parent2)
+    p1=$(field "${res[0]}" stdout) p2=$(field "${res[1]}" stdout)
+    if [[ $cont == pid-namespace ]]; then
+        [[ $p1 == $'1\n'* ]] || fail "$cont: a simple command was not exec'd: ${res[0]}"
+        [[ $p2 != $'1\n'* && $p2 == [0-9]* ]] ||
+            fail "$cont: a compound command did not run under the call's shell: ${res[1]}"
+    else
+        [[ $p1 == *'/slot '* ]] || fail "$cont: a simple command was not exec'd: ${res[0]}"
+        [[ $p2 == *$'\n''bash -c '* ]] ||
+            fail "$cont: a compound command did not run under the call's shell: ${res[1]}"
+    fi
 done
 ws_edit 'del c["hosts"]["lab1"]["containment"]'
 

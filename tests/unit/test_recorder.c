@@ -1,7 +1,8 @@
 /* The recorder (src/api/recorder.c) on a real loop and a real audit log: jobs are done in their
  * order, records waiting together share one append (group commit), every done callback runs on
- * the loop thread after the work, a full queue is worked off inline, and a failed append fails
- * every record it carried. */
+ * the loop thread after the work, a full queue is worked off inline, a failed append fails
+ * every record it carried, evidence and its record go in one job (the record only if the
+ * evidence is in place), and the head is written after the report without keeping the lock. */
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
@@ -13,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -181,6 +183,92 @@ static void test_evidence_job(void **state)
     cJSON_Delete(t.job.ev_meta);
 }
 
+/* Evidence and the record behind it in one job: the record is appended once the evidence is in
+ * place; when the evidence cannot be committed, the record is not appended (it would name
+ * evidence that is not there) and the job says why. */
+static void evidence_and_text(fixture *f, tjob *t, const char *run, rx_evidence **evp)
+{
+    rexec_error e = {0};
+    assert_int_equal(rx_evidence_open(evp, f->ws, run, NULL, &e), 0);
+    rx_evidence_append(*evp, 0, "out\n", 4);
+    memset(t, 0, sizeof(*t));
+    t->f = f;
+    t->id = 9;
+    t->job.ev = *evp;
+    t->job.ev_meta = cJSON_CreateObject();
+    t->job.ev_sha[0] = t->job.ev_sha[1] = "";
+    t->job.text = text_of(run);
+    t->job.done = on_done;
+}
+
+static void test_evidence_with_record(void **state)
+{
+    fixture *f = *state;
+    rx_evidence *ev;
+    char run[RX_RUN_ID_LEN];
+    tjob t;
+    rx_run_id_new(run);
+    evidence_and_text(f, &t, run, &ev);
+    rx_recorder_submit(f->rec, &t.job);
+    uv_run(&f->loop, UV_RUN_DEFAULT);
+    assert_int_equal(f->n_done, 1);
+    assert_int_equal(t.job.ev_rc, 0);
+    assert_int_equal(t.job.rc, 0);
+    assert_non_null(t.job.ev_path);
+    assert_int_equal(log_lines(f), 1);
+    free(t.job.ev_path);
+    cJSON_Delete(t.job.ev_meta);
+}
+
+static void test_evidence_failure_drops_record(void **state)
+{
+    fixture *f = *state;
+    rx_evidence *ev;
+    char run[RX_RUN_ID_LEN], final[PATH_MAX];
+    tjob t;
+    rx_run_id_new(run);
+    evidence_and_text(f, &t, run, &ev);
+    snprintf(final, sizeof(final), "%s/evidence/%s", f->ws, run);
+    assert_int_equal(mkdir(final, 0700), 0); /* the rename into place will refuse */
+    rx_recorder_submit(f->rec, &t.job);
+    uv_run(&f->loop, UV_RUN_DEFAULT);
+    assert_int_equal(f->n_done, 1);
+    assert_int_equal(t.job.ev_rc, REXEC_EAUDIT);
+    assert_non_null(strstr(t.job.ev_err.msg, "cannot rename"));
+    assert_null(t.job.ev_path);
+    assert_int_equal(log_lines(f), 0);
+    cJSON_Delete(t.job.ev_meta);
+}
+
+/* The head is written after the records are reported, by a work of its own: once the loop has
+ * nothing left, head.json names the last record, is one sector long, and the log's lock is free
+ * (another process can append). */
+static void test_head_after_report(void **state)
+{
+    fixture *f = *state;
+    char path[PATH_MAX];
+    rx_audit_head h;
+    rexec_error e = {0};
+    struct stat st;
+    tjob t[3];
+    for (int i = 0; i < 3; i++)
+        submit_text(f, &t[i], i + 1);
+    uv_run(&f->loop, UV_RUN_DEFAULT);
+    assert_int_equal(f->n_done, 3);
+    snprintf(path, sizeof(path), "%s/audit", f->ws);
+    assert_int_equal(rx_audit_head_load(path, &h, &e), 0);
+    assert_int_equal(h.seq, 3);
+    snprintf(path, sizeof(path), "%s/audit/head.json", f->ws);
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_size, RX_AUDIT_HEAD_SIZE);
+    snprintf(path, sizeof(path), "%s/audit/.lock", f->ws);
+    int fd = open(path, O_RDONLY);
+    assert_true(fd >= 0);
+    assert_int_equal(flock(fd, LOCK_EX | LOCK_NB), 0);
+    close(fd);
+    assert_int_equal(verify(f), RX_AUDIT_VERIFY_INCOMPLETE);
+}
+
 /* Past RX_RECORDER_MAX_JOBS waiting, a job is done inline: reported before submit returns. */
 static void test_full_queue_inline(void **state)
 {
@@ -230,6 +318,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_order_and_group_commit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_evidence_job, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_evidence_with_record, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_evidence_failure_drops_record, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_head_after_report, setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_queue_inline, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failed_append_fails_all, setup, teardown),
     };
