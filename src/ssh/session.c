@@ -411,13 +411,15 @@ static void knownhost_name(const rx_host *h, char *out, size_t n)
 }
 
 /* Trust on first use: appends the key to known_hosts under an exclusive lock, one write. */
+/* Appends the new key's line to known_hosts. 0, or -1 with *why saying what failed. */
 static int knownhost_append(rx_session *s, LIBSSH2_KNOWNHOSTS *kh, const char *key, size_t klen,
-                            int bits)
+                            int bits, const char **why)
 {
     char name[300], line[4096];
     size_t outlen = 0;
     struct libssh2_knownhost *entry = NULL;
     knownhost_name(s->opts.host, name, sizeof(name));
+    *why = "libssh2 cannot write the line";
     if (libssh2_knownhost_addc(kh, name, NULL, key, klen, "added by rexec (accept-new)", 27,
                                LIBSSH2_KNOWNHOST_TYPE_PLAIN | LIBSSH2_KNOWNHOST_KEYENC_RAW | bits,
                                &entry) != 0 ||
@@ -425,11 +427,16 @@ static int knownhost_append(rx_session *s, LIBSSH2_KNOWNHOSTS *kh, const char *k
                                     LIBSSH2_KNOWNHOST_FILE_OPENSSH) != 0)
         return -1;
     int fd = open(s->opts.known_hosts, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (fd < 0)
+    if (fd < 0) {
+        *why = errno == ELOOP ? "it is a symbolic link" : strerror(errno);
         return -1;
+    }
+    errno = 0;
     int r = flock(fd, LOCK_EX) == 0 && write(fd, line, outlen) == (ssize_t)outlen ? 0 : -1;
     if (r == 0)
         r = fsync(fd);
+    if (r != 0)
+        *why = errno ? strerror(errno) : "short write";
     close(fd);
     return r;
 }
@@ -493,11 +500,13 @@ static int hostkey_check_file(rx_session *s, const char *key, size_t klen, int t
         return ST_FAILED;
     }
     if (rc == LIBSSH2_KNOWNHOST_CHECK_NOTFOUND && h->hostkey == RX_HK_ACCEPT_NEW) {
-        rc = knownhost_append(s, kh, key, klen, bits) == 0 ? LIBSSH2_KNOWNHOST_CHECK_MATCH : -1;
+        const char *why = NULL;
+        rc = knownhost_append(s, kh, key, klen, bits, &why) == 0 ? LIBSSH2_KNOWNHOST_CHECK_MATCH
+                                                                 : -1;
         if (rc != LIBSSH2_KNOWNHOST_CHECK_MATCH) {
             libssh2_knownhost_free(kh);
-            session_fail(s, REXEC_EHOSTKEY, "cannot record the new host key %s in %s", fp,
-                         s->opts.known_hosts);
+            session_fail(s, REXEC_EHOSTKEY, "cannot record the new host key %s in %s: %s", fp,
+                         s->opts.known_hosts, why);
             return ST_FAILED;
         }
     }

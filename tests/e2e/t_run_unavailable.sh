@@ -40,6 +40,18 @@ assert_exit 0 rx run lab1 t.touch --param "path=$marker"
 grep -q "^\[127.0.0.1\]:$p1 ssh-ed25519 " "$WS/known_hosts" || fail "accept-new did not pin the key"
 rm -f "$marker"
 
+# accept-new where the key cannot be recorded (known_hosts a dangling symbolic link, which
+# rexec never follows): refused before authentication, saying why; nothing runs.
+cp "$WS/known_hosts" "$RX_TMP/known_hosts.pinned"
+rm "$WS/known_hosts"
+ln -s "$RX_TMP/nowhere" "$WS/known_hosts"
+assert_exit 255 rx run lab1 t.touch --param "path=$marker"
+assert_contains "$ERR" "cannot record the new host key SHA256:"
+assert_contains "$ERR" "in $WS/known_hosts: it is a symbolic link"
+[[ ! -e $marker && ! -e $RX_TMP/nowhere ]] || fail "accept-new ran (or wrote through the link) without recording the key"
+rm "$WS/known_hosts"
+cp "$RX_TMP/known_hosts.pinned" "$WS/known_hosts"
+
 # A pinned fingerprint that is not the server's.
 fp2=$(ssh-keygen -lf <(echo "$key2") | awk '{print $2}')
 ws_edit 'c["hosts"]["lab1"]["host_key"] = args[0]' "$fp2"
