@@ -74,6 +74,7 @@ struct rx_evidence {
     unsigned char *buf[2];
     size_t blen[2];
     uint64_t stored[2];
+    uint64_t flushed[2]; /* bytes handed to the file so far */
     int failed;
     rexec_error err; /* the first failure */
 };
@@ -230,6 +231,20 @@ int rx_evidence_open(rx_evidence **out, const char *ws_dir, const char *run_id,
     return 0;
 }
 
+/* Bulk evidence is written behind and not kept in memory: each piece's writeback starts at
+ * once, and what lies more than EV_BEHIND back (written back by then, unless the disk is
+ * slower than the channel) leaves the page cache. Evidence is written once and rarely read;
+ * without this, a GiB of output took a GiB of page cache, and on this machine's VM filling
+ * fresh page-cache memory cost more CPU than decrypting the stream (docs/PERFORMANCE.md).
+ * Hints only: their errors show at the commit's fsync. */
+#define EV_BEHIND (2u << 20)
+static void ev_write_behind(int fd, uint64_t off, size_t len)
+{
+    (void)sync_file_range(fd, (off_t)off, (off_t)len, SYNC_FILE_RANGE_WRITE);
+    if (off + len > EV_BEHIND)
+        (void)posix_fadvise(fd, 0, (off_t)(off + len - EV_BEHIND), POSIX_FADV_DONTNEED);
+}
+
 /* The last secret scan, before anything reaches the disk: per written piece. */
 static void ev_flush(rx_evidence *ev, int i)
 {
@@ -243,6 +258,9 @@ static void ev_flush(rx_evidence *ev, int i)
         ev->failed = 1;
         rx_fail(&ev->err, REXEC_EAUDIT, "%s/%s: cannot write: %s", ev->tmp, ev_files[i],
                 strerror(errno));
+    } else {
+        ev_write_behind(ev->fd[i], ev->flushed[i], ev->blen[i]);
+        ev->flushed[i] += ev->blen[i];
     }
 out:
     OPENSSL_cleanse(ev->buf[i], ev->blen[i]);
