@@ -353,6 +353,8 @@ static int read_streams(rx_exec *e)
                 mf_feed(e, buf, (size_t)n);
             else if (e->cb.on_data)
                 e->cb.on_data(e->cb.ud, REXEC_STDOUT, buf, (size_t)n);
+            if (e->paused)
+                return got; /* paused from the consumer's callback: leave the rest unread */
         }
     }
     return got;

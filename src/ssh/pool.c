@@ -364,8 +364,11 @@ static int job_on_runner(rx_pool_job *j, rx_runner *r)
 {
     rx_exec_cb cb = {on_job_data, on_job_done, j};
     int e = rx_runner_call(r, &j->opts, &cb);
-    if (e == 0)
+    if (e == 0) {
         j->runner = r;
+        if (j->paused)
+            rx_runner_pause(r, 1);
+    }
     return e;
 }
 
@@ -523,6 +526,8 @@ void rx_pool_pause(rx_pool_job *j, int on)
     j->paused = on;
     if (j->exec)
         rx_exec_pause(j->exec, on);
+    else if (j->runner)
+        rx_runner_pause(j->runner, on);
 }
 
 rx_pool *rx_pool_new(uv_loop_t *loop, const rx_pool_opts *opts)

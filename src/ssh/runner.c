@@ -30,6 +30,7 @@ typedef struct rn_call {
     int kill_why, kill_queued, cancel_req, backstop_fired;
     int out_mark, err_mark; /* the end markers seen on stdout / stderr */
     int acked;         /* the runner said "start": the connection answers */
+    int paused;        /* the consumer holds the output back (rx_runner_pause) */
     rx_marker mo, me;
     rx_exec_opts opts; /* its buffers belong to the caller until on_done */
 } rn_call;
@@ -161,10 +162,16 @@ static void on_call_timer(uv_timer_t *t)
         arm(r, c->backstop_s > c->timeout_s ? c->backstop_s - c->timeout_s : 1, on_call_timer);
         return;
     }
+    /* Output we have not read yet is not a stuck connection: the consumer holds it back. Look
+     * again a second later; the paused time does not count against the host. */
+    if (c->paused) {
+        arm(r, 1.0, on_call_timer);
+        return;
+    }
     /* No end markers long after the kill: the connection or the runner is stuck. */
     call_error(c, REXEC_ECONNLOST,
-               "no end of call from the host within %.0f s: connection stuck, result unknown",
-               c->backstop_s);
+               "%s: no end of call from the host within %.0f s: connection stuck, result unknown",
+               rx_session_host(r->s)->name, c->backstop_s);
     r->gave_up = 1;
     r->close_req = 1;
     call_end(r);
@@ -284,12 +291,20 @@ static int ssh_err(rx_runner *r, char *buf, size_t n)
     return rx_session_last_error(r->s, buf, n);
 }
 
+/* A call whose consumer holds its output back: nothing is read (the channel's window fills and
+ * the command waits in its write). Only once the call is acknowledged: the set-up deadline
+ * waits for that "start". */
+static int call_held(const rx_runner *r)
+{
+    return r->state == RN_CALL && r->call.active && r->call.paused && r->call.acked;
+}
+
 /* Reads whatever both streams hold. Returns 1 if bytes came, 0 if none, -1 on error. */
 static int read_streams(rx_runner *r)
 {
     unsigned char buf[32768];
     int got = 0;
-    for (int stream = 0; stream < 2; stream++) {
+    for (int stream = 0; stream < 2 && !call_held(r); stream++) {
         for (;;) {
             ssize_t n = libssh2_channel_read_ex(r->ch, stream, (char *)buf, sizeof(buf));
             if (n == LIBSSH2_ERROR_EAGAIN || n == 0)
@@ -309,6 +324,8 @@ static int read_streams(rx_runner *r)
                 r->close_req = 1; /* nothing may come between calls */
             } else {
                 rx_marker_feed(stream == 0 ? &r->call.mo : &r->call.me, buf, (size_t)n);
+                if (call_held(r))
+                    break; /* paused from the consumer's callback: leave the rest unread */
             }
         }
     }
@@ -502,7 +519,7 @@ static int rn_step(rx_chan_user *u)
 static int rn_pending(rx_chan_user *u)
 {
     rx_runner *r = (rx_runner *)u;
-    if (r->ch == NULL || r->state < RN_START || r->state > RN_CALL)
+    if (r->ch == NULL || r->state < RN_START || r->state > RN_CALL || call_held(r))
         return 0;
     return libssh2_poll_channel_read(r->ch, 0) > 0 || libssh2_poll_channel_read(r->ch, 1) > 0;
 }
@@ -554,9 +571,14 @@ static int rn_hung(const rx_chan_user *u)
     return ((const rx_runner *)u)->gave_up;
 }
 
+static int rn_paused(const rx_chan_user *u)
+{
+    return call_held((const rx_runner *)u);
+}
+
 static const rx_chan_ops runner_ops = {.step = rn_step, .pending = rn_pending,
                                        .holds_channel = rn_holds_channel, .fail = rn_fail,
-                                       .finish = rn_finish, .hung = rn_hung};
+                                       .finish = rn_finish, .hung = rn_hung, .paused = rn_paused};
 
 /* ---- public --------------------------------------------------------------------------------- */
 
@@ -664,6 +686,14 @@ void rx_runner_retire(rx_runner *r)
         r->close_req = 1;
         rx_session_kick(r->s);
     }
+}
+
+void rx_runner_pause(rx_runner *r, int on)
+{
+    if (!r->call.active || r->call.paused == on)
+        return;
+    r->call.paused = on;
+    rx_session_kick(r->s); /* resumed: read what waits; paused: stop watching for it */
 }
 
 void rx_runner_cancel(rx_runner *r)

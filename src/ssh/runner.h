@@ -31,6 +31,11 @@ int rx_runner_call(rx_runner *r, const rx_exec_opts *opts, const rx_exec_cb *cb)
 /* Closes r if it is idle (its channel is wanted for a call that cannot use a runner). */
 void rx_runner_retire(rx_runner *r);
 
+/* Stops (on = 1) or resumes reading the call's output, as rx_exec_pause: unread, the channel's
+ * window fills and the command waits in its write; the backstop does not expire while paused.
+ * The runner's acknowledgement of the call is read even while paused. */
+void rx_runner_pause(rx_runner *r, int on);
+
 /* Stops the call: before its frame is sent it is not run (ECANCELLED); after, a kill frame
  * stops it and its end is reported as usual (cancelled = 1). */
 void rx_runner_cancel(rx_runner *r);

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # serve back-pressure (issue #12, item 1): a client that pipelines 100 runs of 1 MiB output each
 # and reads slowly, one 100 MiB `run --json` through REXEC_SOCKET, and a slow reader of a
-# 48 MiB stream all get every byte; serve is never dropped or crashed (the old code dropped the
-# client at 64 MiB queued and then freed a request twice), and its memory stays bounded.
+# stream on a runner all get every byte; serve is never dropped or crashed (the old code dropped
+# the client at 64 MiB queued and then freed a request twice), its memory stays bounded, and
+# the stream's command is held back while its reader lags (a runner stops reading too).
 tid="faults: serve back-pressure"
 . "${REXEC_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/e2e/lib.sh"
 . "$REXEC_SRC/tests/faults/lib_faults.sh"
@@ -12,23 +13,28 @@ tid="faults: serve back-pressure"
 if [[ ${REXEC_FAULTS_BIG:-0} == 1 ]]; then
     N_PIPE=100 BIG=104857600 STREAM=1073741824 RATE=16e6
 else
-    N_PIPE=40 BIG=16777216 STREAM=16777216 RATE=4e6
+    N_PIPE=40 BIG=16777216 STREAM=25165824 RATE=6e6
 fi
 lab_start 1
 ws_edit 'c.setdefault("limits", {}).update({"connect_timeout_s": 60, "max_result_bytes": int(args[0])})' "$((BIG + 1))"
-# 1 MiB of text (the default cap keeps exactly that), 100 MiB and 48 MiB with caps above them.
+# 1 MiB of text (the default cap keeps exactly that), and BIG with a cap above it.
 ws_add_action t.mib '{"risk": "L0", "command": "head -c 1048576 /dev/zero | tr \"\\\\0\" a"}'
 ws_add_action t.big '{"risk": "L0", "max_output_bytes": '$((BIG + 1))', "timeout_s": 600,
   "command": "head -c '$BIG' /dev/zero | tr \"\\\\0\" b"}'
-ws_add_action t.stream '{"risk": "L0", "max_output_bytes": '$((STREAM + 1))', "timeout_s": 3600,
-  "command": "head -c '$STREAM' /dev/zero | tr \"\\\\0\" c"}'
 
+# the same stream written 256 KiB at a time, counting each piece in a file (step 3)
+PROG=$RX_TMP/produced
+: >"$PROG"
+ws_edit 'c["actions"]["t.produce"] = {"risk": "L0", "max_output_bytes": int(args[1]) + 1,
+  "timeout_s": 3600, "command": "for i in $(seq " + str(int(args[1]) // 262144) +
+  "); do head -c 262144 /dev/zero | tr \"\\\\0\" c; echo $i >>" + args[0] + "; done"}' \
+    "$PROG" "$STREAM"
 SOCK=$RX_TMP/rexec.sock
 start_serve "$SOCK"
 
 CLIENT=$RX_TMP/client.py
 cat >"$CLIENT" <<'PY'
-import hashlib, json, socket, sys, time
+import hashlib, json, os, socket, sys, time
 
 def slow_lines(s, rate):
     """Reply lines, read at about rate bytes/s (a slow consumer, not a synchronisation)."""
@@ -69,9 +75,11 @@ if cmd == "pipeline":   # pipeline RATE N: N runs of t.mib at once
             sys.exit("error reply: %s" % o)
     assert results == n and done == n, (results, done)
     print("pipeline ok", n)
-elif cmd == "stream":   # stream RATE SIZE: t.stream with output lines; every byte in order
+elif cmd == "stream":   # stream RATE SIZE ACTION [FILE]: output lines; every byte in order
     size = int(sys.argv[4])
-    s.sendall((json.dumps({"op": "run", "id": 1, "targets": "lab1", "action": "t.stream",
+    action = sys.argv[5]
+    consumed = sys.argv[6] if len(sys.argv) > 6 else None
+    s.sendall((json.dumps({"op": "run", "id": 1, "targets": "lab1", "action": action,
                            "stream": True}) + "\n").encode())
     h, n = hashlib.sha256(), 0
     for o in slow_lines(s, rate):
@@ -80,6 +88,10 @@ elif cmd == "stream":   # stream RATE SIZE: t.stream with output lines; every by
             assert d == b"c" * len(d), "a byte changed"
             h.update(d)
             n += len(d)
+            if consumed:
+                with open(consumed + ".tmp", "w") as cf:
+                    cf.write(str(n))
+                os.replace(consumed + ".tmp", consumed)
         elif o["type"] == "result":
             assert o["exit_status"] == 0, o["error"]
         elif o["type"] in ("done", "error"):
@@ -107,9 +119,27 @@ assert o["stdout"] == "b" * n and not o["truncated"]
 PY
 rm -f "$RX_TMP/big.json"
 
-# 3. a slow reader of a stream.
-assert_exit 0 timeout 3000 "$RX_PYTHON" "$CLIENT" stream "$SOCK" "$RATE" "$STREAM"
+# 3. a slow reader of a stream, on a runner (lab1's earlier calls started them): serve pauses
+# the call and the runner stops reading, so the command on the VM waits in its write. The
+# command counts what it has written (in 256 KiB pieces, to a file the test reads) and the
+# client what it has read: the command is never more than what serve, the channel's window
+# and the socket buffers hold ahead of the client (about 8 MiB), where a runner that ignored
+# the pause let it finish at once (serve then held the whole stream).
+(ahead=0; while [[ ! -e $RX_TMP/stream.done ]]; do
+    p=$(( $(wc -l <"$PROG") * 262144 )) c=$(cat "$RX_TMP/consumed" 2>/dev/null || echo 0)
+    (( p - c > ahead )) && ahead=$(( p - c )) && echo "$ahead" >"$RX_TMP/ahead"
+    sleep 0.05
+done) &
+sampler=$!
+assert_exit 0 timeout 3000 "$RX_PYTHON" "$CLIENT" stream "$SOCK" "$RATE" "$STREAM" t.produce \
+    "$RX_TMP/consumed"
+touch "$RX_TMP/stream.done"
+wait "$sampler" || true
 assert_contains "$OUT" "stream ok"
+ahead=$(cat "$RX_TMP/ahead" 2>/dev/null || echo 0)
+echo "the command was at most $(( ahead >> 10 )) KiB ahead of the slow reader"
+(( ahead < 8 * 1048576 )) ||
+    fail "the command ran $(( ahead >> 20 )) MiB ahead of its slow reader: the call was not held back"
 
 kill -0 "$SERVE_PID" || fail "serve died"
 end=$(rss_kib "$SERVE_PID")
