@@ -624,6 +624,8 @@ static void on_intent_done(rx_record_job *j)
         const rx_host *ph = rx_ctx_pool_host(c->ctx, c->host);
         if ((r = rx_pool_exec(c->ctx->pool, ph, &xo, &cb, &c->job)) != 0)
             rx_fail(&c->err, r, "out of memory");
+        else if (c->paused) /* paused before it had a job */
+            rx_pool_pause(c->job, 1);
     }
     call_forms_free(c); /* the pool keeps its own copies */
     if (c->err.code != 0)

@@ -291,12 +291,13 @@ static int ssh_err(rx_runner *r, char *buf, size_t n)
     return rx_session_last_error(r->s, buf, n);
 }
 
-/* A call whose consumer holds its output back: nothing is read (the channel's window fills and
- * the command waits in its write). Only once the call is acknowledged: the set-up deadline
- * waits for that "start". */
-static int call_held(const rx_runner *r)
+/* A call whose consumer holds its output back: its stdout is not read (the channel's window
+ * fills and the command waits in its write), nor its stderr once the runner's "start" is in:
+ * the set-up deadline waits for that, and nothing of the command comes before it. */
+static int call_held(const rx_runner *r, int stream)
 {
-    return r->state == RN_CALL && r->call.active && r->call.paused && r->call.acked;
+    return r->state == RN_CALL && r->call.active && r->call.paused &&
+           (stream == 0 || r->call.acked);
 }
 
 /* Reads whatever both streams hold. Returns 1 if bytes came, 0 if none, -1 on error. */
@@ -304,7 +305,9 @@ static int read_streams(rx_runner *r)
 {
     unsigned char buf[32768];
     int got = 0;
-    for (int stream = 0; stream < 2 && !call_held(r); stream++) {
+    for (int stream = 0; stream < 2; stream++) {
+        if (call_held(r, stream))
+            continue;
         for (;;) {
             ssize_t n = libssh2_channel_read_ex(r->ch, stream, (char *)buf, sizeof(buf));
             if (n == LIBSSH2_ERROR_EAGAIN || n == 0)
@@ -324,7 +327,7 @@ static int read_streams(rx_runner *r)
                 r->close_req = 1; /* nothing may come between calls */
             } else {
                 rx_marker_feed(stream == 0 ? &r->call.mo : &r->call.me, buf, (size_t)n);
-                if (call_held(r))
+                if (call_held(r, stream))
                     break; /* paused from the consumer's callback: leave the rest unread */
             }
         }
@@ -519,9 +522,10 @@ static int rn_step(rx_chan_user *u)
 static int rn_pending(rx_chan_user *u)
 {
     rx_runner *r = (rx_runner *)u;
-    if (r->ch == NULL || r->state < RN_START || r->state > RN_CALL || call_held(r))
+    if (r->ch == NULL || r->state < RN_START || r->state > RN_CALL)
         return 0;
-    return libssh2_poll_channel_read(r->ch, 0) > 0 || libssh2_poll_channel_read(r->ch, 1) > 0;
+    return (!call_held(r, 0) && libssh2_poll_channel_read(r->ch, 0) > 0) ||
+           (!call_held(r, 1) && libssh2_poll_channel_read(r->ch, 1) > 0);
 }
 
 static int rn_holds_channel(const rx_chan_user *u)
@@ -573,7 +577,7 @@ static int rn_hung(const rx_chan_user *u)
 
 static int rn_paused(const rx_chan_user *u)
 {
-    return call_held((const rx_runner *)u);
+    return call_held((const rx_runner *)u, 1); /* both streams held */
 }
 
 static const rx_chan_ops runner_ops = {.step = rn_step, .pending = rn_pending,
