@@ -42,9 +42,11 @@ __rx_slot() {
     local d=$1 k=$2 cont=$3 line c nonce st rc killed incall= phase started
     shift 3
     trap '[ -z "$incall" ] || { killed=1; __rx_slot_kill "$c"; }' USR1
-    exec 4<"$d/n$k" 5<>"$d/s$k" 6<>"$d/g$k" </dev/null
+    # fd 8 is the channel's stderr (the call's, and the end marker's); the slot's own stderr is
+    # /dev/null, so its kill and wait need no redirection each (each costs syscalls a call).
+    exec 4<"$d/n$k" 5<>"$d/s$k" 6<>"$d/g$k" </dev/null 8>&2 2>/dev/null
     while :; do
-        "$@" bash -c "$__rx_ns" rexec "$d/c$k" "$d/g$k" 4<&- 5<&- 6<&- &
+        "$@" bash -c "$__rx_ns" rexec "$d/c$k" "$d/g$k" 2>&8 4<&- 5<&- 6<&- 8>&- &
         c=$! nonce=
         while IFS= read -r -u 4 line; do
             case $line in
@@ -57,10 +59,13 @@ __rx_slot() {
         incall=1 killed=0 st= started=0
         # A kill sent before incall was set has left its "k" line behind.
         if read -r -t 0 -u 4; then killed=1; __rx_slot_kill "$c"; else printf 'go\n' >&6; fi
-        # wait returns early when the USR1 trap runs; the call is over once kill -0 fails.
-        wait "$c" 2>/dev/null; rc=$?
-        while kill -0 "$c" 2>/dev/null; do wait "$c" 2>/dev/null; rc=$?; done
-        if [ "$killed" = 1 ] && [ "$rc" = 138 ]; then wait "$c" 2>/dev/null; rc=$?; fi
+        # wait returns early only when the USR1 trap ran (killed 1); the call is over once
+        # kill -0 fails.
+        wait "$c"; rc=$?
+        if [ "$killed" = 1 ]; then
+            while kill -0 "$c"; do wait "$c"; rc=$?; done
+            [ "$rc" != 138 ] || { wait "$c"; rc=$?; }
+        fi
         incall=
         read -r -t 0 -u 5 && read -r -t 1 -u 5 st
         __rx_slot_reap "$c"
@@ -78,15 +83,15 @@ __rx_slot() {
         esac
         printf '\036rexec:%s:end\n' "$nonce"
         printf '\036rexec:%s:end %s %s 0 %s %s %s\n' "$nonce" "$phase" "$rc" "$cont" \
-            "$killed" "$started" >&2
+            "$killed" "$started" >&8
     done
 }
 
-__rx_slot_kill() { # the call's shell
+__rx_slot_kill() { # the call's shell (the slot's stderr is /dev/null)
     if [ "$$" = 1 ]; then
-        kill -KILL -1 2>/dev/null
+        kill -KILL -1
     else
-        kill -KILL -- "-$1" 2>/dev/null || kill -KILL "$1" 2>/dev/null
+        kill -KILL -- "-$1" || kill -KILL "$1"
     fi
 }
 
@@ -95,13 +100,13 @@ __rx_slot_kill() { # the call's shell
 __rx_slot_reap() {
     local i=0
     if [ "$$" = 1 ]; then
-        while kill -KILL -1 2>/dev/null && [ $((i += 1)) -lt 200 ]; do
-            read -r -t 0.005 -u 6 _ 2>/dev/null
+        while kill -KILL -1 && [ $((i += 1)) -lt 200 ]; do
+            read -r -t 0.005 -u 6 _
         done
     else
-        kill -KILL -- "-$1" 2>/dev/null || return 0
-        while kill -0 -- "-$1" 2>/dev/null && [ $((i += 1)) -lt 200 ]; do
-            read -r -t 0.005 -u 6 _ 2>/dev/null
+        kill -KILL -- "-$1" || return 0
+        while kill -0 -- "-$1" && [ $((i += 1)) -lt 200 ]; do
+            read -r -t 0.005 -u 6 _
         done
     fi
 }
