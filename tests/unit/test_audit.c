@@ -1369,6 +1369,73 @@ static void test_batch_append(void **state)
     rx_audit_close(a);
 }
 
+/* chattr +i / -i on path; 0 when it worked (root on a file system that has the flag). */
+static int set_immutable(const char *path, int on)
+{
+    char cmd[PATH_MAX + 64];
+    snprintf(cmd, sizeof(cmd), "chattr %ci '%s' 2>/dev/null", on ? '+' : '-', path);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+/* The head is written after the records are durable (rx_audit_append_end), in place, 512 bytes.
+ * A head that cannot be written then leaves the records (they are the truth) and the head one
+ * append behind, which verify accepts; the next append first tries the head again and is refused
+ * while it still fails, and catches it up once it can. */
+static void test_head_after_records(void **state)
+{
+    fixture *f = *state;
+    rexec_error e = {0};
+    rx_audit *a = log_with_runs(f, NULL, 1);
+    rx_audit_pending p;
+    char head_path[PATH_MAX + 32], *texts[1];
+    struct stat st;
+    snprintf(head_path, sizeof(head_path), "%s/audit/head.json", f->ws);
+    assert_int_equal(stat(head_path, &st), 0);
+    assert_int_equal(st.st_size, RX_AUDIT_HEAD_SIZE);
+
+    cJSON *r = mkrec("run-9", "intent", "lab1");
+    assert_int_equal(rx_audit_render(r, NULL, &texts[0], &e), 0);
+    cJSON_Delete(r);
+    assert_int_equal(rx_audit_append_begin(a, texts, 1, &p, &e), 0);
+    size_t n;
+    char **v = lines_of(f->log, &n);
+    assert_int_equal(n, 3); /* durable before the head */
+    free_lines(v, n);
+    if (set_immutable(head_path, 1) != 0) {
+        assert_int_equal(rx_audit_append_end(a, &p, &e), 0);
+        print_message("SKIP head write failure: chattr +i not available here\n");
+        free(texts[0]);
+        rx_audit_close(a);
+        return;
+    }
+    assert_int_equal(rx_audit_append_end(a, &p, &e), REXEC_EAUDIT);
+    assert_contains(e.msg, "cannot update the audit head");
+    char *report = NULL;
+    assert_int_equal(verify(f, NULL, 0, &report), RX_AUDIT_VERIFY_INCOMPLETE); /* head behind: fine */
+    free(report);
+
+    cJSON *r2 = mkrec("run-9", "outcome", "lab1");
+    assert_int_equal(rx_audit_append(a, r2, NULL, &e), REXEC_EAUDIT);
+    assert_contains(e.msg, "the audit head is behind the log since an earlier append");
+    v = lines_of(f->log, &n);
+    assert_int_equal(n, 3); /* refused: nothing written */
+    free_lines(v, n);
+
+    assert_int_equal(set_immutable(head_path, 0), 0);
+    assert_int_equal(rx_audit_append(a, r2, NULL, &e), 0);
+    cJSON_Delete(r2);
+    char *head = head_now(f, NULL, &e);
+    assert_non_null(head);
+    cJSON *h = cJSON_Parse(head);
+    assert_int_equal(cJSON_GetObjectItem(h, "seq")->valueint, 4);
+    cJSON_Delete(h);
+    free(head);
+    assert_int_equal(verify(f, NULL, 0, &report), RX_AUDIT_VERIFY_OK);
+    free(report);
+    free(texts[0]);
+    rx_audit_close(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1405,6 +1472,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_head_missing_and_legacy_log, setup, teardown),
         cmocka_unit_test_setup_teardown(test_syslog_copy, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_append, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_head_after_records, setup, teardown),
     };
     return cmocka_run_group_tests_name("audit", tests, NULL, NULL);
 }
