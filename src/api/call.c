@@ -140,6 +140,7 @@ static void call_free(rexec_call *c)
     free(c->host_name), free(c->action_name), free(c->grant_id);
     free(c->rationale), free(c->hypothesis_id), free(c->evidence), free(c->batch_id);
     free(c->client_user);
+    rx_call_secrets_unpin(c); /* after its streams and evidence, which scanned with it */
     free(c);
 }
 
@@ -679,6 +680,7 @@ int rexec_call_start(rexec_ctx *ctx, const rexec_request *req, const rexec_callb
     c->next = ctx->calls;
     ctx->calls = c;
     ctx->calls_alive++;
+    rx_call_secrets_pin(c);
     if (out)
         *out = c;
     int r = call_resolve(c, &c->err);

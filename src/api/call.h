@@ -25,7 +25,8 @@ struct rexec_ctx {
     rx_pool *pool;
     rx_recorder *rec; /* the audit log and its writer, opened at the first call that needs it */
     /* secrets.c: every secret the workspace resolved at load, and its redactor; the sets of
-     * earlier loads (serve reload) stay until close: running calls' streams point into them */
+     * earlier loads (serve reload) stay while calls that started under them are alive: their
+     * streams and evidence point into them */
     struct rx_secret_set *sset;
     struct rx_secret_set **old_ssets;
     size_t n_old_ssets;
@@ -90,6 +91,8 @@ struct rexec_call {
     size_t n_redact_only; /* after n_secrets: redacted but never sent (the key's passphrase) */
     rx_redactor *redactor;
     call_stream out[2];
+    struct rx_secret_set *sset; /* the context's set when the call started (kept alive) */
+    rx_ws *ws_pin;              /* and its workspace (its catalog kept alive) */
     char nonce[RX_NONCE_LEN + 1];
     rx_pool_job *job;
     uint64_t t0_ns;
@@ -163,6 +166,10 @@ void rx_ctx_secrets_free(rexec_ctx *ctx);
 /* A redactor of the call's own when a handed secret's value changed since the load (else the
  * workspace's serves). Returns 0, REXEC_ENOMEM or REXEC_ECONFIG. */
 int rx_call_build_redactor(rexec_call *c, rexec_error *err);
+/* A call keeps the set it started under alive until it is released (a reload replaces the
+ * context's set; the old one goes with its last call). */
+void rx_call_secrets_pin(rexec_call *c);
+void rx_call_secrets_unpin(rexec_call *c);
 /* The workspace's redactor (every secret resolved at load). */
 const rx_redactor *rx_ctx_redactor(const rexec_ctx *ctx);
 /* What every output path and record of c goes through: its own redactor or the workspace's. */

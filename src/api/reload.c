@@ -4,8 +4,9 @@
  * error names the field at fault. Once loaded it serves every call that starts from then on. The
  * previous workspace is kept until the context closes: calls in flight hold pointers into it
  * (their host, action, parameters), serve requests borrow its host names, and the pool knows its
- * connections by the rx_host they were opened for. Keeping it costs one workspace's memory per
- * reload, which is small next to a restart that cancels every long job.
+ * connections by the rx_host they were opened for. Its action catalog (most of its memory: the
+ * compiled parameter patterns) and its secret set go once the last call that started under it
+ * is released (secrets.c); what stays is its hosts, a few KiB a reload.
  *
  * A host whose entry in rexec.json is unchanged (the same JSON, field for field) keeps its warm
  * connections: calls to it reach the pool under the rx_host object the connections were opened
@@ -111,6 +112,8 @@ int rexec_ctx_reload(rexec_ctx *ctx, size_t *kept_warm, rexec_error *err)
         return r;
     }
     ctx->retired[ctx->n_retired++] = ctx->ws;
+    if (ctx->ws->users == 0) /* no call uses its catalog: only its hosts stay (map_hosts) */
+        rx_ws_release_actions(ctx->ws);
     ctx->ws = nw;
     free(ctx->pool_hosts);
     ctx->pool_hosts = map;

@@ -938,6 +938,15 @@ void rx_ws_free(rx_ws *ws)
     free(ws);
 }
 
+void rx_ws_release_actions(rx_ws *ws)
+{
+    for (size_t i = 0; i < ws->n_actions; i++)
+        free_action(&ws->actions[i]);
+    free(ws->actions);
+    ws->actions = NULL;
+    ws->n_actions = 0;
+}
+
 /* ---- lookups -------------------------------------------------------------------------------- */
 
 const rx_host *rx_ws_host(const rx_ws *ws, const char *name)

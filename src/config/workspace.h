@@ -149,12 +149,17 @@ typedef struct rx_ws {
     char *audit_key_file; /* HMAC key for the audit chain (outside the workspace), or NULL */
     char *audit_syslog;   /* the socket every audit line is copied to ("/dev/log"), or NULL */
     rx_serve_conf serve;  /* who besides its own user may use rexec serve, and for what */
+    size_t users;         /* the api's count of calls started under this workspace */
 } rx_ws;
 
 /* Loads dir/rexec.json. Returns 0 and a new workspace in *out, or REXEC_ECONFIG with err->msg
  * naming the JSON path ("actions.svc.restart.params.unit.pattern: ..."). */
 int rx_ws_load(rx_ws **out, const char *dir, rexec_error *err);
 void rx_ws_free(rx_ws *ws);
+/* Frees the action catalog of a workspace a reload replaced once no call uses it any more (its
+ * compiled parameter patterns are most of its memory); hosts and the rest stay, since warm
+ * connections are known by their rx_host. n_actions becomes 0. */
+void rx_ws_release_actions(rx_ws *ws);
 
 /* Lookups; NULL when absent. */
 const rx_host *rx_ws_host(const rx_ws *ws, const char *name);

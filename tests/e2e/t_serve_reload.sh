@@ -2,7 +2,8 @@
 # rexec serve reloads rexec.json on {"op":"reload"} and on SIGHUP: a call in flight finishes on the
 # configuration it started with; an action added is known at once; a file that does not load is
 # refused with its error and the old configuration stays; a host whose entry did not change keeps
-# its warm connection (no new sshd login), a changed one gets a new one; SIGHUP does not kill serve.
+# its warm connection (no new sshd login), a changed one gets a new one; SIGHUP does not kill serve;
+# 30 reloads do not pile up serve's memory.
 tid="serve: reload on request and SIGHUP"
 . "${REXEC_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/e2e/lib.sh"
 
@@ -86,5 +87,29 @@ wait_until 30 grep -q "SIGHUP: reload refused" "$RX_TMP/serve.err"
 assert_exit 0 rxs run lab1 t.hup
 assert_eq pong "$(field "$(request '{"op": "ping"}')" type)" "ping after a refused SIGHUP reload"
 cp "$RX_TMP/good.json" "$WS/rexec.json"
+
+# ---- reloads do not pile up: a replaced workspace's catalog and secret set go with its last
+# call. Each reload used to keep them until serve stopped (about 0.8 MiB each here, most of it
+# the compiled parameter patterns such as sys.echo's {0,200}). A serve of its own, with ASan's
+# quarantine small so that freed memory is reused (the figure means nothing otherwise).
+SOCK2=$RX_TMP/s2.sock
+ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=1 \
+    "$REXEC_BIN" --workspace "$WS" serve --socket "$SOCK2" 2>"$RX_TMP/serve2.err" &
+SERVE2=$!
+trap '_t_rc=$?; stop_gently $SERVE $SERVE2; if (exit "$_t_rc"); then _rx_cleanup; else _rx_cleanup; fi' EXIT
+wait_until 20 test -S "$SOCK2"
+SOCK=$SOCK2
+assert_exit 0 rxs run lab1 t.one
+assert_eq reloaded "$(field "$(request '{"op": "reload"}')" type)" "a first reload"
+rss0=$(awk '/^VmRSS:/ { print $2 }' "/proc/$SERVE2/status")
+for i in $(seq 30); do
+    r=$(request '{"op": "reload"}')
+    [[ $(field "$r" type) == reloaded ]] || fail "reload $i: $r"
+    [[ $((i % 10)) != 0 ]] || assert_exit 0 rxs run lab1 t.one
+done
+rss1=$(awk '/^VmRSS:/ { print $2 }' "/proc/$SERVE2/status")
+echo "serve RSS: $rss0 KiB after a reload, $rss1 KiB after 30 more"
+(( rss1 - rss0 < 8192 )) || fail "30 reloads grew serve by $(( (rss1 - rss0) / 1024 )) MiB"
+stop_gently "$SERVE2"
 assert_exit 0 rx audit verify
 pass
