@@ -31,7 +31,7 @@ int rx_audit_append(rx_audit *a, cJSON *rec, const rx_redactor *r, rexec_error *
 /* rx_audit_append in two steps, for a writer that shares one fsync between records (group
  * commit, api/recorder.c). rx_audit_render checks, prints and scans rec as rx_audit_append does
  * (*text: malloc'd, the caller frees). rx_audit_append_texts appends n rendered records in their
- * order under one lock, with one write, one fsync and one head: all of them or none. Not
+ * order under one lock, with one write and one fsync (all of them or none), then one head. Not
  * thread-safe on one rx_audit (the caller serialises); other processes are kept out by flock. */
 #define RX_AUDIT_BATCH_MAX 64
 int rx_audit_render(const cJSON *rec, const rx_redactor *r, char **text, rexec_error *err);

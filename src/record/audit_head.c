@@ -118,7 +118,6 @@ typedef struct rx_audit_head_tmp {
 
 static void head_abort(rx_audit_head_tmp *t);
 
-
 static void head_paths_free(rx_audit_head_tmp *t)
 {
     free(t->tmp);
@@ -127,7 +126,7 @@ static void head_paths_free(rx_audit_head_tmp *t)
 }
 
 static int head_prepare(const char *audit_dir, const rx_buf *key, long long seq,
-                          const char *hash, rx_audit_head_tmp *t, rexec_error *err)
+                        const char *hash, rx_audit_head_tmp *t, rexec_error *err)
 {
     rx_audit_head h;
     char *json = NULL;
