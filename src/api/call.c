@@ -141,6 +141,7 @@ static void call_free(rexec_call *c)
     free(c->rationale), free(c->hypothesis_id), free(c->evidence), free(c->batch_id);
     free(c->client_user);
     rx_call_secrets_unpin(c); /* after its streams and evidence, which scanned with it */
+    rx_call_ws_unpin(c);
     free(c);
 }
 
@@ -681,6 +682,7 @@ int rexec_call_start(rexec_ctx *ctx, const rexec_request *req, const rexec_callb
     ctx->calls = c;
     ctx->calls_alive++;
     rx_call_secrets_pin(c);
+    rx_call_ws_pin(c);
     if (out)
         *out = c;
     int r = call_resolve(c, &c->err);

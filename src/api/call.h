@@ -170,6 +170,9 @@ int rx_call_build_redactor(rexec_call *c, rexec_error *err);
  * context's set; the old one goes with its last call). */
 void rx_call_secrets_pin(rexec_call *c);
 void rx_call_secrets_unpin(rexec_call *c);
+/* reload.c: the same for the workspace's catalog (its hosts stay until the context closes). */
+void rx_call_ws_pin(rexec_call *c);
+void rx_call_ws_unpin(rexec_call *c);
 /* The workspace's redactor (every secret resolved at load). */
 const rx_redactor *rx_ctx_redactor(const rexec_ctx *ctx);
 /* What every output path and record of c goes through: its own redactor or the workspace's. */

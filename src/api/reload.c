@@ -52,6 +52,22 @@ void rx_ctx_reload_free(rexec_ctx *ctx)
     cJSON_Delete(ctx->hosts_doc);
 }
 
+void rx_call_ws_pin(rexec_call *c)
+{
+    c->ws_pin = c->ctx->ws;
+    c->ws_pin->users++;
+}
+
+/* A workspace a reload replaced keeps its hosts (warm connections are known by them), but its
+ * catalog goes with the last call that started under it. */
+void rx_call_ws_unpin(rexec_call *c)
+{
+    rx_ws *ws = c->ws_pin;
+    c->ws_pin = NULL;
+    if (ws != NULL && --ws->users == 0 && ws != c->ctx->ws)
+        rx_ws_release_actions(ws);
+}
+
 const rx_host *rx_ctx_pool_host(const rexec_ctx *ctx, const rx_host *h)
 {
     const rx_ws *ws = ctx->ws;

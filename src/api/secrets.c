@@ -103,18 +103,6 @@ void rx_call_secrets_pin(rexec_call *c)
 {
     c->sset = c->ctx->sset;
     c->sset->users++;
-    c->ws_pin = c->ctx->ws;
-    c->ws_pin->users++;
-}
-
-/* The workspace a reload replaced keeps its hosts (warm connections are known by them) but its
- * catalog goes with its last call. */
-static void ws_unpin(rexec_call *c)
-{
-    rx_ws *ws = c->ws_pin;
-    c->ws_pin = NULL;
-    if (ws != NULL && --ws->users == 0 && ws != c->ctx->ws)
-        rx_ws_release_actions(ws);
 }
 
 /* A set replaced by a reload goes once the last call that started under it is released: its
@@ -124,7 +112,6 @@ void rx_call_secrets_unpin(rexec_call *c)
 {
     rexec_ctx *ctx = c->ctx;
     rx_secret_set *set = c->sset;
-    ws_unpin(c);
     c->sset = NULL;
     if (set == NULL || --set->users > 0 || set == ctx->sset)
         return;
