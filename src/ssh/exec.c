@@ -422,8 +422,18 @@ static int st_send(rx_exec *e)
     int r = read_streams(e);
     if (r < 0)
         return lost(e);
-    if (send_done(e) || (e->cancel_req && e->off >= e->script_len)) {
-        e->res.sent = 1;
+    /* The wrapper has ended before taking all of its stdin (a set-up step failed, or a streamed
+     * stdin's command stopped reading): nobody reads the rest, and sshd, once the channel is
+     * closed, opens no more window for it. Stop sending and take the end as it is. */
+    int ended = e->res.ended || libssh2_channel_eof(e->ch);
+    if (send_done(e) || (e->cancel_req && e->off >= e->script_len) || ended) {
+        if (ended && !send_done(e))
+            rx_log(rx_session_logger(e->s), REXEC_LOG_DEBUG,
+                   "%s: exec %p: the wrapper ended with %llu bytes of script and stdin unsent",
+                   rx_session_host(e->s)->name, (void *)e,
+                   (unsigned long long)((e->len - e->off) + (e->ilen - e->ioff) + e->pull_left));
+        /* "sent": the script may have run (a script cut short runs nothing, see exec.h) */
+        e->res.sent = e->off >= e->script_len || e->res.ended;
         arm(e, e->backstop_s);
         exec_set_state(e, EX_RUN);
         return RX_STEP_PROGRESS;

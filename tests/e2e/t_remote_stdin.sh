@@ -66,6 +66,18 @@ assert_exit 0 rx run lab1 t.stage --stdin "$d/x"
 assert_eq 600 "$(head -n1 "$OUT")" "mode of the staged stdin"
 grep -qE '\(deleted\)|/\.rexec-runner\.[^/]*/in$' "$OUT" || fail "staged stdin: $(cat "$OUT")"
 
+# ---- a set-up step fails before the stdin is taken --------------------------------------------
+# 16 MiB of stdin (far more than the channel's window and the pipes hold) to an action whose
+# working directory is missing: the wrapper reports `end cd` and exits without reading the stdin.
+# rexec must stop sending and report the cd failure, not wait on a window that never opens
+# (that once ended in "the connection does not answer" after connect_timeout_s).
+truncate -s $((16 * 1024 * 1024)) "$d/sixteen"
+ws_add_action t.nocwd '{"risk": "L0", "command": "wc -c", "cwd": "/nonexistent-rexec-dir"}'
+assert_exit 255 timeout 60 "$REXEC_BIN" --workspace "$WS" run lab1 t.nocwd --stdin "$d/sixteen" --json
+[[ $(json error) == *"working directory /nonexistent-rexec-dir is missing"* ]] ||
+    fail "cd failure with bulk stdin: error is: $(json error)"
+assert_eq false "$(json executed)" "executed, cd failure with bulk stdin"
+
 # ---- cancelled while the stdin is still arriving --------------------------------------------
 # 64 MiB of stdin; the remote `head -c N` that stages it is stopped as soon as it appears, so
 # rexec blocks on the channel's window with most bytes unsent. Then Ctrl-C (SIGINT): rexec stops
