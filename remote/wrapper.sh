@@ -72,6 +72,42 @@ __rx_stage_stdin() {
     rm -f -- "$__rx_tmp" </dev/null
 }
 
+# A piped stdin (__rx_stdin_piped=1, the action's "stdin": "piped"): the command reads a
+# private FIFO that a feeder fills from the channel while the command runs, as with ssh, instead
+# of a file staged before it starts. Creates the FIFO (mkfifo never replaces what exists).
+__rx_stream_fifo() {
+    __rx_fifo=${TMPDIR:-/tmp}/.rexec-stdin-$__rx_nonce
+    (umask 077 && exec mkfifo -m 600 -- "$__rx_fifo") </dev/null 2>/dev/null
+}
+
+# The feeder, in the background with the FIFO's write end as fd 6 and the channel as fd 7:
+# copies exactly __rx_stdin_len bytes (dd reads no more than it must), then watches the channel
+# for EOF as the watchdog below does. It holds the FIFO's write end until it knows the copy was
+# whole: if the channel ended first (cancel, connection lost), the command is stopped while its
+# stdin is still open, so it never takes a stdin cut short for a whole one.
+__rx_feed() {
+    local c rc=0
+    rm -f -- "$__rx_fifo" </dev/null # both ends are open: the name is not needed any more
+    trap 'kill -KILL "$c" 2>/dev/null; exit 0' TERM
+    if [ "$__rx_stdin_len" -gt 0 ]; then
+        dd bs=65536 iflag=fullblock,count_bytes count="$__rx_stdin_len" status=none <&7 >&6 &
+        c=$!
+        wait "$c" || rc=1 # 1: a write failed, the command no longer reads its stdin
+    fi
+    if [ "$rc" = 0 ] && read -r -t 0 -u 7; then
+        kill -USR1 $$
+        exec sleep 2147483647 # keeps fd 6 open until the wrapper ends this process
+    fi
+    exec 6>&- # all of it is in the FIFO: the command sees EOF right after the last byte
+    if [ "$rc" = 0 ]; then
+        read -r -n 1 _ <&7
+    else # what the command did not take is read and dropped, so EOF can still be seen
+        local LC_ALL=C
+        while read -r -N 65536 -u 7 _; do :; done
+    fi
+    kill -USR1 $$
+}
+
 # Stops the command: timeout passes TERM on to its process group and sends KILL after
 # --kill-after if the command is still there. In a PID namespace $__rx_pid is unshare, which
 # does not pass signals on: signal timeout, its only child, found without starting a process.
@@ -89,25 +125,39 @@ __rx_cancel() {
 
 __rx_main() {
     local rc t0 t1 to=0 in=/dev/null
+    __rx_fifo=
     exec 7<&0 </dev/null
     if [ -n "$__rx_cwd" ] && ! cd -- "$__rx_cwd" 2>/dev/null; then __rx_end cd 1 0; return; fi
     __rx_pick
     if [ "$__rx_rank" -lt "$__rx_min_rank" ]; then __rx_end contain 1 0; return; fi
-    if [ "$__rx_stdin_len" -ge 0 ]; then
+    if [ "$__rx_stdin_len" -ge 0 ] && [ "${__rx_stdin_piped:-0}" = 1 ]; then
+        __rx_stream_fifo || { __rx_end stdin 1 0; return; }
+        in=$__rx_fifo
+    elif [ "$__rx_stdin_len" -ge 0 ]; then
         __rx_stage_stdin || { __rx_end stdin 1 0; return; }
         in=/dev/fd/6
     fi
     # Nothing follows the stdin bytes on the channel, so if it is readable now it is at EOF:
     # the call was cancelled (or the connection dropped) before the command started, maybe
-    # while its stdin was still arriving (head then stopped short). Never start it.
-    if read -r -t 0 -u 7 2>/dev/null; then __rx_cancelled=1; __rx_end cancel 1 0; return; fi
+    # while its stdin was still arriving (head then stopped short). Never start it. (A streamed
+    # stdin's bytes are still to come here: its feeder tells a cancel from them.)
+    if [ "$in" != "$__rx_fifo" ] && read -r -t 0 -u 7 2>/dev/null; then
+        __rx_cancelled=1; __rx_end cancel 1 0; return
+    fi
     __rx_inner_script
     trap __rx_cancel USR1
     t0=${EPOCHREALTIME//[!0-9]/}
+    # (A FIFO's open waits for the other end: the command's side opens it for reading, then the
+    # wrapper's exec 6> below returns.)
     "${__rx_pre[@]}" timeout --kill-after="$__rx_kill_after" "$__rx_timeout" \
         bash -c "$__rx_inner" rexec <"$in" 6<&- 7<&- &
     __rx_pid=$!
-    { read -r -n 1 _ ; kill -USR1 $$; } <&7 >/dev/null 2>&1 6<&- &
+    if [ "$in" = "$__rx_fifo" ]; then
+        exec 6>"$__rx_fifo"
+        __rx_feed </dev/null >/dev/null 2>&1 &
+    else
+        { read -r -n 1 _ ; kill -USR1 $$; } <&7 >/dev/null 2>&1 6<&- &
+    fi
     __rx_wd=$!
     exec 6<&- 7<&-
     # wait returns early when the USR1 trap runs; the command is gone once kill -0 fails.

@@ -621,7 +621,8 @@ static void on_intent_done(rx_record_job *j)
                            .drain_s = CALL_DRAIN_S, .setup_s = l->connect_timeout_s,
                            .runner_code = c->code.data, .runner_code_len = c->code.len,
                            .min_rank = (int)c->action->containment, .timeout_s = c->timeout_s,
-                           .stdin_pull = c->stdin_path ? call_stdin_pull : NULL, .stdin_ud = c};
+                           .stdin_pull = c->stdin_path ? call_stdin_pull : NULL, .stdin_ud = c,
+                           .stdin_piped = c->stdin_piped};
         rx_exec_cb cb = {on_exec_data, on_exec_done, c};
         const rx_host *ph = rx_ctx_pool_host(c->ctx, c->host);
         if ((r = rx_pool_exec(c->ctx->pool, ph, &xo, &cb, &c->job)) != 0)
@@ -643,13 +644,17 @@ static int call_send(rexec_call *c, rexec_error *err)
     int r;
     if (rx_nonce_new(c->nonce) != 0)
         return rx_fail(err, REXEC_EINTERNAL, "no randomness for the call's nonce");
+    /* A piped stdin reaches the command as it is sent. A file whose digest an approval or a
+     * grant binds is checked only once all of it is read (call_stdin_pull), so it is staged:
+     * the command then never sees a byte of a file that changed. */
+    c->stdin_piped = c->action->stdin_piped && c->stdin_sha == NULL;
     rx_render_in in = {.command = (const char *)c->rendered.data, .secrets = c->secrets,
                        .n_secrets = c->n_secrets, .cwd = c->action->cwd,
                        .timeout_s = c->timeout_s, .kill_after_s = l->kill_after_s,
                        .stdin_len = c->stdin_data || c->stdin_path ? (long long)c->stdin_len : -1,
                        .min_containment = c->action->containment,
                        .max_containment = c->host->max_containment, .nonce = c->nonce,
-                       .run_id = c->run_id};
+                       .run_id = c->run_id, .stdin_piped = c->stdin_piped};
     rx_buf_init(&c->script, CALL_MAX_SCRIPT);
     rx_buf_init(&c->code, CALL_MAX_SCRIPT);
     if ((r = rx_render_script(&in, &c->script, err)) == 0 &&

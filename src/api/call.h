@@ -118,6 +118,7 @@ struct rexec_call {
     EVP_MD_CTX *stdin_sha; /* of what was sent, checked against the gate's; NULL when the gate
                             * never hashed stdin_path (nothing binds its content) */
     char stdin_hex[65];    /* the gate's hash of stdin_path, when it asked for one */
+    int stdin_piped;       /* the command reads stdin as it arrives (the action's "stdin") */
     rx_buf shown_error, shown_rendered; /* redacted copies handed to the caller */
     uv_timer_t defer;
 };

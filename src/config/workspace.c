@@ -706,9 +706,10 @@ static int load_action(const rx_ws *ws, const cJSON *o, const char *path, rx_act
 {
     static const char *const keys[] = {"risk", "command", "params", "secrets", "network",
                                        "state_changing", "timeout_s", "max_output_bytes",
-                                       "containment", "cwd", "description", "on_cap", NULL};
+                                       "containment", "cwd", "description", "on_cap", "stdin", NULL};
     static const char *const on_cap_names[] = {"keep", "kill"};
-    int r, risk = -1, cont = RX_CONT_NONE, on_cap = 0;
+    static const char *const stdin_names[] = {"staged", "piped"};
+    int r, risk = -1, cont = RX_CONT_NONE, on_cap = 0, stdin_mode = 0;
     if ((r = rx_json_want(o, path, cJSON_Object, C, err)) != 0 ||
         (r = rx_json_check_keys(o, path, keys, C, err)) != 0 ||
         (r = get_enum(o, "risk", path, risk_names, 4, &risk, err)) != 0 ||
@@ -721,6 +722,7 @@ static int load_action(const rx_ws *ws, const cJSON *o, const char *path, rx_act
         (r = get_u64(o, "max_output_bytes", path, 0, 1LL << 40, &a->max_output_bytes, err)) ||
         (r = get_enum(o, "containment", path, cont_names, 4, &cont, err)) != 0 ||
         (r = get_enum(o, "on_cap", path, on_cap_names, 2, &on_cap, err)) != 0 ||
+        (r = get_enum(o, "stdin", path, stdin_names, 2, &stdin_mode, err)) != 0 ||
         (r = get_dup(o, "cwd", path, 0, &a->cwd, err)) != 0 ||
         (r = get_dup(o, "description", path, 0, &a->description, err)) != 0)
         return r;
@@ -729,6 +731,7 @@ static int load_action(const rx_ws *ws, const cJSON *o, const char *path, rx_act
     a->risk = a->declared_risk = (rx_risk)risk;
     a->containment = (rx_containment)cont;
     a->on_cap_kill = on_cap == 1;
+    a->stdin_piped = stdin_mode == 1;
     if (a->state_changing && a->risk < RX_L2)
         a->risk_floor_reason = "state_changing", a->risk = RX_L2;
     action_floors(a);

@@ -67,6 +67,7 @@ typedef struct rx_action {
     double timeout_s;          /* 0 = limits.timeout_s */
     uint64_t max_output_bytes; /* 0 = limits.max_output_bytes */
     int on_cap_kill;           /* "on_cap": "kill": stop the command once output passes the cap */
+    int stdin_piped;           /* "stdin": "piped": the command reads its stdin as it arrives */
     rx_containment containment; /* the minimum this action accepts */
     char *cwd;                  /* working directory on the VM; NULL = the login directory */
 } rx_action;

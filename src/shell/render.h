@@ -34,6 +34,8 @@ typedef struct rx_render_in {
     double timeout_s;
     double kill_after_s;
     long long stdin_len;      /* -1: the command's stdin is /dev/null */
+    int stdin_piped;          /* the command reads its stdin from a pipe as it arrives, not from
+                               * a file staged first (the wrapper only; a runner always stages) */
     rx_containment min_containment;
     rx_containment max_containment; /* the host's cap */
     const char *nonce;        /* RX_NONCE_LEN hex chars: marks the wrapper's status lines */

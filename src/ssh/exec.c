@@ -57,6 +57,8 @@ struct rx_exec {
     uint64_t sent_total;  /* bytes of script and stdin written to the channel so far */
     uint64_t setup_mark;  /* sent_total when the set-up deadline was last armed */
     int cancel_req, eof_sent;
+    int stdin_piped;     /* rx_exec_opts.stdin_piped */
+    int run_armed;       /* the backstop is armed: the command runs (or the send is over) */
     int paused;          /* the consumer asked us to stop reading (rx_exec_pause) */
     int opening, exec_sent; /* a libssh2 request is in flight and must be completed */
     marker_filter mf;
@@ -204,14 +206,23 @@ static void on_exec_timer(uv_timer_t *t)
 {
     rx_exec *e = t->data;
     e->timer_armed = 0;
-    if (!e->res.sent && e->state == EX_SEND && e->sent_total > e->setup_mark) {
+    if (!e->run_armed && e->state == EX_SEND && e->sent_total > e->setup_mark) {
         /* A long stdin still moving (a slow link, a big file) is not a hung connection: the
          * deadline is for setup_s without progress, so a stuck peer is still found. */
         e->setup_mark = e->sent_total;
         arm(e, e->setup_s);
         return;
     }
-    if (!e->res.sent) { /* the set-up deadline: channel open, exec request or script send hang */
+    if (!e->run_armed && e->res.sent) { /* a piped stdin stuck before the command said it started */
+        exec_error(e, REXEC_ECONNLOST,
+                   "%s: the connection does not answer: the call's stdin has not moved for %.1f s "
+                   "and the command has not said it started (connect_timeout_s); it may have run: "
+                   "result unknown", rx_session_host(e->s)->name, e->setup_s);
+        e->gave_up = 1;
+        rx_session_kick(e->s);
+        return;
+    }
+    if (!e->run_armed) { /* the set-up deadline: channel open, exec request or script send hang */
         exec_error(e, REXEC_ETIMEDOUT,
                    "%s: the connection does not answer: the call was not started within %.1f s "
                    "(stuck in %s; connect_timeout_s); nothing ran",
@@ -419,9 +430,15 @@ static int st_send(rx_exec *e)
         e->sent_total += (uint64_t)n;
         progress = 1;
     }
+    if (e->stdin_piped && e->off >= e->script_len)
+        e->res.sent = 1; /* the command may run while its stdin is still on the way */
     int r = read_streams(e);
     if (r < 0)
         return lost(e);
+    if (e->stdin_piped && e->res.started && !e->run_armed) {
+        e->run_armed = 1; /* the command runs: its own timeout counts from now */
+        arm(e, e->backstop_s);
+    }
     /* The wrapper has ended before taking all of its stdin (a set-up step failed, or a streamed
      * stdin's command stopped reading): nobody reads the rest, and sshd, once the channel is
      * closed, opens no more window for it. Stop sending and take the end as it is. */
@@ -434,7 +451,10 @@ static int st_send(rx_exec *e)
                    (unsigned long long)((e->len - e->off) + (e->ilen - e->ioff) + e->pull_left));
         /* "sent": the script may have run (a script cut short runs nothing, see exec.h) */
         e->res.sent = e->off >= e->script_len || e->res.ended;
-        arm(e, e->backstop_s);
+        if (!e->run_armed) {
+            e->run_armed = 1;
+            arm(e, e->backstop_s);
+        }
         exec_set_state(e, EX_RUN);
         return RX_STEP_PROGRESS;
     }
@@ -617,6 +637,7 @@ int rx_exec_start(rx_session *s, const rx_exec_opts *opts, const rx_exec_cb *cb,
     uv_timer_init(rx_session_loop(s), &e->timer);
     e->timer.data = e;
     e->setup_s = opts->setup_s;
+    e->stdin_piped = opts->stdin_piped;
     if (e->setup_s > 0)
         arm(e, e->setup_s);
     if (out)

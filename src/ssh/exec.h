@@ -61,6 +61,10 @@ typedef struct rx_exec_opts {
     void *stdin_ud;
     double setup_s;      /* channel open + exec request + script sent within this (0: none);
                           * past it the call ends ETIMEDOUT and the connection is judged hung */
+    /* The command reads its stdin as it arrives (the script says so, rx_render_in.stdin_piped):
+     * it may run as soon as the script is sent, and once it has started, stdin that moves slowly
+     * or not at all is its own business (the backstop, not the set-up deadline, applies). */
+    int stdin_piped;
 } rx_exec_opts;
 
 /* The channel's receive window and packet size (libssh2_channel_open_ex), and the size of the

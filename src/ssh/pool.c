@@ -341,11 +341,13 @@ static pool_conn *conn_with_room(pool_host *ph, int *connecting)
 
 static int use_runner(const pool_host *ph, const rx_pool_job *j)
 {
-    /* stdin pulled piece by piece streams on a channel of its own (a frame holds all of it) */
+    /* stdin pulled piece by piece streams on a channel of its own (a frame holds all of it), and
+     * a runner stages every stdin before its command starts (remote/runner.sh) */
     /* A process that makes one call per host (`rexec run`) would only pay a runner's start:
      * the first call to a host takes a channel of its own, later ones (serve) get runners. */
     return ph->h->runner && !ph->no_runner && ph->calls_done > 0 && j->opts.runner_code != NULL &&
-           j->opts.stdin_pull == NULL && j->opts.stdin_len <= POOL_RUNNER_MAX_STDIN;
+           j->opts.stdin_pull == NULL && j->opts.stdin_len <= POOL_RUNNER_MAX_STDIN &&
+           !j->opts.stdin_piped;
 }
 
 /* An idle (or starting) runner on a ready connection of this host. */

@@ -168,5 +168,14 @@ assert_contains "$OUT" "the stdin differs"
 printf 'payload one\n' >"$RX_TMP/in"
 assert_exit 0 rx run lab1 svc.restart --param unit=filed --stdin "$RX_TMP/in" --grant "$CID"
 assert_eq 5 "$(wc -l <"$RAN")" "runs after the approved stdin"
+# An action with a piped stdin ("stdin": "piped") still gets an approved file staged: its bytes
+# are checked against the approval only once all are read, so the command must not see them
+# before. (A piped stdin would be a FIFO.)
+ws_add_action t.piped '{"risk": "L2", "command": "stat -L -c %F /dev/stdin", "stdin": "piped"}'
+assert_exit 75 rx run lab1 t.piped --stdin "$RX_TMP/in" --json
+CID=$(json_field "$OUT" challenge_id)
+assert_exit 0 approve_at_tty "$CID"
+assert_exit 0 rx run lab1 t.piped --stdin "$RX_TMP/in" --grant "$CID"
+assert_eq "regular file" "$(cat "$OUT")" "stdin of a piped action under an approval"
 
 pass

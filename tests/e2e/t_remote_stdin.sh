@@ -5,6 +5,10 @@
 # stdin/stdin_base64: lines equal to any delimiter or to the wrapper's own last line, NUL bytes,
 # no trailing newline, more than 1 MiB, an empty file; without stdin the command reads
 # /dev/null. A call cancelled while its stdin is still arriving never starts the command.
+# The same for an action with "stdin": "piped" (the command reads a FIFO filled while it runs):
+# byte for byte, a command that stops reading still ends, and one cancelled mid-stdin is
+# stopped before it could take the stdin cut short for a whole one. A wrapper that ends before
+# taking its stdin (cd failed) ends the call at once.
 tid="remote: stdin byte for byte"
 . "${REXEC_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/e2e/lib.sh"
 
@@ -66,12 +70,31 @@ assert_exit 0 rx run lab1 t.stage --stdin "$d/x"
 assert_eq 600 "$(head -n1 "$OUT")" "mode of the staged stdin"
 grep -qE '\(deleted\)|/\.rexec-runner\.[^/]*/in$' "$OUT" || fail "staged stdin: $(cat "$OUT")"
 
+# ---- "stdin": "piped": the command reads a FIFO filled as the bytes arrive --------------------
+ws_add_action t.psha '{"risk": "L0", "stdin": "piped",
+  "command": "f=$(mktemp) && cat >\"$f\" && sha256sum <\"$f\" | cut -d\" \" -f1 && wc -c <\"$f\"; rm -f \"$f\""}'
+for f in tricky empty newline big long-line; do
+    assert_exit 0 timeout 60 "$REXEC_BIN" --workspace "$WS" run lab1 t.psha --stdin "$d/$f"
+    expect_sha "$d/$f"
+done
+assert_exit 0 rx run lab1 --request "$RX_TMP/req-b64.json"
+expect_sha "$d/tricky"
+ws_add_action t.pstage '{"risk": "L0", "stdin": "piped",
+  "command": "stat -L -c %a:%F /dev/stdin; ls -l /proc/self/fd/0"}'
+assert_exit 0 rx run lab1 t.pstage --stdin "$d/x"
+assert_eq "600:fifo" "$(head -n1 "$OUT")" "mode and type of a piped stdin"
+grep -q '(deleted)' "$OUT" || fail "piped stdin: $(cat "$OUT")"
+# A command that stops reading after 3 of 16 MiB ends with its own status, at once.
+truncate -s $((16 * 1024 * 1024)) "$d/sixteen"
+ws_add_action t.phead '{"risk": "L0", "stdin": "piped", "command": "head -c 3 | wc -c; exit 4"}'
+assert_exit 4 timeout 60 "$REXEC_BIN" --workspace "$WS" run lab1 t.phead --stdin "$d/sixteen"
+assert_eq 3 "$(cat "$OUT")" "bytes the command took"
+
 # ---- a set-up step fails before the stdin is taken --------------------------------------------
 # 16 MiB of stdin (far more than the channel's window and the pipes hold) to an action whose
 # working directory is missing: the wrapper reports `end cd` and exits without reading the stdin.
 # rexec must stop sending and report the cd failure, not wait on a window that never opens
 # (that once ended in "the connection does not answer" after connect_timeout_s).
-truncate -s $((16 * 1024 * 1024)) "$d/sixteen"
 ws_add_action t.nocwd '{"risk": "L0", "command": "wc -c", "cwd": "/nonexistent-rexec-dir"}'
 assert_exit 255 timeout 60 "$REXEC_BIN" --workspace "$WS" run lab1 t.nocwd --stdin "$d/sixteen" --json
 [[ $(json error) == *"working directory /nonexistent-rexec-dir is missing"* ]] ||
@@ -123,4 +146,51 @@ assert_eq 130 "$rc" "exit status after SIGINT during stdin"
 assert_eq false "$(json executed)" "executed, cancelled during stdin"
 [[ $(json error) == *"did not run"* ]] || fail "cancel during stdin: error is: $(json error)"
 [[ ! -e $RX_TMP/ran ]] || fail "the command ran on a truncated stdin"
+
+# ---- a piped stdin cancelled while it is still arriving -------------------------------------
+# The command has started and has taken part of its stdin, but it must never see EOF for it:
+# it ignores TERM, so if its stdin ended it would go on and touch the file before kill-after.
+ws_edit 'c["limits"]["kill_after_s"] = 1'
+ws_add_action t.pran "{\"risk\": \"L0\", \"stdin\": \"piped\",
+  \"command\": \"trap '' TERM; cat >'$RX_TMP/pgot'; touch '$RX_TMP/pran'\"}"
+"$REXEC_BIN" --workspace "$WS" run lab1 t.pran --stdin "$d/huge" --json >"$OUT" 2>"$ERR" &
+pid=$!
+dd_pid=$("$RX_PYTHON" - "$n" <<'PY'
+import os, signal, sys, time
+want = ("dd", "count=" + sys.argv[1])
+deadline = time.time() + 30
+while time.time() < deadline:
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % p, "rb") as f:
+                argv = [a.decode("utf-8", "replace") for a in f.read().split(b"\0")[:-1]]
+        except OSError:
+            continue
+        if argv[:1] == [want[0]] and want[1] in argv:
+            os.kill(int(p), signal.SIGSTOP)
+            print(p)
+            sys.exit(0)
+sys.exit(1)
+PY
+) || { kill -KILL "$pid"; fail "the remote dd of the piped stdin never appeared"; }
+kill -INT "$pid"
+kill -CONT "$dd_pid"
+rc=0
+timeout 30 tail --pid="$pid" -f /dev/null || rc=$?
+[[ $rc -eq 0 ]] || { kill -KILL "$pid"; fail "rexec did not finish after SIGINT (piped)"; }
+rc=0; wait "$pid" || rc=$?
+assert_eq 130 "$rc" "exit status after SIGINT during a piped stdin"
+assert_eq true "$(json executed)" "executed, piped stdin cancelled"
+[[ ! -e $RX_TMP/pran ]] || fail "the command took a piped stdin cut short for a whole one"
+got=$(stat -c %s "$RX_TMP/pgot")
+[[ $got -lt $n ]] || fail "the piped stdin was not cut: $got of $n bytes"
+# Nothing of the call stays on the VM: not the command, not the feeder's dd or sleep.
+for ((i = 0; i < 100; i++)); do
+    left=$(remote_pgrep '^(dd |sleep 2147483647|cat$)' || true)
+    [[ -n $left ]] || break
+    sleep 0.1
+done
+[[ -z $left ]] || fail "left on the VM after a piped cancel: $(lab ps '.')"
 pass

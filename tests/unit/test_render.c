@@ -652,6 +652,19 @@ static void test_script_shape(void **state)
     /* no export line: the wrapper follows the assignments directly */
     assert_memory_equal(at + strlen(tail), rx_remote_wrapper, rx_remote_wrapper_len);
     rx_buf_free(&b);
+
+    /* A piped stdin says so at the end of the header line; without stdin there is nothing to
+     * pipe and the line is the default one. */
+    in.stdin_piped = 1;
+    in.stdin_len = 5;
+    b = render_ok(&in);
+    assert_non_null(strstr((const char *)b.data,
+                           " __rx_stdin_len=5 __rx_min_rank=0 __rx_max_rank=1 __rx_stdin_piped=1\n"));
+    rx_buf_free(&b);
+    in.stdin_len = -1;
+    b = render_ok(&in);
+    assert_non_null(strstr((const char *)b.data, tail));
+    rx_buf_free(&b);
 }
 
 /* ---- bash -n: every fragment the binary embeds, and what the renderer makes of them ---------- */
@@ -989,6 +1002,79 @@ static void test_wrapper_stdin(void **state)
     assert_true(gone);
 }
 
+/* "stdin": "piped": the command reads a private FIFO that the wrapper's feeder fills from the
+ * channel while the command runs. Byte for byte; EOF exactly after the N bytes; a command that
+ * stops reading still ends; and a stdin cut short by EOF (cancel) is never seen as EOF by the
+ * command: it is stopped first. */
+static void test_wrapper_piped_stdin(void **state)
+{
+    (void)state;
+    make_tmpdir();
+    static const unsigned char data[] = "EOF\n__rx_main; exit\n\0binary\xff\0__REXEC_EOF__\nlast";
+    size_t n = sizeof(data) - 1;
+    for (int cap = RX_CONT_PROCESS_GROUP; cap <= RX_CONT_PID_NAMESPACE; cap += 2) {
+        bash_run r;
+        rx_render_in k = render_in("");
+        k.max_containment = (rx_containment)cap;
+        k.stdin_piped = 1;
+        k.stdin_len = (long long)n;
+        wrap_run("cat", &k, data, n, FEED_KEEP_OPEN, NULL, &r);
+        expect_end(&r, 1, "cmd", 0, 0);
+        assert_int_equal(r.out_len, n);
+        assert_memory_equal(r.out, data, n);
+        bash_run_free(&r);
+
+        wrap_run("stat -L -c %F /dev/stdin", &k, data, n, FEED_KEEP_OPEN, NULL, &r);
+        expect_end(&r, 1, "cmd", 0, 0);
+        assert_int_equal(r.out_len, 5);
+        assert_memory_equal(r.out, "fifo\n", 5);
+        bash_run_free(&r);
+
+        k.stdin_len = 0; /* empty: EOF at once */
+        wrap_run("wc -c", &k, NULL, 0, FEED_KEEP_OPEN, NULL, &r);
+        expect_end(&r, 1, "cmd", 0, 0);
+        assert_int_equal(atoi((const char *)r.out), 0);
+        bash_run_free(&r);
+
+        /* 1 MiB that the command stops reading after 3 bytes: the call still ends, with the
+         * command's own status (the feeder drops the rest) */
+        size_t big = 1u << 20;
+        unsigned char *zeros = calloc(1, big);
+        assert_non_null(zeros);
+        k.stdin_len = (long long)big;
+        wrap_run("head -c 3 | wc -c; exit 7", &k, zeros, big, FEED_KEEP_OPEN, NULL, &r);
+        free(zeros);
+        expect_end(&r, 1, "cmd", 7, 0);
+        assert_int_equal(atoi((const char *)r.out), 3);
+        bash_run_free(&r);
+
+        /* EOF after 10 of 1000 bytes: the command has started, but it must never take the 10
+         * bytes for its whole stdin. It ignores TERM, so only KILL (kill-after) ends it: if its
+         * stdin saw EOF meanwhile, it would touch the file. */
+        unlink(path_in("ran.piped"));
+        k.stdin_len = 1000;
+        k.kill_after_s = 1;
+        wrap_run("trap '' TERM; cat >/dev/null; touch ran.piped", &k, "0123456789", 10,
+                 FEED_CLOSE_NOW, NULL, &r);
+        assert_true(r.ended);
+        assert_int_equal(r.cancelled, 1);
+        assert_string_equal(r.phase, "cmd");
+        assert_int_equal(access(path_in("ran.piped"), F_OK), -1);
+        bash_run_free(&r);
+    }
+    /* the FIFO's name is gone (removed by the feeder: poll, bounded) */
+    char cmd[700];
+    snprintf(cmd, sizeof(cmd), "! ls -a '%s' | grep -q rexec-stdin", tmpdir);
+    char *argv[] = {"sh", "-c", cmd, NULL};
+    int gone = 0;
+    for (int i = 0; i < 500 && !gone; i++) {
+        gone = run_argv(argv) == 0;
+        if (!gone)
+            sleep_ms(10);
+    }
+    assert_true(gone);
+}
+
 /* EOF on the channel means cancel: while the command runs it is stopped; before it starts (or
  * while its stdin is still arriving: head stops short) it must never start. */
 static void test_wrapper_cancel(void **state)
@@ -1148,6 +1234,7 @@ int main(void)
         cmocka_unit_test(test_wrapper_signal),
         cmocka_unit_test(test_wrapper_setup_failures),
         cmocka_unit_test(test_wrapper_stdin),
+        cmocka_unit_test(test_wrapper_piped_stdin),
         cmocka_unit_test(test_wrapper_cancel),
         cmocka_unit_test(test_outcome_mapping),
     };

@@ -120,6 +120,8 @@ static void test_more_refusals(void **state)
         {"{" HOSTS ", \"audit\": {\"syslog\": \"relative\"}}", "audit.syslog"},
         {"{" HOSTS ", \"audit\": {\"key_file\": \"rel/key\"}}", "audit.key_file: must be an absolute path"},
         {"{" HOSTS ", \"limits\": {\"runner_idle_s\": 0.01}}", "limits.runner_idle_s: 0.01 is outside 0.1..604800"},
+        {A1("{\"risk\": \"L0\", \"command\": \"x\", \"stdin\": \"stream\"}"),
+         "actions.a.stdin: \"stream\" is not one of: staged, piped"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++)
         expect(cases[i].json, REXEC_ECONFIG, cases[i].want);
@@ -130,6 +132,10 @@ static void test_more_refusals(void **state)
     assert_non_null(a);
     assert_string_equal(a->params[0].default_value, "-42");
     assert_true(ws->limits.runner_idle_s == 30);
+    assert_int_equal(a->stdin_piped, 0); /* stdin is staged unless the action says "piped" */
+    rx_ws_free(ws);
+    ws = load(A1("{\"risk\": \"L0\", \"command\": \"x\", \"stdin\": \"piped\"}"));
+    assert_int_equal(rx_ws_action(ws, "a")->stdin_piped, 1);
     rx_ws_free(ws);
 }
 
