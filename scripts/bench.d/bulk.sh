@@ -4,7 +4,8 @@
 #   - 256 MiB of stdout, redaction on with 100 secrets: rexec vs `ssh host 'head -c ...'`,
 #     and the libssh2 ceiling (tests/bench/ssh_ceiling.c, blocking, one buffer);
 #   - controller peak RSS (/usr/bin/time -v) for 1 MiB .. 1 GiB of output with a 1 GiB cap;
-#   - 1 GiB of stdin from a file: rexec vs `ssh host 'cat >/dev/null'` (byte-exact by sha256),
+#   - 1 GiB of stdin from a file, staged and piped ("stdin": "piped"): rexec vs
+#     `ssh host 'cat >/dev/null'` (byte-exact by sha256),
 #     and the same through serve (streamed stdin: serve's peak RSS).
 # Usage: scripts/bench.d/bulk.sh [--mib N] [--stdin-mib N]   (defaults 256, 1024)
 set -euo pipefail
@@ -40,6 +41,8 @@ c["actions"]["bulk.out"] = {"risk": "L0", "command": "head -c {n} /dev/zero", "p
                             "secrets": names, "max_output_bytes": 1 << 30}
 c["actions"]["bulk.in"] = {"risk": "L0", "command": "sha256sum"}
 c["actions"]["bulk.sink"] = {"risk": "L0", "command": "cat >/dev/null"}
+c["actions"]["bulk.psink"] = {"risk": "L0", "command": "cat >/dev/null", "stdin": "piped"}
+c["actions"]["bulk.pin"] = {"risk": "L0", "command": "sha256sum", "stdin": "piped"}
 c["limits"]["max_stdin_bytes"] = 1 << 34
 json.dump(c, open(p, "w"), indent=1)
 PY
@@ -62,14 +65,19 @@ done
 echo "== $stdin_mib MiB stdin from a file (timed: 'cat >/dev/null' on both sides; then once through sha256sum)"
 head -c $((stdin_mib * 1048576)) /dev/urandom >"$tmp/in"
 want=$(sha256sum <"$tmp/in" | cut -d' ' -f1)
+# staged: the default ("stdin": "staged"); piped: an action with "stdin": "piped"
 for r in 1 2 3; do
     read -r rs rm < <(t "$R" --workspace "$W" run lab1 bulk.sink --stdin "$tmp/in")
+    read -r ps pm < <(t "$R" --workspace "$W" run lab1 bulk.psink --stdin "$tmp/in")
     read -r ss sm < <(t "${ssh_[@]}" 'cat >/dev/null' <"$tmp/in")
-    echo "round $r: rexec ${rs}s (${rm} KiB)  ssh cat ${ss}s  rexec/ssh speed $(awk -v a="$rs" -v b="$ss" 'BEGIN{printf "%.2f", b/a}')x"
+    echo "round $r: rexec staged ${rs}s (${rm} KiB)  piped ${ps}s (${pm} KiB)  ssh cat ${ss}s  rexec/ssh speed: staged $(awk -v a="$rs" -v b="$ss" 'BEGIN{printf "%.2f", b/a}')x, piped $(awk -v a="$ps" -v b="$ss" 'BEGIN{printf "%.2f", b/a}')x"
 done
 read -r rs rm < <(t "$R" --workspace "$W" run lab1 bulk.in --stdin "$tmp/in")
 grep -q "$want" "$tmp/out" && ok=byte-exact || ok=DIFFERENT
-echo "through sha256sum on the VM: rexec ${rs}s (${rm} KiB): $ok"
+echo "through sha256sum on the VM: rexec staged ${rs}s (${rm} KiB): $ok"
+read -r rs rm < <(t "$R" --workspace "$W" run lab1 bulk.pin --stdin "$tmp/in")
+grep -q "$want" "$tmp/out" && ok=byte-exact || ok=DIFFERENT
+echo "through sha256sum on the VM: rexec piped ${rs}s (${rm} KiB): $ok"
 echo "== $stdin_mib MiB stdin through serve (streamed in \"stdin\" lines, spooled, then sent)"
 "$R" --workspace "$W" serve --socket "$tmp/s.sock" --log off 2>/dev/null &
 sp=$!
