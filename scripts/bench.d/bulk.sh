@@ -70,7 +70,8 @@ for r in 1 2 3; do
     read -r rs rm < <(t "$R" --workspace "$W" run lab1 bulk.sink --stdin "$tmp/in")
     read -r ps pm < <(t "$R" --workspace "$W" run lab1 bulk.psink --stdin "$tmp/in")
     read -r ss sm < <(t "${ssh_[@]}" 'cat >/dev/null' <"$tmp/in")
-    echo "round $r: rexec staged ${rs}s (${rm} KiB)  piped ${ps}s (${pm} KiB)  ssh cat ${ss}s  rexec/ssh speed: staged $(awk -v a="$rs" -v b="$ss" 'BEGIN{printf "%.2f", b/a}')x, piped $(awk -v a="$ps" -v b="$ss" 'BEGIN{printf "%.2f", b/a}')x"
+    ceil=$(build-release/ssh_ceiling 127.0.0.1 "$port" root "$W/keys/id_ed25519" 'cat >/dev/null' --stdin "$tmp/in" | awk '{print $3}')
+    echo "round $r: rexec staged ${rs}s (${rm} KiB)  piped ${ps}s (${pm} KiB)  ssh cat ${ss}s  libssh2 ceiling ${ceil}s  rexec/ssh speed: staged $(awk -v a="$rs" -v b="$ss" 'BEGIN{printf "%.2f", b/a}')x, piped $(awk -v a="$ps" -v b="$ss" 'BEGIN{printf "%.2f", b/a}')x"
 done
 read -r rs rm < <(t "$R" --workspace "$W" run lab1 bulk.in --stdin "$tmp/in")
 grep -q "$want" "$tmp/out" && ok=byte-exact || ok=DIFFERENT
