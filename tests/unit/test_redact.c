@@ -563,6 +563,40 @@ static void test_binary_around_secret(void **state)
     rx_redactor_free(r);
 }
 
+/* Runs of one byte are scanned a block at a time (one probe for 8 positions): a secret right
+ * after a run of NULs, at every alignment, and a secret that is itself one letter repeated,
+ * inside a longer run of that letter in the other case (the filter folds case), are caught. */
+static void test_secret_in_runs(void **state)
+{
+    (void)state;
+    static const char secret[] = "QQQQQQQQQQQQ";
+    rx_redactor *r = mk("R", "s3cr3t-after-zeros", "Q", secret, NULL);
+    unsigned char in[128], want[128];
+    for (size_t off = 0; off < 24; off++) {
+        size_t n = 0, m = 0;
+        memset(in, 0, off + 16), n = off + 16;
+        memcpy(in + n, "s3cr3t-after-zeros", 18), n += 18;
+        memset(in + n, 0, 20), n += 20;
+        memset(want, 0, off + 16), m = off + 16;
+        memcpy(want + m, "[REDACTED:R]", 12), m += 12;
+        memset(want + m, 0, 20), m += 20;
+        size_t sizes[1] = {n};
+        rx_buf out;
+        feed_sizes(r, in, n, sizes, 1, &out);
+        assert_int_equal(out.len, m);
+        assert_memory_equal(out.data, want, m);
+        rx_buf_free(&out);
+    }
+    /* 12 Q inside 40 q (the run folds to one gram): the Q's are replaced, the q's kept */
+    char text[64];
+    memset(text, 'q', 40), text[40] = 0;
+    memcpy(text + 16, secret, 12);
+    char expect[80];
+    snprintf(expect, sizeof(expect), "%.16s[REDACTED:Q]%s", text, text + 28);
+    assert_string_equal(redact_agree(r, text), expect);
+    rx_redactor_free(r);
+}
+
 /* ---- refusals, contains_secret, streaming behaviour --------------------------------------- */
 
 static void test_refuses_short_and_nul(void **state)
@@ -804,6 +838,7 @@ int main(void)
         cmocka_unit_test(test_jwt_aws_tokens),
         cmocka_unit_test(test_secret_inside_shape_merges),
         cmocka_unit_test(test_binary_around_secret),
+        cmocka_unit_test(test_secret_in_runs),
         cmocka_unit_test(test_refuses_short_and_nul),
         cmocka_unit_test(test_contains_secret),
         cmocka_unit_test(test_holds_back_only_possible_prefixes),
