@@ -785,12 +785,14 @@ static ssize_t session_send(libssh2_socket_t fd, const void *buf, size_t len, in
 }
 
 /* Cipher and MAC order, fastest first as measured with tests/bench/ssh_ceiling.c (AES-NI and
- * SHA-NI machines; docs/PERFORMANCE.md); the tail keeps older servers. aes-gcm and the -etm MACs
- * exist from libssh2 1.11: only the names this libssh2 supports are handed to it (1.10 strips
- * unknown names itself with an overlapping memcpy). The client's order decides what is used. */
+ * SHA-NI machines; docs/PERFORMANCE.md); the tail keeps older servers. chacha20-poly1305, aes-gcm
+ * and the -etm MACs exist from libssh2 1.11, whose chacha20-poly1305 takes a packet in one call
+ * (about twice the speed of its aes-gcm and aes-ctr, which go 16 bytes at a time): only the names
+ * this libssh2 supports are handed to it (1.10 strips unknown names itself with an overlapping
+ * memcpy). The client's order decides what is used. */
 static const char *const session_ciphers[] = {
-    "aes128-gcm@openssh.com", "aes256-gcm@openssh.com", "aes128-ctr", "aes256-ctr", "aes192-ctr",
-    "aes256-cbc", "aes192-cbc", "aes128-cbc", NULL};
+    "chacha20-poly1305@openssh.com", "aes128-gcm@openssh.com", "aes256-gcm@openssh.com",
+    "aes128-ctr", "aes256-ctr", "aes192-ctr", "aes256-cbc", "aes192-cbc", "aes128-cbc", NULL};
 static const char *const session_macs[] = {
     "hmac-sha2-256-etm@openssh.com", "hmac-sha2-512-etm@openssh.com", "hmac-sha2-256",
     "hmac-sha2-512", "hmac-sha1", NULL};
