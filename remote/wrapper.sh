@@ -75,7 +75,7 @@ __rx_stage_stdin() {
 # A piped stdin (__rx_stdin_piped=1, the action's "stdin": "piped"): the command reads a
 # private FIFO that a feeder fills from the channel while the command runs, as with ssh, instead
 # of a file staged before it starts. Creates the FIFO (mkfifo never replaces what exists).
-__rx_stream_fifo() {
+__rx_piped_fifo() {
     __rx_fifo=${TMPDIR:-/tmp}/.rexec-stdin-$__rx_nonce
     (umask 077 && exec mkfifo -m 600 -- "$__rx_fifo") </dev/null 2>/dev/null
 }
@@ -87,7 +87,7 @@ __rx_stream_fifo() {
 # stdin is still open, so it never takes a stdin cut short for a whole one.
 __rx_feed() {
     local c rc=0
-    rm -f -- "$__rx_fifo" </dev/null # both ends are open: the name is not needed any more
+    rm -f -- "$__rx_fifo" # both ends are open: the name is not needed any more
     trap 'kill -KILL "$c" 2>/dev/null; exit 0' TERM
     if [ "$__rx_stdin_len" -gt 0 ]; then
         dd bs=65536 iflag=fullblock,count_bytes count="$__rx_stdin_len" status=none <&7 >&6 &
@@ -131,7 +131,7 @@ __rx_main() {
     __rx_pick
     if [ "$__rx_rank" -lt "$__rx_min_rank" ]; then __rx_end contain 1 0; return; fi
     if [ "$__rx_stdin_len" -ge 0 ] && [ "${__rx_stdin_piped:-0}" = 1 ]; then
-        __rx_stream_fifo || { __rx_end stdin 1 0; return; }
+        __rx_piped_fifo || { __rx_end stdin 1 0; return; }
         in=$__rx_fifo
     elif [ "$__rx_stdin_len" -ge 0 ]; then
         __rx_stage_stdin || { __rx_end stdin 1 0; return; }
@@ -139,7 +139,7 @@ __rx_main() {
     fi
     # Nothing follows the stdin bytes on the channel, so if it is readable now it is at EOF:
     # the call was cancelled (or the connection dropped) before the command started, maybe
-    # while its stdin was still arriving (head then stopped short). Never start it. (A streamed
+    # while its stdin was still arriving (head then stopped short). Never start it. (A piped
     # stdin's bytes are still to come here: its feeder tells a cancel from them.)
     if [ "$in" != "$__rx_fifo" ] && read -r -t 0 -u 7 2>/dev/null; then
         __rx_cancelled=1; __rx_end cancel 1 0; return
