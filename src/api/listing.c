@@ -50,6 +50,7 @@ static cJSON *action_json(const rx_action *a)
         cJSON_AddStringToObject(o, "risk_floor", a->risk_floor_reason);
     cJSON_AddBoolToObject(o, "network", a->network);
     cJSON_AddBoolToObject(o, "state_changing", a->state_changing);
+    cJSON_AddStringToObject(o, "stdin", a->stdin_piped ? "piped" : "staged");
     cJSON_AddStringToObject(o, "command", a->command);
     for (size_t i = 0; i < a->n_params; i++)
         cJSON_AddItemToArray(params, param_json(&a->params[i]));

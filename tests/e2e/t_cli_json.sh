@@ -50,6 +50,16 @@ PY
 assert_exit 0 rx eval lab1 t.echo --json
 assert_eq ALLOW "$(json decision)" decision; assert_eq ALLOW_LEVEL "$(json reason)" reason
 
+# ---- actions: how each takes its stdin ----------------------------------------------------------
+ws_add_action t.piped '{"risk": "L0", "command": "cat", "stdin": "piped"}'
+assert_exit 0 rx actions --json
+"$RX_PYTHON" - "$OUT" <<'PY' || fail "actions --json stdin"
+import json, sys
+acts = {a["name"]: a for a in json.load(open(sys.argv[1])) if "command" in a}
+assert acts["t.piped"]["stdin"] == "piped", acts["t.piped"]
+assert acts["t.echo"]["stdin"] == "staged", acts["t.echo"]
+PY
+
 # ---- groups ---------------------------------------------------------------------------------
 assert_exit 0 rx groups --json
 assert_eq '[{"name": "lab", "hosts": ["lab1", "lab2"]}]' \
