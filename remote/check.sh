@@ -5,7 +5,7 @@ __rx_check() {
     printf 'bash=%s\n' "$BASH_VERSION"
     printf 'user=%s\n' "${USER:-$(id -un 2>/dev/null)}"
     printf 'uid=%s\n' "$EUID"
-    for t in timeout base64 head setsid unshare systemd-run; do
+    for t in timeout base64 head dd setsid unshare systemd-run; do
         if command -v "$t" >/dev/null 2>&1; then printf '%s=yes\n' "$t"; else printf '%s=no\n' "$t"; fi
     done
     if [ -n "$EPOCHREALTIME" ]; then printf 'epochrealtime=yes\n'; else printf 'epochrealtime=no\n'; fi

