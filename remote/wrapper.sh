@@ -13,8 +13,9 @@
 #   \036rexec:<nonce>:start                    the command really started (containment worked)
 #   \036rexec:<nonce>:end <phase> <rc> <timed_out> <containment> <cancelled>
 # phase is cmd (the command ran), cd (the working directory failed), contain (the required
-# containment is not available here), stdin (staging the stdin bytes failed) or cancel (EOF
-# came before the command started: it never ran).
+# containment is not available here), stdin (staging the stdin bytes failed, or for a piped
+# stdin the FIFO or dd could not be had) or cancel (EOF came before the command started: it
+# never ran).
 #
 # Variables set by the controller before this file:
 #   __rx_nonce __rx_cmd __rx_cwd __rx_timeout __rx_timeout_us __rx_kill_after __rx_stdin_len
@@ -77,17 +78,22 @@ __rx_stage_stdin() {
 
 # A piped stdin (__rx_stdin_piped=1, the action's "stdin": "piped"): the command reads a
 # private FIFO that a feeder fills from the channel while the command runs, as with ssh, instead
-# of a file staged before it starts. Creates the FIFO (mkfifo never replaces what exists).
+# of a file staged before it starts. Tries dd's options first (once the command runs, a dd that
+# refuses them could not be told from a command that stopped reading), then creates the FIFO
+# (mkfifo never replaces what exists).
 __rx_piped_fifo() {
     __rx_fifo=${TMPDIR:-/tmp}/.rexec-stdin-$__rx_nonce
-    (umask 077 && exec mkfifo -m 600 -- "$__rx_fifo") </dev/null 2>/dev/null
+    dd bs=65536 iflag=fullblock,count_bytes count=0 status=none </dev/null >/dev/null 2>&1 &&
+        (umask 077 && exec mkfifo -m 600 -- "$__rx_fifo") </dev/null 2>/dev/null
 }
 
 # The feeder, in the background with the FIFO's write end as fd 6 and the channel as fd 7:
 # copies exactly __rx_stdin_len bytes (dd reads no more than it must), then watches the channel
 # for EOF as the watchdog below does. It holds the FIFO's write end until it knows the copy was
 # whole: if the channel ended first (cancel, connection lost), the command is stopped while its
-# stdin is still open, so it never takes a stdin cut short for a whole one.
+# stdin is still open, so it never takes a stdin cut short for a whole one. dd fails only when
+# nobody reads the FIFO any more (a pipe read does not fail, and dd's options were tried before
+# the command started): the command closed its stdin or is gone, and the rest is dropped.
 __rx_feed() {
     local c rc=0
     rm -f -- "$__rx_fifo" # both ends are open: the name is not needed any more
@@ -95,7 +101,7 @@ __rx_feed() {
     if [ "$__rx_stdin_len" -gt 0 ]; then
         dd bs=65536 iflag=fullblock,count_bytes count="$__rx_stdin_len" status=none <&7 >&6 &
         c=$!
-        wait "$c" || rc=1 # 1: a write failed, the command no longer reads its stdin
+        wait "$c" || rc=1
     fi
     if [ "$rc" = 0 ] && read -r -t 0 -u 7; then
         kill -USR1 $$

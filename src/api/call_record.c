@@ -49,8 +49,8 @@ static int wrapper_failure(rexec_call *c)
                        "%s: cancelled before the command started; the command did not run", h);
     if (strcmp(x->phase, "stdin") == 0)
         return rx_fail(&c->err, REXEC_EHOST,
-                       "%s: could not stage the call's stdin (is TMPDIR writable?); the command "
-                       "did not run", h);
+                       "%s: could not stage the call's stdin (is TMPDIR writable? does the VM "
+                       "have GNU dd? see rexec check); the command did not run", h);
     return rx_fail(&c->err, REXEC_EHOST,
                    "%s: setting up containment (%s) failed; the command did not run", h,
                    x->containment);

@@ -1062,6 +1062,31 @@ static void test_wrapper_piped_stdin(void **state)
         assert_int_equal(access(path_in("ran.piped"), F_OK), -1);
         bash_run_free(&r);
     }
+    /* A dd that refuses the options (an old or non-GNU one): found before the command starts,
+     * which then never runs (phase stdin), rather than fed an empty stdin. */
+    char *fake = strdup(path_in("fakedd"));
+    mkdir(fake, 0700);
+    char ddp[600];
+    snprintf(ddp, sizeof(ddp), "%s/dd", fake);
+    static const char fake_dd[] = "#!/bin/sh\necho 'dd: invalid input flag' >&2\nexit 1\n";
+    write_file(ddp, fake_dd, strlen(fake_dd));
+    chmod(ddp, 0755);
+    {
+        bash_run r;
+        rx_render_in k = render_in("");
+        k.stdin_piped = 1;
+        k.stdin_len = (long long)n;
+        k.kill_after_s = 1;
+        unlink(path_in("ran.nodd"));
+        wrap_run("cat >/dev/null; touch ran.nodd", &k, data, n, FEED_KEEP_OPEN, fake, &r);
+        if (r.started || !r.ended || strcmp(r.phase, "stdin") != 0)
+            fail_msg("dd failing: started %d ended %d phase %s; stderr: %.*s", r.started, r.ended,
+                     r.phase, (int)r.err_len, r.err ? (char *)r.err : "");
+        assert_int_equal(r.cancelled, 0);
+        assert_int_equal(access(path_in("ran.nodd"), F_OK), -1);
+        bash_run_free(&r);
+    }
+    free(fake);
     /* the FIFO's name is gone (removed by the feeder: poll, bounded) */
     char cmd[700];
     snprintf(cmd, sizeof(cmd), "! ls -a '%s' | grep -q rexec-stdin", tmpdir);
