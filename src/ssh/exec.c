@@ -206,11 +206,13 @@ static void on_exec_timer(uv_timer_t *t)
 {
     rx_exec *e = t->data;
     e->timer_armed = 0;
-    if (!e->run_armed && e->state == EX_SEND && e->sent_total > e->setup_mark) {
+    if (!e->run_armed && e->state == EX_SEND && (e->sent_total > e->setup_mark || e->paused)) {
         /* A long stdin still moving (a slow link, a big file) is not a hung connection: the
-         * deadline is for setup_s without progress, so a stuck peer is still found. */
+         * deadline is for setup_s without progress, so a stuck peer is still found. Nor is a
+         * piped stdin's command held back by its consumer (paused: not even its start line is
+         * read then); look again a second later. */
         e->setup_mark = e->sent_total;
-        arm(e, e->setup_s);
+        arm(e, e->paused ? 1.0 : e->setup_s);
         return;
     }
     if (!e->run_armed && e->res.sent) { /* a piped stdin stuck before the command said it started */
