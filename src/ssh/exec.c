@@ -442,7 +442,7 @@ static int st_send(rx_exec *e)
         e->run_armed = 1; /* the command runs: its own timeout counts from now */
         arm(e, e->backstop_s);
     }
-    /* The wrapper has ended before taking all of its stdin (a set-up step failed, or a streamed
+    /* The wrapper has ended before taking all of its stdin (a set-up step failed, or a piped
      * stdin's command stopped reading): nobody reads the rest, and sshd, once the channel is
      * closed, opens no more window for it. Stop sending and take the end as it is. */
     int ended = e->res.ended || libssh2_channel_eof(e->ch);
