@@ -102,61 +102,21 @@ assert_exit 255 timeout 60 "$REXEC_BIN" --workspace "$WS" run lab1 t.nocwd --std
 assert_eq false "$(json executed)" "executed, cd failure with bulk stdin"
 
 # ---- cancelled while the stdin is still arriving --------------------------------------------
-# 64 MiB of stdin; the remote `dd ... count=N` that stages it is stopped as soon as it appears, so
-# rexec blocks on the channel's window with most bytes unsent. Then Ctrl-C (SIGINT): rexec stops
+# 64 MiB of stdin, the remote dd that stages it stopped, then Ctrl-C (SIGINT): rexec stops
 # sending and closes the channel's stdin. Resumed, dd sees EOF after fewer than N bytes: the
 # wrapper must report a cancel and never start the command.
 n=$((64 * 1024 * 1024))
 truncate -s "$n" "$d/huge"
 ws_add_action t.ran "{\"risk\": \"L0\", \"command\": \"touch '$RX_TMP/ran'; wc -c\"}"
-"$REXEC_BIN" --workspace "$WS" run lab1 t.ran --stdin "$d/huge" --json >"$OUT" 2>"$ERR" &
-pid=$!
-# A tight poll (python, no process per probe) for this test's dd, which it stops at once.
-stage_pid=$("$RX_PYTHON" - "$n" <<'PY'
-import os, signal, sys, time
-want = ("dd", "count=" + sys.argv[1])
-deadline = time.time() + 30
-while time.time() < deadline:
-    for p in os.listdir("/proc"):
-        if not p.isdigit():
-            continue
-        try:
-            with open("/proc/%s/cmdline" % p, "rb") as f:
-                argv = f.read().split(b"\0")[:-1]
-        except OSError:
-            continue
-        argv = [a.decode("utf-8", "replace") for a in argv]
-        if argv[:1] == [want[0]] and want[1] in argv:
-            os.kill(int(p), signal.SIGSTOP)
-            print(p)
-            sys.exit(0)
-sys.exit(1)
-PY
-) || { kill -KILL "$pid"; fail "the remote dd count=$n never appeared"; }
-# (stopped, not finished: it has staged fewer than N bytes)
-[[ $(awk '{ print $3 }' "/proc/$stage_pid/stat" 2>/dev/null) == T ]] ||
-    { kill -KILL "$pid"; fail "the remote dd finished before it could be stopped"; }
-kill -INT "$pid"
-# rexec waits for the wrapper's report; let dd go on: it reaches EOF early.
-kill -CONT "$stage_pid"
-rc=0
-timeout 30 tail --pid="$pid" -f /dev/null || rc=$?
-[[ $rc -eq 0 ]] || { kill -KILL "$pid"; fail "rexec did not finish after SIGINT"; }
-rc=0; wait "$pid" || rc=$?
-assert_eq 130 "$rc" "exit status after SIGINT during stdin"
-assert_eq false "$(json executed)" "executed, cancelled during stdin"
-[[ $(json error) == *"did not run"* ]] || fail "cancel during stdin: error is: $(json error)"
-[[ ! -e $RX_TMP/ran ]] || fail "the command ran on a truncated stdin"
-
-# ---- a piped stdin cancelled while it is still arriving -------------------------------------
-# The command has started and has taken part of its stdin, but it must never see EOF for it:
-# it ignores TERM, so if its stdin ended it would go on and touch the file before kill-after.
-ws_edit 'c["limits"]["kill_after_s"] = 1'
-ws_add_action t.pran "{\"risk\": \"L0\", \"stdin\": \"piped\",
-  \"command\": \"trap '' TERM; cat >'$RX_TMP/pgot'; touch '$RX_TMP/pran'\"}"
-"$REXEC_BIN" --workspace "$WS" run lab1 t.pran --stdin "$d/huge" --json >"$OUT" 2>"$ERR" &
-pid=$!
-dd_pid=$("$RX_PYTHON" - "$n" <<'PY'
+# cancel_mid_stdin ACTION: runs ACTION with the 64 MiB as stdin (--json into $OUT), stops the
+# remote dd that copies it as soon as it appears (a tight poll: python, no process per probe),
+# so rexec blocks on the channel's window with most bytes unsent; then SIGINT to rexec, and dd
+# goes on: it reaches EOF early. rexec must end, with 130.
+cancel_mid_stdin() {
+    local pid dd_pid rc
+    "$REXEC_BIN" --workspace "$WS" run lab1 "$1" --stdin "$d/huge" --json >"$OUT" 2>"$ERR" &
+    pid=$!
+    dd_pid=$("$RX_PYTHON" - "$n" <<'PY'
 import os, signal, sys, time
 want = ("dd", "count=" + sys.argv[1])
 deadline = time.time() + 30
@@ -175,14 +135,31 @@ while time.time() < deadline:
             sys.exit(0)
 sys.exit(1)
 PY
-) || { kill -KILL "$pid"; fail "the remote dd of the piped stdin never appeared"; }
-kill -INT "$pid"
-kill -CONT "$dd_pid"
-rc=0
-timeout 30 tail --pid="$pid" -f /dev/null || rc=$?
-[[ $rc -eq 0 ]] || { kill -KILL "$pid"; fail "rexec did not finish after SIGINT (piped)"; }
-rc=0; wait "$pid" || rc=$?
-assert_eq 130 "$rc" "exit status after SIGINT during a piped stdin"
+) || { kill -KILL "$pid"; fail "$1: the remote dd count=$n never appeared"; }
+    # (stopped, not finished: it has copied fewer than N bytes)
+    [[ $(awk '{ print $3 }' "/proc/$dd_pid/stat" 2>/dev/null) == T ]] ||
+        { kill -KILL "$pid"; fail "$1: the remote dd finished before it could be stopped"; }
+    kill -INT "$pid"
+    # rexec waits for the wrapper's report; let dd go on: it reaches EOF early.
+    kill -CONT "$dd_pid"
+    rc=0
+    timeout 30 tail --pid="$pid" -f /dev/null || rc=$?
+    [[ $rc -eq 0 ]] || { kill -KILL "$pid"; fail "$1: rexec did not finish after SIGINT"; }
+    rc=0; wait "$pid" || rc=$?
+    assert_eq 130 "$rc" "$1: exit status after SIGINT during stdin"
+}
+cancel_mid_stdin t.ran
+assert_eq false "$(json executed)" "executed, cancelled during stdin"
+[[ $(json error) == *"did not run"* ]] || fail "cancel during stdin: error is: $(json error)"
+[[ ! -e $RX_TMP/ran ]] || fail "the command ran on a truncated stdin"
+
+# ---- a piped stdin cancelled while it is still arriving -------------------------------------
+# The command has started and has taken part of its stdin, but it must never see EOF for it:
+# it ignores TERM, so if its stdin ended it would go on and touch the file before kill-after.
+ws_edit 'c["limits"]["kill_after_s"] = 1'
+ws_add_action t.pran "{\"risk\": \"L0\", \"stdin\": \"piped\",
+  \"command\": \"trap '' TERM; cat >'$RX_TMP/pgot'; touch '$RX_TMP/pran'\"}"
+cancel_mid_stdin t.pran
 assert_eq true "$(json executed)" "executed, piped stdin cancelled"
 [[ ! -e $RX_TMP/pran ]] || fail "the command took a piped stdin cut short for a whole one"
 got=$(stat -c %s "$RX_TMP/pgot")

@@ -658,8 +658,9 @@ static void test_script_shape(void **state)
     in.stdin_piped = 1;
     in.stdin_len = 5;
     b = render_ok(&in);
-    assert_non_null(strstr((const char *)b.data,
-                           " __rx_stdin_len=5 __rx_min_rank=0 __rx_max_rank=1 __rx_stdin_piped=1\n"));
+    static const char piped[] =
+        " __rx_stdin_len=5 __rx_min_rank=0 __rx_max_rank=1 __rx_stdin_piped=1\n";
+    assert_non_null(strstr((const char *)b.data, piped));
     rx_buf_free(&b);
     in.stdin_len = -1;
     b = render_ok(&in);
@@ -845,6 +846,35 @@ static void expect_end(const bash_run *r, int started, const char *phase, int rc
                  (int)(r->err_len > 2000 ? 2000 : r->err_len), r->err ? (char *)r->err : "");
 }
 
+/* No .rexec-stdin-* is left in the run's TMPDIR. The wrapper removes it in the background:
+ * poll, bounded. */
+static void expect_no_stdin_file(void)
+{
+    char cmd[700];
+    snprintf(cmd, sizeof(cmd), "! ls -a '%s' | grep -q rexec-stdin", tmpdir);
+    char *argv[] = {"sh", "-c", cmd, NULL};
+    int gone = 0;
+    for (int i = 0; i < 500 && !gone; i++) {
+        gone = run_argv(argv) == 0;
+        if (!gone)
+            sleep_ms(10);
+    }
+    assert_true(gone);
+}
+
+/* A directory (malloc'd path) holding one executable, tool, that prints why it fails and exits
+ * 1: put before PATH, it stands in for the real one. */
+static char *failing_tool(const char *dir, const char *tool, const char *why)
+{
+    char *d = strdup(path_in(dir)), file[600], text[300];
+    assert_non_null(d);
+    mkdir(d, 0700);
+    snprintf(file, sizeof(file), "%s/%s", d, tool);
+    snprintf(text, sizeof(text), "#!/bin/sh\necho '%s' >&2\nexit 1\n", why);
+    write_file(file, text, strlen(text));
+    return d;
+}
+
 static void test_wrapper_exit_and_timeout(void **state)
 {
     (void)state;
@@ -942,13 +972,8 @@ static void test_wrapper_setup_failures(void **state)
 
     /* unshare exists but fails (a container, an LSM): no start line, so the command's statuses
      * are never confused with the set-up's */
-    char *fake = strdup(path_in("fakebin"));
-    mkdir(fake, 0700);
-    char up[600];
-    snprintf(up, sizeof(up), "%s/unshare", fake);
-    static const char fake_unshare[] =
-        "#!/bin/sh\necho 'unshare: unshare failed: Operation not permitted' >&2\nexit 1\n";
-    write_file(up, fake_unshare, strlen(fake_unshare));
+    char *fake =
+        failing_tool("fakebin", "unshare", "unshare: unshare failed: Operation not permitted");
     k = render_in("");
     wrap_run("touch ran.unshare; exit 1", &k, NULL, 0, FEED_KEEP_OPEN, fake, &r);
     if (strcmp(r.cont, "pid-namespace") == 0) { /* (not picked when userns are off, as a user) */
@@ -989,17 +1014,7 @@ static void test_wrapper_stdin(void **state)
     expect_end(&r, 1, "cmd", 0, 0);
     assert_int_equal(atoi((const char *)r.out), 0);
     bash_run_free(&r);
-    /* the staging file is removed (in the background: poll, bounded) */
-    char cmd[700];
-    snprintf(cmd, sizeof(cmd), "! ls -a '%s' | grep -q rexec-stdin", tmpdir);
-    char *argv[] = {"sh", "-c", cmd, NULL};
-    int gone = 0;
-    for (int i = 0; i < 500 && !gone; i++) {
-        gone = run_argv(argv) == 0;
-        if (!gone)
-            sleep_ms(10);
-    }
-    assert_true(gone);
+    expect_no_stdin_file(); /* the staging file is removed */
 }
 
 /* "stdin": "piped": the command reads a private FIFO that the wrapper's feeder fills from the
@@ -1064,13 +1079,7 @@ static void test_wrapper_piped_stdin(void **state)
     }
     /* A dd that refuses the options (an old or non-GNU one): found before the command starts,
      * which then never runs (phase stdin), rather than fed an empty stdin. */
-    char *fake = strdup(path_in("fakedd"));
-    mkdir(fake, 0700);
-    char ddp[600];
-    snprintf(ddp, sizeof(ddp), "%s/dd", fake);
-    static const char fake_dd[] = "#!/bin/sh\necho 'dd: invalid input flag' >&2\nexit 1\n";
-    write_file(ddp, fake_dd, strlen(fake_dd));
-    chmod(ddp, 0755);
+    char *fake = failing_tool("fakedd", "dd", "dd: invalid input flag");
     {
         bash_run r;
         rx_render_in k = render_in("");
@@ -1087,17 +1096,7 @@ static void test_wrapper_piped_stdin(void **state)
         bash_run_free(&r);
     }
     free(fake);
-    /* the FIFO's name is gone (removed by the feeder: poll, bounded) */
-    char cmd[700];
-    snprintf(cmd, sizeof(cmd), "! ls -a '%s' | grep -q rexec-stdin", tmpdir);
-    char *argv[] = {"sh", "-c", cmd, NULL};
-    int gone = 0;
-    for (int i = 0; i < 500 && !gone; i++) {
-        gone = run_argv(argv) == 0;
-        if (!gone)
-            sleep_ms(10);
-    }
-    assert_true(gone);
+    expect_no_stdin_file(); /* the FIFO's name is gone (removed by the feeder) */
 }
 
 /* EOF on the channel means cancel: while the command runs it is stopped; before it starts (or
