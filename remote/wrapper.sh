@@ -62,14 +62,16 @@ __rx_inner_script() {
 $__rx_cmd"
 }
 
+# How a call's stdin is copied, staged or piped, given count=N: dd with count_bytes reads no
+# more than it must, so the channel is left for the watchdog; in 64 KiB blocks it copies a GiB
+# in about two thirds of the time head -c's 8 KiB pieces take.
+__rx_dd=(dd bs=65536 iflag=fullblock,count_bytes status=none)
+
 # Copies exactly __rx_stdin_len bytes from the channel into a private file the command reads.
-# dd with count_bytes reads no more than it must, so the channel is left for the watchdog; in
-# 64 KiB blocks it copies a GiB in about two thirds of the time head -c's 8 KiB pieces take.
 __rx_stage_stdin() {
     __rx_tmp=${TMPDIR:-/tmp}/.rexec-stdin-$__rx_nonce
-    (umask 077 && set -C &&
-        exec dd bs=65536 iflag=fullblock,count_bytes count="$__rx_stdin_len" status=none \
-            >"$__rx_tmp") <&7 2>/dev/null || return 1
+    (umask 077 && set -C && exec "${__rx_dd[@]}" count="$__rx_stdin_len" >"$__rx_tmp") \
+        <&7 2>/dev/null || return 1
     exec 6<"$__rx_tmp" || return 1
     # Unlinked before the command starts, so it never sees the file by name (only as fd 0): one
     # rm on the path of a call with stdin (bulk stdin, or any stdin where no runner is used).
@@ -83,7 +85,7 @@ __rx_stage_stdin() {
 # (mkfifo never replaces what exists).
 __rx_piped_fifo() {
     __rx_fifo=${TMPDIR:-/tmp}/.rexec-stdin-$__rx_nonce
-    dd bs=65536 iflag=fullblock,count_bytes count=0 status=none </dev/null >/dev/null 2>&1 &&
+    "${__rx_dd[@]}" count=0 </dev/null >/dev/null 2>&1 &&
         (umask 077 && exec mkfifo -m 600 -- "$__rx_fifo") </dev/null 2>/dev/null
 }
 
@@ -99,7 +101,7 @@ __rx_feed() {
     rm -f -- "$__rx_fifo" # both ends are open: the name is not needed any more
     trap 'kill -KILL "$c" 2>/dev/null; exit 0' TERM
     if [ "$__rx_stdin_len" -gt 0 ]; then
-        dd bs=65536 iflag=fullblock,count_bytes count="$__rx_stdin_len" status=none <&7 >&6 &
+        "${__rx_dd[@]}" count="$__rx_stdin_len" <&7 >&6 &
         c=$!
         wait "$c" || rc=1
     fi
