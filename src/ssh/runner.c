@@ -707,7 +707,7 @@ void rx_runner_cancel(rx_runner *r)
         return;
     c->cancel_req = 1;
     if (!c->frame_queued) {
-        call_error(c, REXEC_ECANCELLED, "cancelled before it started");
+        call_error(c, REXEC_ECANCELLED, "%s: cancelled before it started", rx_session_host(r->s)->name);
         c->res.sent = 0;
         call_end(r);
         return;
