@@ -846,6 +846,27 @@ static int session_start_tunnel(rx_session *s)
     return 0;
 }
 
+/* libssh2 reads and writes the socket through these, so that the loop sees every byte. 1.11.1
+ * deprecated the void-pointer setter (a function pointer in a void * is not portable C). */
+static void session_set_io(LIBSSH2_SESSION *ssh)
+{
+#if LIBSSH2_VERSION_NUM >= 0x010b01
+    libssh2_session_callback_set2(ssh, LIBSSH2_CALLBACK_RECV, (libssh2_cb_generic *)session_recv);
+    libssh2_session_callback_set2(ssh, LIBSSH2_CALLBACK_SEND, (libssh2_cb_generic *)session_send);
+#else
+    union {
+        LIBSSH2_RECV_FUNC((*f));
+        void *p;
+    } recv_cb = {.f = session_recv};
+    libssh2_session_callback_set(ssh, LIBSSH2_CALLBACK_RECV, recv_cb.p);
+    union {
+        LIBSSH2_SEND_FUNC((*f));
+        void *p;
+    } send_cb = {.f = session_send};
+    libssh2_session_callback_set(ssh, LIBSSH2_CALLBACK_SEND, send_cb.p);
+#endif
+}
+
 static int session_start(rx_session *s)
 {
     if (s->opts.host->jump != NULL && s->opts.tunnel == NULL)
@@ -859,16 +880,7 @@ static int session_start(rx_session *s)
         return REXEC_ENOMEM;
     libssh2_session_set_blocking(s->ssh, 0);
     session_method_prefs(s->ssh);
-    union {
-        LIBSSH2_RECV_FUNC((*f));
-        void *p;
-    } recv_cb = {.f = session_recv};
-    libssh2_session_callback_set(s->ssh, LIBSSH2_CALLBACK_RECV, recv_cb.p);
-    union {
-        LIBSSH2_SEND_FUNC((*f));
-        void *p;
-    } send_cb = {.f = session_send};
-    libssh2_session_callback_set(s->ssh, LIBSSH2_CALLBACK_SEND, send_cb.p);
+    session_set_io(s->ssh);
     s->gai.data = s;
     if (s->opts.tunnel) {
         int r = session_start_tunnel(s);
