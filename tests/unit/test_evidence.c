@@ -308,6 +308,67 @@ static void test_disk_full(void **state)
     cJSON_Delete(meta);
 }
 
+/* Bytes that never hold SECRET: a simple generator, the same for the test and its check. */
+static void fill(unsigned char *p, size_t n, uint32_t seed)
+{
+    for (size_t i = 0; i < n; i++) {
+        seed = seed * 1103515245u + 12345u;
+        p[i] = (unsigned char)(seed >> 16);
+    }
+}
+
+/* Output of many pieces in odd-sized appends, both streams interleaved: the files hold exactly
+ * what was appended, in order; a secret in a late piece is refused (without the value in the
+ * message) and leaves nothing. */
+static void test_streamed_pieces(void **state)
+{
+    fixture *f = *state;
+    rexec_error e = {0};
+    rx_evidence *ev = NULL;
+    rx_redactor *red = NULL;
+    rx_secret sec = {"API_TOKEN", (const unsigned char *)SECRET, strlen(SECRET)};
+    size_t n[2] = {3 * 1024 * 1024 + 12345, 1024 * 1024 + 7}, step[2] = {7919, 65537};
+    unsigned char *want[2];
+    const char *sha[2] = {"", ""};
+    char *path = NULL, file[PATH_MAX + 64];
+    assert_int_equal(rx_redactor_new(&red, &sec, 1, &e), 0);
+    for (int i = 0; i < 2; i++) {
+        want[i] = malloc(n[i]);
+        fill(want[i], n[i], (uint32_t)i + 1);
+    }
+    assert_int_equal(rx_evidence_open(&ev, f->ws, "run-pieces", red, &e), 0);
+    for (size_t off[2] = {0, 0}; off[0] < n[0] || off[1] < n[1];)
+        for (int i = 0; i < 2; i++) {
+            size_t k = n[i] - off[i] < step[i] ? n[i] - off[i] : step[i];
+            rx_evidence_append(ev, i, want[i] + off[i], k);
+            off[i] += k;
+        }
+    cJSON *meta = mkmeta();
+    assert_int_equal(rx_evidence_commit(ev, meta, sha, &path, &e), 0);
+    for (int i = 0; i < 2; i++) {
+        size_t len;
+        snprintf(file, sizeof(file), "%s/%s", path, i ? "stderr" : "stdout");
+        char *got = slurp(file, &len);
+        assert_int_equal(len, n[i]);
+        assert_memory_equal(got, want[i], n[i]);
+        free(got);
+    }
+    free(path);
+
+    memcpy(want[0] + 1300 * 1024 + 5, SECRET, strlen(SECRET)); /* in the sixth piece */
+    assert_int_equal(rx_evidence_open(&ev, f->ws, "run-late", red, &e), 0);
+    for (size_t off = 0; off < n[0]; off += step[0])
+        rx_evidence_append(ev, 0, want[0] + off, n[0] - off < step[0] ? n[0] - off : step[0]);
+    assert_int_equal(rx_evidence_commit(ev, meta, sha, NULL, &e), REXEC_EAUDIT);
+    assert_contains(e.msg, "stdout still holds a secret");
+    assert_null(strstr(e.msg, SECRET));
+    assert_int_equal(entries(f->ev), 1); /* run-pieces only */
+    free(want[0]);
+    free(want[1]);
+    cJSON_Delete(meta);
+    rx_redactor_free(red);
+}
+
 /* The file helpers the evidence and audit code stand on. */
 static void test_fsutil(void **state)
 {
@@ -361,6 +422,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_secret_refused_nothing_written, setup, teardown),
         cmocka_unit_test_setup_teardown(test_symlinked_evidence_dir_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_disk_full, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_streamed_pieces, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fsutil, setup, teardown),
     };
     return cmocka_run_group_tests_name("evidence", tests, NULL, NULL);
