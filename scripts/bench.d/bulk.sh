@@ -2,7 +2,9 @@
 # Bulk benchmark (not a test; `scripts/bench --bulk`): one lab host on 127.0.0.1, the release
 # build, and in one run, interleaved:
 #   - 256 MiB of stdout, redaction on with 100 secrets: rexec vs `ssh host 'head -c ...'`,
-#     and the libssh2 ceiling (tests/bench/ssh_ceiling.c, blocking, one buffer);
+#     and the libssh2 ceiling (tests/bench/ssh_ceiling.c, blocking, one buffer), timed end to
+#     end as the other two (process start, connect, authentication, exec, read) and its reading
+#     alone;
 #   - controller peak RSS (/usr/bin/time -v) for 1 MiB .. 1 GiB of output with a 1 GiB cap;
 #   - 1 GiB of stdin from a file, staged and piped ("stdin": "piped"): rexec vs
 #     `ssh host 'cat >/dev/null'` (byte-exact by sha256),
@@ -54,8 +56,9 @@ echo "== $mib MiB stdout, 100 secrets (3 rounds, interleaved; seconds and peak R
 for r in 1 2 3; do
     read -r rs rm < <(t "$R" --workspace "$W" run lab1 bulk.out --param n=$bytes)
     read -r ss sm < <(t "${ssh_[@]}" "head -c $bytes /dev/zero")
-    ceil=$(build-release/ssh_ceiling 127.0.0.1 "$port" root "$W/keys/id_ed25519" "head -c $bytes /dev/zero" | awk '{print $3}')
-    echo "round $r: rexec ${rs}s (${rm} KiB)  ssh ${ss}s  libssh2 ceiling ${ceil}s  rexec/ssh speed $(awk -v a="$rs" -v b="$ss" 'BEGIN{printf "%.2f", b/a}')x"
+    read -r cs cm < <(t build-release/ssh_ceiling 127.0.0.1 "$port" root "$W/keys/id_ed25519" "head -c $bytes /dev/zero")
+    ceil=$(awk '{print $3}' "$tmp/out")
+    echo "round $r: rexec ${rs}s (${rm} KiB)  ssh ${ss}s  libssh2 ceiling ${cs}s end to end (${ceil}s reading)  speed vs ssh: rexec $(awk -v a="$rs" -v b="$ss" 'BEGIN{printf "%.2f", b/a}')x, ceiling $(awk -v a="$cs" -v b="$ss" 'BEGIN{printf "%.2f", b/a}')x"
 done
 echo "== controller peak RSS, 1 GiB cap"
 for m in 1 16 256 1024; do
@@ -70,8 +73,9 @@ for r in 1 2 3; do
     read -r rs rm < <(t "$R" --workspace "$W" run lab1 bulk.sink --stdin "$tmp/in")
     read -r ps pm < <(t "$R" --workspace "$W" run lab1 bulk.psink --stdin "$tmp/in")
     read -r ss sm < <(t "${ssh_[@]}" 'cat >/dev/null' <"$tmp/in")
-    ceil=$(build-release/ssh_ceiling 127.0.0.1 "$port" root "$W/keys/id_ed25519" 'cat >/dev/null' --stdin "$tmp/in" | awk '{print $3}')
-    echo "round $r: rexec staged ${rs}s (${rm} KiB)  piped ${ps}s (${pm} KiB)  ssh cat ${ss}s  libssh2 ceiling ${ceil}s  rexec/ssh speed: staged $(awk -v a="$rs" -v b="$ss" 'BEGIN{printf "%.2f", b/a}')x, piped $(awk -v a="$ps" -v b="$ss" 'BEGIN{printf "%.2f", b/a}')x"
+    read -r cs cm < <(t build-release/ssh_ceiling 127.0.0.1 "$port" root "$W/keys/id_ed25519" 'cat >/dev/null' --stdin "$tmp/in")
+    ceil=$(awk '{print $3}' "$tmp/out")
+    echo "round $r: rexec staged ${rs}s (${rm} KiB)  piped ${ps}s (${pm} KiB)  ssh cat ${ss}s  libssh2 ceiling ${cs}s end to end (${ceil}s sending)  speed vs ssh: staged $(awk -v a="$rs" -v b="$ss" 'BEGIN{printf "%.2f", b/a}')x, piped $(awk -v a="$ps" -v b="$ss" 'BEGIN{printf "%.2f", b/a}')x, ceiling $(awk -v a="$cs" -v b="$ss" 'BEGIN{printf "%.2f", b/a}')x"
 done
 read -r rs rm < <(t "$R" --workspace "$W" run lab1 bulk.in --stdin "$tmp/in")
 grep -q "$want" "$tmp/out" && ok=byte-exact || ok=DIFFERENT
