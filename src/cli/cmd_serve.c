@@ -57,12 +57,19 @@ static void on_signal(uv_signal_t *h, int signum)
  * serves a block above M_MMAP_THRESHOLD with its own mmap and gives it back on free, but after
  * the first such free it raises the threshold to that size, so later blocks of the same size
  * come from the heap, where they fragment it and RSS stays high. A fixed threshold keeps big
- * blocks on mmap (scripts/soak measures serve's RSS over time). */
+ * blocks on mmap (scripts/soak measures serve's RSS over time).
+ * Below it, glibc gives the heap's free top back to the system once it passes M_TRIM_THRESHOLD
+ * (128 KiB): a streamed stdin's line (64 KiB of base64, its parsed string and its decoded piece)
+ * grew the heap and shrank it again on every line, and the page faults and TLB flushes of that
+ * took two thirds of serve's time (1 GiB streamed in 17-24 s; docs/PERFORMANCE.md). Keeping up
+ * to 1 MiB of free heap costs that much RSS at most, a fixed amount. */
 #define SERVE_MMAP_THRESHOLD (256 * 1024)
+#define SERVE_TRIM_THRESHOLD (1024 * 1024)
 
 static void serve_malloc_policy(void)
 {
     mallopt(M_MMAP_THRESHOLD, SERVE_MMAP_THRESHOLD);
+    mallopt(M_TRIM_THRESHOLD, SERVE_TRIM_THRESHOLD);
 }
 
 /* --log auto|json|journal|off */
