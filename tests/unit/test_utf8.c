@@ -53,11 +53,36 @@ static void refuses_ill_formed(void **state)
     assert_int_equal(rx_utf8_check("ok\xc3\xa9", 4, NULL), 0);
 }
 
+/* rx_utf8_check skips ASCII 8 bytes at a time: an ill-formed byte, or a sequence cut by the end,
+ * is found at every offset of a long ASCII text, and a well-formed one is let through there. */
+static void check_at_every_offset(void **state)
+{
+    (void)state;
+    unsigned char buf[40];
+    for (size_t at = 0; at + 2 <= sizeof(buf); at++) {
+        size_t bad = 99;
+        memset(buf, 'a', sizeof(buf));
+        buf[at] = 0xc3, buf[at + 1] = 0xa9; /* é */
+        assert_int_equal(rx_utf8_check(buf, sizeof(buf), NULL), 0);
+        buf[at + 1] = 'a'; /* a lead byte without its continuation */
+        assert_int_equal(rx_utf8_check(buf, sizeof(buf), &bad), -1);
+        assert_int_equal(bad, at);
+        buf[at] = 0xff;
+        assert_int_equal(rx_utf8_check(buf, sizeof(buf), &bad), -1);
+        assert_int_equal(bad, at);
+        memset(buf, 'a', sizeof(buf));
+        buf[at] = 0xe2; /* cut by the end of the text */
+        assert_int_equal(rx_utf8_check(buf, at + 1, &bad), -1);
+        assert_int_equal(bad, at);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(decodes_well_formed),
         cmocka_unit_test(refuses_ill_formed),
+        cmocka_unit_test(check_at_every_offset),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
