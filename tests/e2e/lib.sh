@@ -49,6 +49,9 @@ if [[ -z ${REXEC_SRC:-} ]]; then
     REXEC_SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 fi
 export REXEC_SRC
+# rexec warns on stderr when the evidence volume has less than 10 % free; the tests check stderr
+# and must not depend on the machine's free space (t_cli_json sets it where it tests the warning).
+export REXEC_EVIDENCE_MIN_FREE_PCT=${REXEC_EVIDENCE_MIN_FREE_PCT:-0}
 RX_LAB=$REXEC_SRC/scripts/lab
 # shellcheck source=scripts/lib/lab_ports.sh
 . "$REXEC_SRC/scripts/lib/lab_ports.sh"
