@@ -34,6 +34,8 @@
 #define SERVE_MAX_REQS 1024 /* requests in flight per client */
 #define SERVE_WRITE_CHUNK ((size_t)1 << 30) /* uv_buf_t lengths are unsigned int */
 #define SERVE_STDIN_TIMEOUT_S 60.0 /* default longest pause of a streamed stdin */
+#define SERVE_RAW_MAX ((uint64_t)1 << 20) /* a raw stdin piece ("bytes"): at most this many */
+#define SERVE_READ_BUF 65536 /* a client's read buffer: one, reused for every read */
 
 typedef struct serve_client serve_client;
 typedef struct serve_req serve_req;
@@ -62,6 +64,12 @@ struct serve_client {
     serve_req *reqs;
     size_t n_reqs;
     int closing, handles, overlong;
+    /* A raw stdin piece ({"op":"stdin",…,"bytes":N}): N bytes that are not lines follow.
+     * raw_target is the request they go to (a copy of its id; NULL: read and dropped). */
+    uint64_t raw_left;
+    cJSON *raw_target;
+    int raw_eof;
+    char *rbuf; /* SERVE_READ_BUF */
     int throttled; /* its calls are paused: the write queue went above SERVE_HIGH_WATER */
     int read_eof;  /* it half-closed (shutdown SHUT_WR): it is closed once its requests are done */
     int finishing; /* shutdown requested: closed once what is queued has been written */
@@ -443,13 +451,16 @@ static int req_targets(serve_req *q, const cJSON *root, const char *host, rexec_
     return 0;
 }
 
-/* Tells the client which hosts will report, before any output arrives. */
-static void send_accepted(serve_req *q)
+/* Tells the client which hosts will report, before any output arrives; for a streamed stdin,
+ * that its pieces may come raw ("bytes"), which a serve older than that does not say. */
+static void send_accepted(serve_req *q, int streamed)
 {
     cJSON *o = reply(q, "accepted"), *hosts = cJSON_CreateArray();
     for (size_t i = 0; i < q->n; i++)
         cJSON_AddItemToArray(hosts, cJSON_CreateString(q->hosts[i]));
     cJSON_AddItemToObject(o, "hosts", hosts);
+    if (streamed)
+        cJSON_AddTrueToObject(o, "stdin_bytes");
     client_send(q->cl, o);
     cJSON_Delete(o);
 }
@@ -533,16 +544,49 @@ static serve_req *stdin_target(serve_client *cl, const cJSON *target)
     return NULL;
 }
 
-/* {"op":"stdin","target":ID,"data"|"data_base64":…,"eof":true}: the next piece of a
- * "stdin_stream" request's stdin. A line that names no waiting request is an error line; a
- * piece that cannot be taken (bad base64, past limits.max_stdin_bytes, disk full) ends that
- * request at once, nothing run, each host's result saying why. Success is silent. */
+/* A piece that cannot be taken ends its request at once, nothing run. */
+static void stdin_refused(serve_req *q, int code, const rexec_error *err)
+{
+    char why[sizeof(err->msg) + 16];
+    snprintf(why, sizeof(why), "%s: nothing ran", err->msg);
+    req_drop_unstarted(q, code, why);
+}
+
+static void client_desync(serve_client *cl, const char *why);
+
+/* "bytes": N says that N raw bytes follow the line. Returns 0 with cl->raw_left set, or -1 when N
+ * is not a count serve can take: then serve cannot tell where the next line starts, and the
+ * connection reads nothing more (client_desync). */
+static int stdin_raw_count(serve_client *cl, const cJSON *bytes)
+{
+    double v = cJSON_IsNumber(bytes) ? bytes->valuedouble : -1;
+    if (v < 1 || v > (double)SERVE_RAW_MAX || v != (double)(uint64_t)v) {
+        char m[160];
+        snprintf(m, sizeof(m), "stdin: bytes must be a whole number from 1 to %llu: the raw "
+                 "bytes after it cannot be told from the next line, so this connection reads "
+                 "nothing more", (unsigned long long)SERVE_RAW_MAX);
+        client_desync(cl, m);
+        return -1;
+    }
+    cl->raw_left = (uint64_t)v;
+    return 0;
+}
+
+/* {"op":"stdin","target":ID,"data"|"data_base64"|"bytes":…,"eof":true}: the next piece of a
+ * "stdin_stream" request's stdin, in the line or (bytes) as that many raw bytes after it. A line
+ * that names no waiting request is an error line (its raw bytes are read and dropped); a piece
+ * that cannot be taken (bad base64, past limits.max_stdin_bytes, disk full) ends that request
+ * at once, nothing run, each host's result saying why. Success is silent. */
 static int do_stdin(serve_client *cl, const cJSON *root, rexec_error *err)
 {
-    static const char *const keys[] = {"op", "id", "target", "data", "data_base64", "eof", NULL};
+    static const char *const keys[] = {"op",    "id",    "target", "data", "data_base64",
+                                       "bytes", "eof",   NULL};
     const cJSON *target = cJSON_GetObjectItemCaseSensitive(root, "target");
+    const cJSON *bytes = cJSON_GetObjectItemCaseSensitive(root, "bytes");
     serve_req *q = target ? stdin_target(cl, target) : NULL;
     int eof = 0, present = 0, r;
+    if (bytes != NULL && stdin_raw_count(cl, bytes) != 0)
+        return 0; /* said, and the connection is ending */
     if (target == NULL)
         return rx_fail(err, REXEC_EREQUEST, "target: missing (the id of the \"stdin_stream\" "
                                             "request this stdin belongs to)");
@@ -558,31 +602,67 @@ static int do_stdin(serve_client *cl, const cJSON *root, rexec_error *err)
     rx_buf_init(&chunk, SERVE_LINE_MAX);
     if ((r = rx_json_check_keys(root, "", keys, REXEC_EREQUEST, err)) == 0 &&
         (r = rx_json_get_bool(root, "eof", "", 0, &eof, REXEC_EREQUEST, err)) == 0 &&
-        (r = rx_request_bytes(root, "data", "", &chunk, &present, err)) == 0)
+        (r = rx_request_bytes(root, "data", "", &chunk, &present, err)) == 0 && bytes && present)
+        r = rx_fail(err, REXEC_EREQUEST, "stdin: bytes is exclusive with data and data_base64");
+    if (r == 0 && !bytes)
         r = rx_spool_add(&q->spool, chunk.data, chunk.len, err);
     rx_buf_free(&chunk);
     if (r != 0) {
-        char why[sizeof(err->msg) + 16];
-        snprintf(why, sizeof(why), "%s: nothing ran", err->msg);
-        req_drop_unstarted(q, r, why);
+        stdin_refused(q, r, err);
         return 0;
     }
-    if (eof)
-        stdin_complete(q);
-    else
+    if (bytes) { /* the piece follows: stdin_raw_take, then stdin_raw_end */
+        cl->raw_target = cJSON_Duplicate(target, 1);
+        cl->raw_eof = eof;
+        if (cl->raw_target == NULL) {
+            rx_fail(err, REXEC_ENOMEM, "out of memory");
+            stdin_refused(q, REXEC_ENOMEM, err);
+        }
         wait_touch(q);
+    } else if (eof) {
+        stdin_complete(q);
+    } else {
+        wait_touch(q);
+    }
     return 0;
 }
 
-/* A client that half-closes cannot send the rest of a streamed stdin. */
-static void stdin_cut_short(serve_client *cl)
+/* Raw bytes of a piece, as they arrive: into the spool of the request they go to, if it is
+ * still waiting for them (it may have ended meanwhile: then they are dropped). */
+static void stdin_raw_take(serve_client *cl, const char *p, size_t n)
+{
+    serve_req *q = cl->raw_target ? stdin_target(cl, cl->raw_target) : NULL;
+    rexec_error err = {0};
+    int r;
+    if (q == NULL)
+        return;
+    if ((r = rx_spool_add(&q->spool, p, n, &err)) != 0) {
+        cJSON_Delete(cl->raw_target);
+        cl->raw_target = NULL;
+        stdin_refused(q, r, &err);
+        return;
+    }
+    wait_touch(q);
+}
+
+static void stdin_raw_end(serve_client *cl)
+{
+    serve_req *q = cl->raw_target ? stdin_target(cl, cl->raw_target) : NULL;
+    if (q != NULL && cl->raw_eof)
+        stdin_complete(q);
+    cJSON_Delete(cl->raw_target);
+    cl->raw_target = NULL;
+    cl->raw_eof = 0;
+}
+
+/* A client that half-closes cannot send the rest of a streamed stdin; nor can one whose stream
+ * serve lost step with. */
+static void stdin_cut_short(serve_client *cl, const char *why)
 {
     for (serve_req *q = cl->reqs, *next; q; q = next) {
         next = q->next;
         if (q->wait)
-            req_drop_unstarted(q, REXEC_EREQUEST, "stdin: the client closed its side of the "
-                                                  "connection before the stdin's \"eof\": "
-                                                  "nothing ran");
+            req_drop_unstarted(q, REXEC_EREQUEST, why);
     }
 }
 
@@ -625,7 +705,7 @@ static int start_run(serve_client *cl, const cJSON *root, const char *op, rexec_
     q->view.capture = 1;
     q->view.client_user = cl->peer.user;
     q->view.client_uid = (unsigned)cl->peer.uid;
-    send_accepted(q);
+    send_accepted(q, streamed);
     if (!streamed)
         req_launch(q);
     else if (wait_start(q) != 0)
@@ -847,6 +927,8 @@ static void on_client_handle_closed(uv_handle_t *h)
         return;
     rexec_server *s = cl->srv;
     rx_buf_free(&cl->line);
+    cJSON_Delete(cl->raw_target);
+    free(cl->rbuf);
     free(cl);
     s->handles--;
     server_maybe_done(s);
@@ -904,11 +986,16 @@ static void touch(serve_client *cl)
         uv_timer_start(&cl->idle, on_idle, (uint64_t)(cl->srv->idle_s * 1000), 0);
 }
 
+/* One buffer a client, allocated once: libuv reads into it and on_read is done with it before
+ * the next read. */
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
 {
-    (void)h;
-    b->base = malloc(suggested);
-    b->len = b->base ? suggested : 0;
+    serve_client *cl = h->data;
+    (void)suggested;
+    if (cl->rbuf == NULL)
+        cl->rbuf = malloc(SERVE_READ_BUF);
+    b->base = cl->rbuf;
+    b->len = cl->rbuf ? SERVE_READ_BUF : 0;
 }
 
 /* After a line: only its own bytes need wiping (it may hold stdin), since every line since the
@@ -920,10 +1007,21 @@ static void line_reset(serve_client *cl)
     cl->line.len = 0;
 }
 
-/* Splits what arrived into lines. An over-long line is answered with one error and skipped. */
+/* Splits what arrived into lines, and the raw bytes of a stdin piece ("bytes") after its line.
+ * An over-long line is answered with one error and skipped. */
 static void feed_lines(serve_client *cl, const char *p, size_t n)
 {
-    while (n > 0 && !cl->closing) {
+    while (n > 0 && !cl->closing && !cl->read_eof) {
+        if (cl->raw_left > 0) {
+            size_t k = n < cl->raw_left ? n : (size_t)cl->raw_left;
+            stdin_raw_take(cl, p, k);
+            cl->raw_left -= k;
+            p += k;
+            n -= k;
+            if (cl->raw_left == 0)
+                stdin_raw_end(cl);
+            continue;
+        }
         const char *nl = memchr(p, '\n', n);
         size_t len = nl ? (size_t)(nl - p) : n;
         if (len > 0 && !cl->overlong && rx_buf_add(&cl->line, p, len) != 0) {
@@ -941,6 +1039,19 @@ static void feed_lines(serve_client *cl, const char *p, size_t n)
         p = nl + 1;
         n -= len + 1;
     }
+}
+
+/* serve lost step with the client's stream (a raw piece it cannot size): one error line, then
+ * nothing more is read; what runs finishes and reports, and the connection closes after. */
+static void client_desync(serve_client *cl, const char *why)
+{
+    send_error(cl, NULL, REXEC_EREQUEST, why);
+    cl->read_eof = 1;
+    uv_read_stop((uv_stream_t *)&cl->pipe);
+    stdin_cut_short(cl, "stdin: the connection's stream could not be followed (a raw piece "
+                        "without a valid \"bytes\"): nothing ran");
+    if (!cl->closing && cl->reqs == NULL)
+        client_finish(cl);
 }
 
 /* EOF on a Unix stream socket is either a half-close (shutdown SHUT_WR: the client still
@@ -968,7 +1079,8 @@ static void on_eof(serve_client *cl)
         handle_line(cl, (const char *)cl->line.data, cl->line.len);
     rx_buf_reset(&cl->line);
     if (!cl->closing)
-        stdin_cut_short(cl);
+        stdin_cut_short(cl, "stdin: the client closed its side of the connection before the "
+                            "stdin's \"eof\": nothing ran");
     if (!cl->closing && cl->reqs == NULL)
         client_finish(cl);
 }
@@ -979,12 +1091,12 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
     if (n > 0) {
         touch(cl);
         feed_lines(cl, b->base, (size_t)n);
+        OPENSSL_cleanse(b->base, (size_t)n); /* it may have held stdin */
     } else if (n == UV_EOF) {
         on_eof(cl);
     } else if (n < 0) {
         client_close(cl);
     }
-    free(b->base);
 }
 
 /* The user running serve, and the users and groups serve.clients lists, may talk to it; anyone

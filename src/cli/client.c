@@ -19,11 +19,17 @@
 #include "cli.h"
 
 /* the base64 of stdin (4/3 of it) and the rest of the request fit REXEC_REQUEST_MAX_BYTES;
- * more, or a --stdin FILE, is streamed in "stdin" lines of CLIENT_STDIN_PIECE bytes each (their
- * base64 is 64 KiB, under serve's 68 KiB line) */
+ * more, or a --stdin FILE, is streamed in "stdin" pieces: raw, CLIENT_RAW_PIECE bytes after a
+ * line that says how many, when serve's "accepted" says it takes them ("stdin_bytes"); else in
+ * lines of CLIENT_STDIN_PIECE bytes each (their base64 is 64 KiB, under serve's 68 KiB line) */
 #define CLIENT_MAX_STDIN (REXEC_REQUEST_MAX_BYTES / 4 * 3 - 2048)
 #define CLIENT_STDIN_PIECE 49152
 #define CLIENT_STDIN_HEAD "{\"op\":\"stdin\",\"target\":1,\"data_base64\":\""
+#define CLIENT_RAW_PIECE 262144
+#define CLIENT_RAW_HEAD_MAX 64
+#define CLIENT_LINE_MAX (CLIENT_RAW_HEAD_MAX + CLIENT_RAW_PIECE)
+_Static_assert(sizeof(CLIENT_STDIN_HEAD) + 4 * (CLIENT_STDIN_PIECE / 3) + 8 <= CLIENT_LINE_MAX,
+               "a base64 stdin line fits the upload buffer");
 
 static volatile sig_atomic_t interrupted;
 
@@ -104,6 +110,7 @@ static char *request_line(const rexec_request *req, const char *op, const char *
  * them while replies are read (a request that serve ends early stops it). */
 typedef struct upload {
     int active;                 /* lines still to send */
+    int raw;                    /* serve takes raw pieces ("bytes") */
     int src;                    /* the file or pipe it comes from; -1: from mem */
     const unsigned char *mem;   /* a stdin already in memory */
     size_t mem_len, mem_off;
@@ -114,6 +121,7 @@ typedef struct upload {
 
 typedef struct client {
     int fd, json, eval, cancel_sent, status, finished, accepted;
+    int stdin_bytes; /* serve's "accepted" said it takes raw stdin pieces */
     int same_user, one_user_said; /* serve runs as our own user: its challenges are ours too */
     cli_prefixer *pf; /* one per host when several report */
     size_t n_hosts;
@@ -171,6 +179,7 @@ static cli_prefixer *prefixer(client *c, const char *host)
 static void on_accepted(client *c, const cJSON *o)
 {
     const cJSON *hosts = cJSON_GetObjectItemCaseSensitive(o, "hosts"), *h;
+    c->stdin_bytes = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "stdin_bytes"));
     c->n_hosts = (size_t)cJSON_GetArraySize(hosts);
     c->pf = calloc(c->n_hosts + 1, sizeof(*c->pf));
     size_t i = 0;
@@ -290,27 +299,47 @@ static void send_cancel(client *c)
     cli_write_all(c->fd, line, sizeof(line) - 1);
 }
 
-/* The next "stdin" line into up->line: a piece, or the "eof" line once the source is done. */
+/* The next piece of stdin into buf (at most cap bytes): how many, 0 at the end, -1 on error. */
+static ssize_t upload_read(upload *up, unsigned char *buf, size_t cap)
+{
+    ssize_t n;
+    if (up->src < 0) {
+        n = (ssize_t)(up->mem_len - up->mem_off < cap ? up->mem_len - up->mem_off : cap);
+        memcpy(buf, up->mem + up->mem_off, (size_t)n);
+        up->mem_off += (size_t)n;
+        return n;
+    }
+    do
+        n = read(up->src, buf, cap);
+    while (n < 0 && errno == EINTR);
+    if (n < 0)
+        up->err = strdup(strerror(errno));
+    return n;
+}
+
+/* The next "stdin" line into up->line: a piece (raw after its line, or in it as base64), or the
+ * "eof" line once the source is done. */
 static int upload_next(upload *up)
 {
     static const char eof[] = "{\"op\":\"stdin\",\"target\":1,\"eof\":true}\n";
     unsigned char piece[CLIENT_STDIN_PIECE];
     ssize_t n;
-    if (up->src >= 0) {
-        do
-            n = read(up->src, piece, sizeof(piece));
-        while (n < 0 && errno == EINTR);
-        if (n < 0) {
-            up->err = strdup(strerror(errno));
-            return -1;
-        }
-    } else {
-        n = (ssize_t)(up->mem_len - up->mem_off < sizeof(piece) ? up->mem_len - up->mem_off
-                                                                 : sizeof(piece));
-        memcpy(piece, up->mem + up->mem_off, (size_t)n);
-        up->mem_off += (size_t)n;
-    }
     up->off = 0;
+    if (up->raw) { /* the line, then the bytes read straight after it */
+        unsigned char *data = (unsigned char *)up->line + CLIENT_RAW_HEAD_MAX;
+        if ((n = upload_read(up, data, CLIENT_RAW_PIECE)) < 0)
+            return -1;
+        if (n > 0) {
+            char head[CLIENT_RAW_HEAD_MAX];
+            int h = snprintf(head, sizeof(head), "{\"op\":\"stdin\",\"target\":1,\"bytes\":%zd}\n", n);
+            memmove(up->line + CLIENT_RAW_HEAD_MAX - h, head, (size_t)h);
+            up->off = CLIENT_RAW_HEAD_MAX - (size_t)h;
+            up->len = CLIENT_RAW_HEAD_MAX + (size_t)n;
+            return 0;
+        }
+    } else if ((n = upload_read(up, piece, sizeof(piece))) < 0) {
+        return -1;
+    }
     if (n == 0) {
         memcpy(up->line, eof, sizeof(eof) - 1);
         up->len = sizeof(eof) - 1;
@@ -374,6 +403,7 @@ static int converse(client *c, upload *up)
         if (interrupted && !c->cancel_sent && !pending)
             send_cancel(c);
         if (up && !pending && up->active && c->accepted && !interrupted) {
+            up->raw = c->stdin_bytes;
             if (upload_next(up) != 0) {
                 c->status = cli_error(74, "--stdin: cannot read it: %s", up->err ? up->err : "?");
                 break;
@@ -415,7 +445,7 @@ static int upload_setup(const rexec_request *req, upload *up)
         return -cli_error(65, "--stdin %s: %s", req->stdin_path, strerror(errno));
     up->mem = req->stdin_data;
     up->mem_len = req->stdin_len;
-    up->line = malloc(sizeof(CLIENT_STDIN_HEAD) + 4 * (CLIENT_STDIN_PIECE / 3) + 8);
+    up->line = malloc(CLIENT_LINE_MAX); /* a raw piece and its line, or a base64 line */
     if (up->line == NULL) {
         if (up->src > 0)
             close(up->src);
@@ -429,6 +459,8 @@ static void upload_free(upload *up)
 {
     if (up->src > 0)
         close(up->src);
+    if (up->line)
+        OPENSSL_cleanse(up->line, CLIENT_LINE_MAX);
     free(up->line);
     free(up->err);
 }

@@ -2,7 +2,8 @@
 # serve's streamed stdin (docs/serve-protocol.md, "Streaming stdin"): a run sent with
 # "stdin_stream": true takes its stdin in "stdin" lines, spooled by serve, and only then runs.
 # Checked: 20 MiB from a file and from a pipe through `rexec run --socket`, byte for byte, also on
-# two hosts at once; the gate hashed it (an L2 call's challenge names its size and sha256); an
+# two hosts at once; raw pieces ("bytes": N and N bytes after the line) kept in step, and the CLI
+# sending them only to a serve that says it takes them (base64 lines otherwise); the gate hashed it (an L2 call's challenge names its size and sha256); an
 # empty stdin; past limits.max_stdin_bytes, a bad piece, a pause longer than --stdin-timeout, a
 # cancel and a half-close all end the request with nothing run and every host saying why; a stdin
 # line for no waiting request is an error line; the pieces taken are not logged; nothing is left
@@ -139,10 +140,105 @@ s2.shutdown(socket.SHUT_WR)
 ended("h", 'stdin: the client closed its side of the connection before the stdin\'s "eof": '
       'nothing ran', f=f2)
 assert f2.readline() == b"", "the half-closed connection is closed after its done"
+
+# raw pieces: "bytes": N, then N bytes that are not lines (a newline and a request inside them
+# are data, not a request); "accepted" says serve takes them
+raw = [b"line one\n", b'\n{"op":"ping","id":"injected"}\n', bytes(range(256)) * 300]
+send({"op": "run", "id": "r", "targets": "lab1", "action": "t.sha", "stdin_stream": True})
+def next_of(rid):
+    while True:
+        o = json.loads(f.readline())
+        if o.get("id") == rid:
+            return o
+acc = next_of("r")
+assert acc["type"] == "accepted" and acc.get("stdin_bytes") is True, acc
+for i, piece in enumerate(raw):
+    head = {"op": "stdin", "target": "r", "bytes": len(piece)}
+    if i == len(raw) - 1:
+        head["eof"] = True
+    s.sendall((json.dumps(head) + "\n").encode() + piece)
+got = until_done("r")
+assert not any(o.get("id") == "injected" for o in got), got
+r = results(got)["lab1"]
+assert r["stdout"] == hashlib.sha256(b"".join(raw)).hexdigest() + "\n", r
+# a raw piece for no waiting request: an error line, its bytes read and dropped; the next line
+# is read as a line (the connection kept step)
+s.sendall((json.dumps({"op": "stdin", "id": "rx", "target": "r", "bytes": 5}) + "\n").encode()
+          + b"\n\n\n\n\n")
+o = until_done("rx")[-1]
+assert o["type"] == "error" and "no request \"r\" of this connection" in o["error"], o
+send({"op": "ping", "id": "after"})
+o = next_of("after")
+assert o["type"] != "error", o
+# bytes with data: the request ends, nothing run, and its raw bytes are dropped
+send({"op": "run", "id": "rd", "targets": "lab1", "action": "t.sha", "stdin_stream": True})
+s.sendall((json.dumps({"op": "stdin", "target": "rd", "bytes": 3, "data": "x"}) + "\n").encode()
+          + b"abc")
+ended("rd", "stdin: bytes is exclusive with data and data_base64: nothing ran")
+# a count serve cannot take: an error, a waiting request ends, and the connection closes
+for bad in (0, 1048577, 1.5, "7", -1):
+    s3, f3 = conn()
+    s3.sendall((json.dumps({"op": "run", "id": "w", "targets": "lab1", "action": "t.sha",
+                            "stdin_stream": True}) + "\n").encode())
+    assert json.loads(f3.readline())["type"] == "accepted"
+    s3.sendall((json.dumps({"op": "stdin", "target": "w", "bytes": bad}) + "\n").encode()
+               + b'{"op":"ping","id":"never"}\n')
+    lines = [json.loads(l) for l in f3]  # until serve closes it
+    errs = [o for o in lines if o["type"] == "error"]
+    assert len(errs) == 1 and "stdin: bytes must be a whole number from 1 to 1048576" in errs[0]["error"], (bad, lines)
+    rs = [o for o in lines if o["type"] == "result"]
+    assert len(rs) == 1 and rs[0]["executed"] is False and "could not be followed" in rs[0]["error"], (bad, lines)
+    assert not any(o.get("id") == "never" for o in lines), (bad, lines)
+    s3.close()
 print("protocol ok")
 PY
 assert_contains "$OUT" "protocol ok"
-assert_eq 3 "$(wc -l <"$RAN")" "runs in the protocol part (e on lab1, 7 on both hosts)"
+assert_eq 4 "$(wc -l <"$RAN")" "runs in the protocol part (e on lab1, 7 on both hosts, r on lab1)"
+
+# The CLI sends raw pieces only to a serve whose "accepted" says "stdin_bytes", and base64 lines
+# to one that does not (an older serve): a stand-in serve checks what arrives, both ways.
+head -c $((600 * 1024 + 3)) /dev/urandom >"$RX_TMP/mid"
+for says in 1 0; do
+    rm -f "$RX_TMP/fake.sock"
+    "$RX_PYTHON" - "$RX_TMP/fake.sock" "$RX_TMP/mid" "$says" >"$RX_TMP/fake.out" 2>&1 <<'PY' &
+import base64, hashlib, json, os, socket, sys
+path, want, says = sys.argv[1], open(sys.argv[2], "rb").read(), sys.argv[3] == "1"
+srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+srv.bind(path + ".tmp"); srv.listen(1); os.rename(path + ".tmp", path)
+srv.settimeout(60)
+c, _ = srv.accept(); f = c.makefile("rb")
+req = json.loads(f.readline())
+assert req["stdin_stream"] is True, req
+acc = {"id": req["id"], "type": "accepted", "hosts": ["lab1"]}
+if says:
+    acc["stdin_bytes"] = True
+c.sendall((json.dumps(acc) + "\n").encode())
+got, kinds = b"", set()
+while True:
+    o = json.loads(f.readline())
+    assert o["op"] == "stdin", o
+    if "bytes" in o:
+        kinds.add("raw"); got += f.read(o["bytes"])
+    elif "data_base64" in o:
+        kinds.add("base64"); got += base64.b64decode(o["data_base64"])
+    if o.get("eof"):
+        break
+assert got == want, (len(got), len(want))
+assert kinds == ({"raw"} if says else {"base64"}), kinds
+print("pieces:", *sorted(kinds))
+res = {"id": req["id"], "type": "result", "host": "lab1", "executed": True, "exit_code": 0,
+       "exit_status": 0, "stdout": hashlib.sha256(got).hexdigest() + "\n"}
+c.sendall((json.dumps(res) + "\n" + json.dumps({"id": req["id"], "type": "done",
+                                                "exit_status": 0}) + "\n").encode())
+c.close()
+PY
+    fake=$!
+    wait_until 20 test -S "$RX_TMP/fake.sock"
+    assert_exit 0 timeout 60 "$REXEC_BIN" --workspace "$WS" --socket "$RX_TMP/fake.sock" run lab1 t.sha --stdin "$RX_TMP/mid" --json
+    wait "$fake" || fail "stand-in serve (stdin_bytes $says): $(cat "$RX_TMP/fake.out")"
+    assert_contains "$RX_TMP/fake.out" "pieces: $( ((says)) && echo raw || echo base64)"
+    assert_contains "$OUT" "$(sha256sum <"$RX_TMP/mid" | cut -d' ' -f1)"
+done
 
 # The pieces taken are not logged one by one (the 20 MiB calls sent 2,100 of them); refused lines
 # are (a few pieces the CLI had sent before it read that its over-limit request had ended, and x).
