@@ -614,11 +614,12 @@ static int do_stdin(serve_client *cl, const cJSON *root, rexec_error *err)
     if (bytes) { /* the piece follows: stdin_raw_take, then stdin_raw_end */
         cl->raw_target = cJSON_Duplicate(target, 1);
         cl->raw_eof = eof;
-        if (cl->raw_target == NULL) {
+        if (cl->raw_target == NULL) { /* q may be gone after this */
             rx_fail(err, REXEC_ENOMEM, "out of memory");
             stdin_refused(q, REXEC_ENOMEM, err);
+        } else {
+            wait_touch(q);
         }
-        wait_touch(q);
     } else if (eof) {
         stdin_complete(q);
     } else {
