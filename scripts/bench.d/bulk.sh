@@ -83,7 +83,7 @@ echo "through sha256sum on the VM: rexec staged ${rs}s (${rm} KiB): $ok"
 read -r rs rm < <(t "$R" --workspace "$W" run lab1 bulk.pin --stdin "$tmp/in")
 grep -q "$want" "$tmp/out" && ok=byte-exact || ok=DIFFERENT
 echo "through sha256sum on the VM: rexec piped ${rs}s (${rm} KiB): $ok"
-echo "== $stdin_mib MiB stdin through serve (streamed in \"stdin\" lines, spooled, then sent)"
+echo "== $stdin_mib MiB stdin through serve (streamed in raw \"stdin\" pieces, spooled, then sent)"
 "$R" --workspace "$W" serve --socket "$tmp/s.sock" --log off 2>/dev/null &
 sp=$!
 for _ in $(seq 100); do [[ -S $tmp/s.sock ]] && break; sleep 0.1; done
