@@ -10,6 +10,7 @@ CANCEL_ID = "__cancel__"
 # "stdin" lines of PIECE bytes (64 KiB as base64, under serve's 68 KiB line limit).
 INLINE_MAX = 48 * 1024
 PIECE = 48 * 1024
+RAW_PIECE = 256 * 1024  # a raw piece, to a serve that takes them (at most 1 MiB)
 
 
 class RexecError(Exception):
@@ -72,16 +73,27 @@ def streamed(stdin):
     return hasattr(stdin, "read") or len(as_bytes(stdin)) > INLINE_MAX
 
 
-def stdin_lines(stdin):
-    """The "stdin" lines of a streamed stdin, the "eof" line last (docs/serve-protocol.md)."""
-    if hasattr(stdin, "read"):
-        pieces = iter(lambda: stdin.read(PIECE), b"")
-    else:
-        data = as_bytes(stdin)
-        pieces = (data[i:i + PIECE] for i in range(0, len(data), PIECE))
-    for piece in pieces:
-        piece = piece.encode() if isinstance(piece, str) else piece
-        yield encode({"op": "stdin", "target": 1, "data_base64": base64.b64encode(piece).decode()})
+def stdin_lines(stdin, raw=lambda: False):
+    """The "stdin" lines of a streamed stdin, the "eof" line last (docs/serve-protocol.md): raw
+    pieces ("bytes": N, then N bytes; RAW_PIECE at a time) once raw() is true (serve said
+    "stdin_bytes" in its "accepted"), base64 lines of PIECE bytes before that or otherwise."""
+    data = None if hasattr(stdin, "read") else as_bytes(stdin)
+    off = 0
+    while True:
+        size = RAW_PIECE if raw() else PIECE
+        if data is None:
+            piece = stdin.read(size)
+            piece = piece.encode() if isinstance(piece, str) else piece
+        else:
+            piece = data[off:off + size]
+            off += len(piece)
+        if not piece:
+            break
+        if size == RAW_PIECE:
+            yield encode({"op": "stdin", "target": 1, "bytes": len(piece)}) + piece
+        else:
+            yield encode({"op": "stdin", "target": 1,
+                          "data_base64": base64.b64encode(piece).decode()})
     yield encode({"op": "stdin", "target": 1, "eof": True})
 
 
@@ -108,11 +120,13 @@ class Collector:
     def __init__(self):
         self.result = {"exit_status": None, "hosts": [], "results": []}
         self.final = None
+        self.stdin_bytes = False  # serve takes raw stdin pieces (its "accepted" said so)
 
     def add(self, m):
         t = m.get("type")
         if t == "accepted":
             self.result["hosts"] = m.get("hosts", [])
+            self.stdin_bytes = m.get("stdin_bytes") is True
         elif t in ("result", "check"):
             self.result["results"].append(strip(m))
         elif t == "done":

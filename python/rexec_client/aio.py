@@ -23,7 +23,7 @@ class AsyncCall:
         the request is over. A file object is read in the loop's thread: use a regular file."""
         async def send():
             try:
-                for line in stdin_lines(stdin):
+                for line in stdin_lines(stdin, lambda: self._collector.stdin_bytes):
                     if self._over or self._cancelled:
                         return
                     self._writer.write(line)

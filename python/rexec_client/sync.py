@@ -25,7 +25,7 @@ class Call:
         when the request is over (serve ended it early, or it was cancelled)."""
         def send():
             try:
-                for line in stdin_lines(stdin):
+                for line in stdin_lines(stdin, lambda: self._collector.stdin_bytes):
                     with self._lock:  # whole lines only: a cancel goes between two of them
                         if self._over or self._cancelled:
                             return

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The rexec_client Python package (python/): `pip install` from the repository works offline; the
 # sync API runs, evaluates and checks with results as dicts and errors as RexecError carrying
-# exit_status, and streams a stdin past 48 KiB (bytes or a file object) to serve in "stdin" lines;
+# exit_status, and streams a stdin past 48 KiB (bytes or a file object) to serve in "stdin" lines
+# (raw pieces once serve says it takes them);
 # the asyncio API runs 10 calls at once, streams output as it arrives (the second
 # line is written only after the client saw the first), and cancels; scripts/rexec-client.py
 # (a shim over the package) still works.
@@ -71,7 +72,7 @@ r = c.check("lab1")
 assert r["exit_status"] == 0 and isinstance(r["results"][0]["facts"], dict), r
 assert [g["name"] for g in c.groups()] == ["lab"] and c.ping()["pid"] > 0
 # stdin past what a request line carries is streamed ("stdin_stream"): bytes, and a file object
-import hashlib
+import base64, hashlib, json
 big = os.urandom(3 * 1024 * 1024 + 17)
 r = c.run("@lab", "t.sha", stdin=big)
 assert r["exit_status"] == 0 and [x["stdout"] for x in r["results"]] == [
@@ -81,6 +82,28 @@ with open(os.path.join(os.path.dirname(gate), "big.bin"), "wb") as f:
 with open(f.name, "rb") as f:
     r = c.run("lab1", "t.sha", stdin=f)
 assert r["results"][0]["stdout"] == hashlib.sha256(big).hexdigest() + "\n", r
+# the pieces: base64 lines until serve's "accepted" says "stdin_bytes", raw pieces after it
+from rexec_client._proto import stdin_lines
+asked = []
+stream = b"".join(stdin_lines(big, lambda: asked.append(1) or len(asked) > 2))
+got, kinds, at = b"", [], 0
+while True:
+    nl = stream.index(b"\n", at)
+    o = json.loads(stream[at:nl])
+    at = nl + 1
+    if "bytes" in o:
+        got += stream[at:at + o["bytes"]]; at += o["bytes"]; kinds.append("raw")
+    elif "data_base64" in o:
+        got += base64.b64decode(o["data_base64"]); kinds.append("base64")
+    if o.get("eof"):
+        break
+assert got == big and at == len(stream), (len(got), at, len(stream))
+assert kinds[:2] == ["base64", "base64"] and set(kinds[2:]) == {"raw"}, kinds
+from rexec_client._proto import Collector
+for says in (True, None):
+    col = Collector()
+    col.add({"id": 1, "type": "accepted", "hosts": ["lab1"], "stdin_bytes": says})
+    assert col.stdin_bytes is (says is True), says
 try:
     Client(sock + ".nope").ping()
     raise AssertionError("no RexecError")
