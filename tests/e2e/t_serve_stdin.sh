@@ -2,7 +2,8 @@
 # serve's streamed stdin (docs/serve-protocol.md, "Streaming stdin"): a run sent with
 # "stdin_stream": true takes its stdin in "stdin" lines, spooled by serve, and only then runs.
 # Checked: 20 MiB from a file and from a pipe through `rexec run --socket`, byte for byte, also on
-# two hosts at once; raw pieces ("bytes": N and N bytes after the line) kept in step, and the CLI
+# two hosts at once; raw pieces ("bytes": N and N bytes after the line) kept in step (also past the
+# limit and after a pause mid-piece), and the CLI
 # sending them only to a serve that says it takes them (base64 lines otherwise); the gate hashed it (an L2 call's challenge names its size and sha256); an
 # empty stdin; past limits.max_stdin_bytes, a bad piece, a pause longer than --stdin-timeout, a
 # cancel and a half-close all end the request with nothing run and every host saying why; a stdin
@@ -175,6 +176,26 @@ send({"op": "run", "id": "rd", "targets": "lab1", "action": "t.sha", "stdin_stre
 s.sendall((json.dumps({"op": "stdin", "target": "rd", "bytes": 3, "data": "x"}) + "\n").encode()
           + b"abc")
 ended("rd", "stdin: bytes is exclusive with data and data_base64: nothing ran")
+# raw pieces past limits.max_stdin_bytes (24 MiB): the request ends there, the rest of the piece
+# and the pieces after it are read and dropped (each later line an error), the connection in step
+send({"op": "run", "id": "rm", "targets": "lab1", "action": "t.sha", "stdin_stream": True})
+mib = b"\xab" * (1 << 20)
+for i in range(26):
+    s.sendall((json.dumps({"op": "stdin", "id": "rm%d" % i, "target": "rm", "bytes": len(mib)})
+               + "\n").encode() + mib)
+ended("rm", "stdin: more than limits.max_stdin_bytes (25165824 bytes): nothing ran")
+send({"op": "ping", "id": "after-rm"})
+assert next_of("after-rm")["type"] != "error"
+# a raw piece that stops half way for longer than --stdin-timeout (1 s): the request ends; the
+# rest of the piece, when it comes, is dropped
+send({"op": "run", "id": "rt", "targets": "lab1", "action": "t.sha", "stdin_stream": True})
+s.sendall((json.dumps({"op": "stdin", "target": "rt", "bytes": 10, "eof": True}) + "\n").encode()
+          + b"12345")
+ended("rt", 'stdin: nothing arrived for 1 s (a streamed stdin must keep coming until its "eof"): '
+      'nothing ran')
+s.sendall(b"67890")
+send({"op": "ping", "id": "after-rt"})
+assert next_of("after-rt")["type"] != "error"
 # a count serve cannot take: an error, a waiting request ends, and the connection closes
 for bad in (0, 1048577, 1.5, "7", -1):
     s3, f3 = conn()
