@@ -2,13 +2,13 @@
 # serve's streamed stdin (docs/serve-protocol.md, "Streaming stdin"): a run sent with
 # "stdin_stream": true takes its stdin in "stdin" lines, spooled by serve, and only then runs.
 # Checked: 20 MiB from a file and from a pipe through `rexec run --socket`, byte for byte, also on
-# two hosts at once; raw pieces ("bytes": N and N bytes after the line) kept in step (also past the
-# limit and after a pause mid-piece), and the CLI
-# sending them only to a serve that says it takes them (base64 lines otherwise); the gate hashed it (an L2 call's challenge names its size and sha256); an
-# empty stdin; past limits.max_stdin_bytes, a bad piece, a pause longer than --stdin-timeout, a
-# cancel and a half-close all end the request with nothing run and every host saying why; a stdin
-# line for no waiting request is an error line; the pieces taken are not logged; nothing is left
-# in evidence/; the audit verifies.
+# two hosts at once; raw pieces ("bytes": N and N bytes after the line) kept in step (also past
+# the limit and after a pause mid-piece), and the CLI sending them only to a serve that says it
+# takes them (base64 lines otherwise); the gate hashed it (an L2 call's challenge names its size
+# and sha256); an empty stdin; past limits.max_stdin_bytes, a bad piece, a pause longer than
+# --stdin-timeout, a cancel and a half-close all end the request with nothing run and every host
+# saying why; a stdin line for no waiting request is an error line; the pieces taken are not
+# logged; nothing is left in evidence/; the audit verifies.
 tid="serve: streamed stdin"
 . "${REXEC_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/e2e/lib.sh"
 
