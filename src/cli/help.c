@@ -170,7 +170,7 @@ static const char serve_help[] =
     "fields (REXEC_*) when stderr is the journal (auto, the default), or nothing (off).\n"
     "--idle-timeout S: close a client idle that long with nothing running (default 300, 0 never).\n"
     "--stdin-timeout S: a run sent with \"stdin_stream\" whose stdin pauses longer than S\n"
-    "between two \"stdin\" lines ends, nothing run (default 60).\n"
+    "(no \"stdin\" line, no byte of a raw piece) ends, nothing run (default 60).\n"
     "See docs/serve-protocol.md.\n";
 
 static const struct {
