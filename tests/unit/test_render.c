@@ -986,34 +986,47 @@ static void test_wrapper_setup_failures(void **state)
     free(fake);
 }
 
+/* Bytes that look like the wrapper's own text (heredoc end, marker, a call of its functions),
+ * with NULs and a non-UTF-8 byte: a stdin must reach the command as they are. */
+static const unsigned char stdin_sample[] =
+    "EOF\n__rx_main; exit\n\0binary\xff\0__REXEC_EOF__\nlast";
+#define STDIN_SAMPLE_LEN (sizeof(stdin_sample) - 1)
+
+/* With k's stdin settings, `cat` gives back the sample byte for byte. */
+static void expect_cat_echoes_sample(rx_render_in *k)
+{
+    bash_run r;
+    k->stdin_len = (long long)STDIN_SAMPLE_LEN;
+    wrap_run("cat", k, stdin_sample, STDIN_SAMPLE_LEN, FEED_KEEP_OPEN, NULL, &r);
+    expect_end(&r, 1, "cmd", 0, 0);
+    assert_int_equal(r.out_len, STDIN_SAMPLE_LEN);
+    assert_memory_equal(r.out, stdin_sample, STDIN_SAMPLE_LEN);
+    bash_run_free(&r);
+}
+
+/* With stdin_len (0: empty, -1: none), `wc -c` reads nothing and is not left waiting. */
+static void expect_reads_nothing(rx_render_in *k, long long stdin_len)
+{
+    bash_run r;
+    k->stdin_len = stdin_len;
+    wrap_run("wc -c", k, NULL, 0, FEED_KEEP_OPEN, NULL, &r);
+    expect_end(&r, 1, "cmd", 0, 0);
+    assert_int_equal(atoi((const char *)r.out), 0);
+    bash_run_free(&r);
+}
+
 static void test_wrapper_stdin(void **state)
 {
     (void)state;
     make_tmpdir();
-    static const unsigned char data[] = "EOF\n__rx_main; exit\n\0binary\xff\0__REXEC_EOF__\nlast";
-    size_t n = sizeof(data) - 1;
-    bash_run r;
     rx_render_in k = render_in("");
-    k.stdin_len = (long long)n;
-    wrap_run("cat", &k, data, n, FEED_KEEP_OPEN, NULL, &r);
-    expect_end(&r, 1, "cmd", 0, 0);
-    assert_int_equal(r.out_len, n);
-    assert_memory_equal(r.out, data, n);
-    bash_run_free(&r);
+    expect_cat_echoes_sample(&k);
     /* empty stdin: the command reads nothing, and is not left waiting */
-    k.stdin_len = 0;
-    wrap_run("wc -c", &k, NULL, 0, FEED_KEEP_OPEN, NULL, &r);
-    expect_end(&r, 1, "cmd", 0, 0);
-    assert_int_equal(atoi((const char *)r.out), 0);
-    bash_run_free(&r);
+    expect_reads_nothing(&k, 0);
     /* no stdin at all: /dev/null, not the channel (which stays open: reading it would hang
      * until the timeout) */
-    k.stdin_len = -1;
     k.timeout_s = 10;
-    wrap_run("wc -c", &k, NULL, 0, FEED_KEEP_OPEN, NULL, &r);
-    expect_end(&r, 1, "cmd", 0, 0);
-    assert_int_equal(atoi((const char *)r.out), 0);
-    bash_run_free(&r);
+    expect_reads_nothing(&k, -1);
     expect_no_stdin_file(); /* the staging file is removed */
 }
 
@@ -1025,19 +1038,14 @@ static void test_wrapper_piped_stdin(void **state)
 {
     (void)state;
     make_tmpdir();
-    static const unsigned char data[] = "EOF\n__rx_main; exit\n\0binary\xff\0__REXEC_EOF__\nlast";
-    size_t n = sizeof(data) - 1;
+    const unsigned char *data = stdin_sample;
+    size_t n = STDIN_SAMPLE_LEN;
     for (int cap = RX_CONT_PROCESS_GROUP; cap <= RX_CONT_PID_NAMESPACE; cap += 2) {
         bash_run r;
         rx_render_in k = render_in("");
         k.max_containment = (rx_containment)cap;
         k.stdin_piped = 1;
-        k.stdin_len = (long long)n;
-        wrap_run("cat", &k, data, n, FEED_KEEP_OPEN, NULL, &r);
-        expect_end(&r, 1, "cmd", 0, 0);
-        assert_int_equal(r.out_len, n);
-        assert_memory_equal(r.out, data, n);
-        bash_run_free(&r);
+        expect_cat_echoes_sample(&k); /* leaves stdin_len at n */
 
         wrap_run("stat -L -c %F /dev/stdin", &k, data, n, FEED_KEEP_OPEN, NULL, &r);
         expect_end(&r, 1, "cmd", 0, 0);
@@ -1045,11 +1053,7 @@ static void test_wrapper_piped_stdin(void **state)
         assert_memory_equal(r.out, "fifo\n", 5);
         bash_run_free(&r);
 
-        k.stdin_len = 0; /* empty: EOF at once */
-        wrap_run("wc -c", &k, NULL, 0, FEED_KEEP_OPEN, NULL, &r);
-        expect_end(&r, 1, "cmd", 0, 0);
-        assert_int_equal(atoi((const char *)r.out), 0);
-        bash_run_free(&r);
+        expect_reads_nothing(&k, 0); /* empty: EOF at once */
 
         /* 1 MiB that the command stops reading after 3 bytes: the call still ends, with the
          * command's own status (the feeder drops the rest) */
