@@ -264,6 +264,15 @@ static void arm(rx_exec *e, double seconds)
     uv_timer_start(&e->timer, on_exec_timer, (uint64_t)(seconds * 1000) + 1, 0);
 }
 
+/* The set-up deadline gives way to the backstop, once: the command runs (or may run). */
+static void arm_run(rx_exec *e)
+{
+    if (e->run_armed)
+        return;
+    e->run_armed = 1;
+    arm(e, e->backstop_s);
+}
+
 /* ---- states --------------------------------------------------------------------------------- */
 
 /* What a failed channel open or exec request means for the call, which has sent nothing of its
@@ -438,10 +447,8 @@ static int st_send(rx_exec *e)
     int r = read_streams(e);
     if (r < 0)
         return lost(e);
-    if (e->stdin_piped && e->res.started && !e->run_armed) {
-        e->run_armed = 1; /* the command runs: its own timeout counts from now */
-        arm(e, e->backstop_s);
-    }
+    if (e->stdin_piped && e->res.started)
+        arm_run(e); /* the command runs: its own timeout counts from now */
     /* The wrapper has ended before taking all of its stdin (a set-up step failed, or a piped
      * stdin's command stopped reading): nobody reads the rest, and sshd, once the channel is
      * closed, opens no more window for it. Stop sending and take the end as it is. */
@@ -454,10 +461,7 @@ static int st_send(rx_exec *e)
                    (unsigned long long)((e->len - e->off) + (e->ilen - e->ioff) + e->pull_left));
         /* "sent": the script may have run (a script cut short runs nothing, see exec.h) */
         e->res.sent = e->off >= e->script_len || e->res.ended;
-        if (!e->run_armed) {
-            e->run_armed = 1;
-            arm(e, e->backstop_s);
-        }
+        arm_run(e);
         exec_set_state(e, EX_RUN);
         return RX_STEP_PROGRESS;
     }
