@@ -66,8 +66,8 @@ static void on_pool_closed(void *ud)
 
 static void ctx_maybe_free(rexec_ctx *ctx)
 {
-    /* Not while a call's handle is still closing: its close callback reads ctx. */
-    if (!ctx->closing || ctx->calls_alive > 0)
+    /* Not while a call's or a check's handle is still closing: its close callback reads ctx. */
+    if (!ctx->closing || ctx->objs_alive > 0)
         return;
     if (ctx->pool) {
         rx_pool_close(ctx->pool, on_pool_closed, ctx);
@@ -84,7 +84,32 @@ static void ctx_maybe_free(rexec_ctx *ctx)
         cb(ud);
 }
 
-/* Cancels every call; the context goes once the last has reported and the pool is closed. */
+void rx_ctx_track(rexec_ctx *ctx, rx_ctx_obj *o, void (*cancel)(rx_ctx_obj *o))
+{
+    o->cancel = cancel;
+    o->next = ctx->objs;
+    ctx->objs = o;
+    ctx->objs_alive++;
+}
+
+void rx_ctx_untrack(rexec_ctx *ctx, rx_ctx_obj *o)
+{
+    for (rx_ctx_obj **pp = &ctx->objs; *pp; pp = &(*pp)->next)
+        if (*pp == o) {
+            *pp = o->next;
+            ctx->objs_alive--;
+            return;
+        }
+}
+
+void rx_ctx_released(rexec_ctx *ctx)
+{
+    ctx_maybe_free(ctx);
+}
+
+/* Cancels every call and check; the context goes once the last has released its memory and the
+ * pool is closed. A cancel may untrack its object only from the loop, later, so the walk is
+ * safe. */
 void rexec_ctx_close(rexec_ctx *ctx, void (*on_closed)(void *ud), void *ud)
 {
     if (ctx->closing)
@@ -92,8 +117,8 @@ void rexec_ctx_close(rexec_ctx *ctx, void (*on_closed)(void *ud), void *ud)
     ctx->closing = 1;
     ctx->on_closed = on_closed;
     ctx->closed_ud = ud;
-    for (rexec_call *c = ctx->calls; c; c = c->next)
-        rexec_call_cancel(c);
+    for (rx_ctx_obj *o = ctx->objs; o; o = o->next)
+        o->cancel(o);
     ctx_maybe_free(ctx);
 }
 
@@ -149,18 +174,9 @@ static void on_call_closed(uv_handle_t *h)
 {
     rexec_call *c = h->data;
     rexec_ctx *ctx = c->ctx;
+    rx_ctx_untrack(ctx, &c->obj);
     call_free(c);
-    ctx->calls_alive--;
-    ctx_maybe_free(ctx);
-}
-
-static void ctx_unlink(rexec_ctx *ctx, rexec_call *c)
-{
-    for (rexec_call **pp = &ctx->calls; *pp; pp = &(*pp)->next)
-        if (*pp == c) {
-            *pp = c->next;
-            return;
-        }
+    rx_ctx_released(ctx);
 }
 
 /* The end of every call: records, then the caller's on_done, then release from the loop.
@@ -170,7 +186,6 @@ static void call_report(rexec_call *c)
 {
     rexec_result res;
     rx_call_result(c, &res);
-    ctx_unlink(c->ctx, c);
     if (c->cb.on_done)
         c->cb.on_done(c->cb.ud, &res);
     uv_close((uv_handle_t *)&c->defer, on_call_closed);
@@ -391,6 +406,9 @@ static int call_resolve(rexec_call *c, rexec_error *err)
     if ((c->host = rx_ws_host(ws, c->host_name)) == NULL)
         return rx_fail(err, REXEC_ECONFIG, "unknown host \"%s\" (`rexec hosts` lists the inventory)",
                        c->host_name);
+    /* Now, not when the intent is durable: a reload in between must not make this call, whose
+     * host is then no longer in ctx->ws, open a connection of its own. */
+    c->pool_host = rx_ctx_pool_host(c->ctx, c->host);
     if ((c->action = rx_ws_action(ws, c->action_name)) == NULL)
         return rx_fail(err, REXEC_ECONFIG,
                        "unknown action \"%s\" (`rexec actions` lists the catalog)", c->action_name);
@@ -624,8 +642,7 @@ static void on_intent_done(rx_record_job *j)
                            .stdin_pull = c->stdin_path ? call_stdin_pull : NULL, .stdin_ud = c,
                            .stdin_piped = c->stdin_piped};
         rx_exec_cb cb = {on_exec_data, on_exec_done, c};
-        const rx_host *ph = rx_ctx_pool_host(c->ctx, c->host);
-        if ((r = rx_pool_exec(c->ctx->pool, ph, &xo, &cb, &c->job)) != 0)
+        if ((r = rx_pool_exec(c->ctx->pool, c->pool_host, &xo, &cb, &c->job)) != 0)
             rx_fail(&c->err, r, "out of memory");
         else if (c->paused) /* paused before it had a job */
             rx_pool_pause(c->job, 1);
@@ -665,6 +682,11 @@ static int call_send(rexec_call *c, rexec_error *err)
     return r;
 }
 
+static void call_obj_cancel(rx_ctx_obj *o)
+{
+    rexec_call_cancel((rexec_call *)o); /* obj is the call's first member */
+}
+
 int rexec_call_start(rexec_ctx *ctx, const rexec_request *req, const rexec_callbacks *cb,
                      rexec_call **out, rexec_error *err)
 {
@@ -683,9 +705,7 @@ int rexec_call_start(rexec_ctx *ctx, const rexec_request *req, const rexec_callb
     }
     uv_timer_init(ctx->loop, &c->defer);
     c->defer.data = c;
-    c->next = ctx->calls;
-    ctx->calls = c;
-    ctx->calls_alive++;
+    rx_ctx_track(ctx, &c->obj, call_obj_cancel);
     rx_call_secrets_pin(c);
     rx_call_ws_pin(c);
     if (out)

@@ -19,6 +19,13 @@
 #include "rexec.h"
 #include "workspace.h"
 
+/* One object the context's loop owns (a call, a check): rexec_ctx_close cancels each and frees
+ * the context only once every one has released its memory (rx_ctx_untrack). */
+typedef struct rx_ctx_obj {
+    struct rx_ctx_obj *next;
+    void (*cancel)(struct rx_ctx_obj *o); /* stop it; it reports and untracks itself later */
+} rx_ctx_obj;
+
 struct rexec_ctx {
     uv_loop_t *loop;
     rx_ws *ws;
@@ -31,8 +38,8 @@ struct rexec_ctx {
     struct rx_secret_set **old_ssets;
     size_t n_old_ssets;
     rx_logger log;   /* rexec_ctx_set_log; the pool and its sessions point here */
-    rexec_call *calls; /* calls that have not reported yet */
-    size_t calls_alive; /* calls whose memory is not released yet (their handle may be closing) */
+    rx_ctx_obj *objs;   /* the registry: calls and checks whose memory is not released yet */
+    size_t objs_alive;
     int closing;
     void (*on_closed)(void *ud);
     void *closed_ud;
@@ -66,8 +73,8 @@ typedef struct call_stream {
 } call_stream;
 
 struct rexec_call {
+    rx_ctx_obj obj; /* first: the registry entry */
     rexec_ctx *ctx;
-    rexec_call *next;
     rexec_callbacks cb;
     char run_id[RX_RUN_ID_LEN];
     char *host_name, *action_name, *grant_id, *rationale, *hypothesis_id, *batch_id;
@@ -81,6 +88,7 @@ struct rexec_call {
     double timeout_s;
     int eval_only, capture;
     const rx_host *host;
+    const rx_host *pool_host; /* the host the pool knows its connections by (reload.c) */
     const rx_action *action;
     rx_buf rendered;
     rx_decision dec;
@@ -139,6 +147,12 @@ int rx_call_evidence_done(rexec_call *c, rx_record_job *j);
 void rx_call_outcome(rexec_call *c);
 void rx_call_result(rexec_call *c, rexec_result *res);
 const char *rx_verdict_name(rx_verdict v);
+
+/* The registry (call.c): track from creation; when the object goes, untrack it, free it, then
+ * rx_ctx_released (a closing context may go then, so nothing of ctx is used after it). */
+void rx_ctx_track(rexec_ctx *ctx, rx_ctx_obj *o, void (*cancel)(rx_ctx_obj *o));
+void rx_ctx_untrack(rexec_ctx *ctx, rx_ctx_obj *o);
+void rx_ctx_released(rexec_ctx *ctx);
 
 /* reload.c */
 void rx_ctx_reload_init(rexec_ctx *ctx);

@@ -14,7 +14,10 @@
 #include "fsutil.h"
 
 typedef struct check {
+    rx_ctx_obj obj; /* first: the context's registry (rexec_ctx_close waits for the check) */
     rexec_ctx *ctx;
+    rx_pool_job *job; /* while the probe runs */
+    int reported;
     const rx_host *host;
     char *host_name;
     void (*on_done)(void *ud, const rexec_check_result *r);
@@ -28,9 +31,20 @@ typedef struct check {
 static void on_check_closed(uv_handle_t *h)
 {
     check *k = h->data;
+    rexec_ctx *ctx = k->ctx;
     rx_buf_free(&k->facts);
     free(k->host_name);
+    rx_ctx_untrack(ctx, &k->obj);
     free(k);
+    rx_ctx_released(ctx);
+}
+
+/* rexec_ctx_close: a probe in flight is stopped; it reports (cancelled) from the loop. */
+static void check_obj_cancel(rx_ctx_obj *o)
+{
+    check *k = (check *)o;
+    if (k->job && !k->reported)
+        rx_pool_cancel(k->job);
 }
 
 /* The value of "key=" in the facts, copied into out. */
@@ -118,6 +132,7 @@ static void check_report(check *k)
                             .duration_ms = (uv_hrtime() - k->t0) / 1000000,
                             .exit_status = rexec_err_exit_code(k->err.code),
                             .warning = local_warning(k->ctx, warning, sizeof(warning))};
+    k->reported = 1;
     k->on_done(k->ud, &r);
     uv_close((uv_handle_t *)&k->defer, on_check_closed);
 }
@@ -137,6 +152,7 @@ static void on_check_data(void *ud, int stream, const unsigned char *data, size_
 static void on_check_done(void *ud, const rx_exec_result *x)
 {
     check *k = ud;
+    k->job = NULL;
     if (x->err)
         rx_fail(&k->err, x->err, "%s", x->errmsg);
     check_report(k);
@@ -164,7 +180,7 @@ static int check_send(check *k)
                            .backstop_s = CHECK_BACKSTOP_S, .drain_s = CHECK_DRAIN_S,
                            .setup_s = k->ctx->ws->limits.connect_timeout_s};
         rx_exec_cb cb = {on_check_data, on_check_done, k};
-        r = rx_pool_exec(k->ctx->pool, rx_ctx_pool_host(k->ctx, k->host), &xo, &cb, NULL);
+        r = rx_pool_exec(k->ctx->pool, rx_ctx_pool_host(k->ctx, k->host), &xo, &cb, &k->job);
     }
     rx_buf_free(&script);
     if (r != 0) /* each failure with its own class, not all as out of memory */
@@ -176,6 +192,8 @@ int rexec_check_start(rexec_ctx *ctx, const char *host,
                       void (*on_done)(void *ud, const rexec_check_result *r), void *ud,
                       rexec_error *err)
 {
+    if (ctx->closing)
+        return rx_fail(err, REXEC_ECANCELLED, "rexec is shutting down");
     check *k = calloc(1, sizeof(*k));
     if (k == NULL || (k->host_name = strdup(host)) == NULL) {
         free(k);
@@ -188,6 +206,7 @@ int rexec_check_start(rexec_ctx *ctx, const char *host,
     rx_buf_init(&k->facts, CHECK_FACTS_MAX);
     uv_timer_init(ctx->loop, &k->defer);
     k->defer.data = k;
+    rx_ctx_track(ctx, &k->obj, check_obj_cancel);
     k->host = rx_ws_host(ctx->ws, host);
     if (k->host == NULL)
         rx_fail(&k->err, REXEC_ECONFIG, "unknown host \"%s\" (`rexec hosts` lists the inventory)",

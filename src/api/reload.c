@@ -10,7 +10,9 @@
  *
  * A host whose entry in rexec.json is unchanged (the same JSON, field for field) keeps its warm
  * connections: calls to it reach the pool under the rx_host object the connections were opened
- * for (ctx->pool_hosts). A changed or new host gets fresh connections. Pool-wide settings
+ * for (ctx->pool_hosts); a call resolves that object when it starts, so one that reaches the pool
+ * after a reload still uses the connections of the host it started for. A changed or new host
+ * gets fresh connections; the old ones close once idle. Pool-wide settings
  * (known_hosts, limits.connect_timeout_s, keepalive_s, max_channels) apply from the start only. */
 #include <stdlib.h>
 #include <string.h>
@@ -96,6 +98,21 @@ static const rx_host **map_hosts(const rexec_ctx *ctx, const rx_ws *nw, const cJ
     return map;
 }
 
+/* The pool hosts of the current workspace that the new map no longer uses: their connections
+ * close once idle (rx_pool_retire_host); calls that started before the reload still reach them. */
+static void retire_unmapped(rexec_ctx *ctx, const rx_host **map, size_t n_new)
+{
+    const rx_ws *ws = ctx->ws;
+    for (size_t i = 0; ctx->pool && i < ws->n_hosts; i++) {
+        const rx_host *old = rx_ctx_pool_host(ctx, &ws->hosts[i]);
+        size_t k = 0;
+        while (k < n_new && map[k] != old)
+            k++;
+        if (k == n_new)
+            rx_pool_retire_host(ctx->pool, old);
+    }
+}
+
 int rexec_ctx_reload(rexec_ctx *ctx, size_t *kept_warm, rexec_error *err)
 {
     rx_ws *nw = NULL;
@@ -127,6 +144,7 @@ int rexec_ctx_reload(rexec_ctx *ctx, size_t *kept_warm, rexec_error *err)
         rx_ws_free(nw);
         return r;
     }
+    retire_unmapped(ctx, map, nw->n_hosts);
     ctx->retired[ctx->n_retired++] = ctx->ws;
     if (ctx->ws->users == 0) /* no call uses its catalog: only its hosts stay (map_hosts) */
         rx_ws_release_actions(ctx->ws);

@@ -32,11 +32,27 @@ typedef struct pool_host {
     int calls_done; /* calls reported: runners start with the second (reuse is likely) */
     uint64_t first_failure_ms; /* loop time of the first drop in this run of failures */
     uv_timer_t backoff;
+    int retired;       /* a reload replaced this host's entry: its connections go once idle */
+    uv_timer_t retire; /* looks for idle connections of a retired host, from the loop */
     struct pool_host *next;
 } pool_host;
 
+/* A job's lifecycle. Every change goes through job_set (named transitions, checked):
+ *   QUEUED -> ON_CHANNEL | ON_RUNNER      dispatched
+ *   ON_CHANNEL | ON_RUNNER -> QUEUED      nothing was sent (no runner here, channel refused,
+ *                                         connection lost before a byte): tried again, unless
+ *                                         the job was cancelled, which ends it there
+ *   QUEUED -> REAPING                     cancelled while waiting: reported from the loop
+ *   any -> DONE                           reported (the job is freed right after)
+ * The cancel is recorded on the job (cancelled), whatever its state: no path requeues, sends or
+ * starts a cancelled job. */
+typedef enum job_state { JOB_QUEUED = 0, JOB_ON_CHANNEL, JOB_ON_RUNNER, JOB_REAPING, JOB_DONE } job_state;
+static const char *const job_state_names[] = {"QUEUED", "ON_CHANNEL", "ON_RUNNER", "REAPING", "DONE"};
+
 struct rx_pool_job {
     pool_host *ph;
+    job_state state;
+    int cancelled; /* rx_pool_cancel came: never (re)started from now on */
     unsigned char *script, *stdin_data, *runner_code;
     rx_exec_opts opts;
     char nonce[64];
@@ -64,6 +80,30 @@ static void pool_dispatch(pool_host *ph);
 
 /* ---- jobs ----------------------------------------------------------------------------------- */
 
+static int job_transition_ok(job_state from, job_state to)
+{
+    switch (to) {
+    case JOB_ON_CHANNEL:
+    case JOB_ON_RUNNER:
+    case JOB_REAPING: return from == JOB_QUEUED;
+    case JOB_QUEUED: return from == JOB_ON_CHANNEL || from == JOB_ON_RUNNER;
+    case JOB_DONE: return from != JOB_DONE;
+    }
+    return 0;
+}
+
+static void job_set(rx_pool_job *j, job_state to)
+{
+    if (!job_transition_ok(j->state, to)) {
+        rx_log(j->ph->p->opts.log, REXEC_LOG_WARN, "%s: pool job %s -> %s is not a transition",
+               j->ph->h->name, job_state_names[j->state], job_state_names[to]);
+        abort(); /* a lifecycle bug: a call could run twice or never report */
+    }
+    j->state = to;
+}
+
+/* ---- ----------------------------------------------------------------------------------- */
+
 static void job_free(rx_pool_job *j)
 {
     if (j->script)
@@ -78,6 +118,7 @@ static void job_free(rx_pool_job *j)
 
 static void job_report(rx_pool_job *j, const rx_exec_result *res)
 {
+    job_set(j, JOB_DONE);
     if (j->cb.on_done)
         j->cb.on_done(j->cb.ud, res);
     job_free(j);
@@ -87,6 +128,7 @@ static void job_fail(rx_pool_job *j, int code, const char *msg)
 {
     if (j->tunnel) { /* the bastion is unreachable: the host behind it fails, saying so */
         rexec_error e;
+        job_set(j, JOB_DONE);
         rx_fail(&e, code, "%s", msg);
         rx_jump_abandon(j->tunnel, &e);
         job_free(j);
@@ -272,40 +314,59 @@ static void on_job_data(void *ud, int stream, const unsigned char *data, size_t 
         j->cb.on_data(j->cb.ud, stream, data, len);
 }
 
+/* Nothing of the job was sent: it goes back to the front of its host's queue, or, when it was
+ * cancelled meanwhile, ends there as cancelled (it never ran). */
+static void job_requeue(rx_pool_job *j)
+{
+    pool_host *ph = j->ph;
+    if (j->cancelled) {
+        char msg[300];
+        snprintf(msg, sizeof(msg), "%s: cancelled before it started", ph->h->name);
+        job_fail(j, REXEC_ECANCELLED, msg);
+        return;
+    }
+    job_set(j, JOB_QUEUED);
+    queue_push(ph, j, 1);
+    pool_dispatch(ph);
+}
+
+/* sshd refused the channel (MaxSessions): this connection holds no more than it has now. */
+static void lower_budgets(pool_host *ph)
+{
+    for (int i = 0; i < ph->n_conns; i++)
+        if (rx_session_full(ph->conns[i].s)) {
+            int n = rx_session_channels(ph->conns[i].s);
+            n = n > 0 ? n : 1;
+            if (ph->conns[i].budget != n)
+                rx_log(ph->p->opts.log, REXEC_LOG_WARN,
+                       "%s: sshd refused a channel (MaxSessions below max_channels?): "
+                       "the connection takes %d call(s) at a time, the others wait",
+                       ph->h->name, n);
+            ph->conns[i].budget = n;
+        }
+}
+
 static void on_job_done(void *ud, const rx_exec_result *res)
 {
     rx_pool_job *j = ud;
     pool_host *ph = j->ph;
-    int on_runner = j->runner != NULL;
+    int on_runner = j->state == JOB_ON_RUNNER, closing = ph->p->closing;
     j->exec = NULL;
     j->runner = NULL;
     /* No runner can start on this host (remote/runner.sh said so, or the server would not run
      * it): nothing of the call was sent; it and every later call take a channel each. */
-    if (res->no_runner && !ph->p->closing) {
+    if (res->no_runner && !closing) {
         if (!ph->no_runner)
             rx_log(ph->p->opts.log, REXEC_LOG_WARN,
                    "%s: no runner on this host (%s); calls take a channel each", ph->h->name,
                    res->errmsg);
         ph->no_runner = 1;
-        queue_push(ph, j, 1);
-        pool_dispatch(ph);
+        job_requeue(j);
         return;
     }
-    /* sshd refused the channel (MaxSessions): this connection holds no more than it has now. */
-    if (res->channel_full && !ph->p->closing) {
-        for (int i = 0; i < ph->n_conns; i++)
-            if (rx_session_full(ph->conns[i].s)) {
-                int n = rx_session_channels(ph->conns[i].s);
-                n = n > 0 ? n : 1;
-                if (ph->conns[i].budget != n)
-                    rx_log(ph->p->opts.log, REXEC_LOG_WARN,
-                           "%s: sshd refused a channel (MaxSessions below max_channels?): "
-                           "the connection takes %d call(s) at a time, the others wait",
-                           ph->h->name, n);
-                ph->conns[i].budget = n;
-            }
-        queue_push(ph, j, 1);
-        pool_dispatch(ph);
+    if (res->channel_full && !closing) {
+        lower_budgets(ph);
+        job_requeue(j);
         return;
     }
     /* The channel could not be set up, before a byte of this call's script was sent (the
@@ -313,15 +374,21 @@ static void on_job_done(void *ud, const rx_exec_result *res)
      * channel or connection may take it, a bounded number of times. A call whose script was
      * sent is reported, never re-run. */
     if (!res->sent && res->err == REXEC_ECONNLOST && j->retries < POOL_MAX_SETUP_RETRIES &&
-        !ph->p->closing) {
+        !closing) {
         j->retries++;
-        queue_push(ph, j, 1);
-        pool_dispatch(ph);
+        job_requeue(j);
         return;
     }
     ph->calls_done++;
-    job_report(j, res);
-    if (on_runner && !ph->p->closing)
+    if (j->cancelled && !res->sent && res->err != REXEC_ECANCELLED) {
+        /* cancelled while its channel or runner was being set up: it never ran */
+        char msg[300];
+        snprintf(msg, sizeof(msg), "%s: cancelled before it started", ph->h->name);
+        job_fail(j, REXEC_ECANCELLED, msg);
+    } else {
+        job_report(j, res);
+    }
+    if (on_runner && !closing)
         pool_dispatch(ph); /* the runner takes the next call */
 }
 
@@ -367,6 +434,7 @@ static int job_on_runner(rx_pool_job *j, rx_runner *r)
     rx_exec_cb cb = {on_job_data, on_job_done, j};
     int e = rx_runner_call(r, &j->opts, &cb);
     if (e == 0) {
+        job_set(j, JOB_ON_RUNNER);
         j->runner = r;
         if (j->paused)
             rx_runner_pause(r, 1);
@@ -390,12 +458,45 @@ static int job_start(rx_pool_job *j, pool_conn *c)
         return rn ? job_on_runner(j, rn) : REXEC_ENOMEM;
     }
     int r = rx_exec_start(c->s, &j->opts, &cb, &j->exec);
-    if (r == 0 && j->paused)
-        rx_exec_pause(j->exec, 1);
+    if (r == 0) {
+        job_set(j, JOB_ON_CHANNEL);
+        if (j->paused)
+            rx_exec_pause(j->exec, 1);
+    }
     return r;
 }
 
+static void dispatch_queue(pool_host *ph);
+
+/* A retired host's connections close once nothing of theirs runs or waits: a reload that changed
+ * the host's entry must not leave its old connections (and their sshd sessions) open for ever. */
+static void on_retire(uv_timer_t *t)
+{
+    pool_host *ph = t->data;
+    if (!ph->retired || ph->queue || ph->p->closing)
+        return;
+    for (int i = 0; i < ph->n_conns;) {
+        rx_session *s = ph->conns[i].s;
+        rx_runner *r;
+        while ((r = rx_runner_find_free(s)) != NULL)
+            rx_runner_retire(r); /* closes; its end comes back here through on_exec_slot */
+        if (rx_session_channels(s) == 0 && rx_session_get_state(s) == RX_SS_READY) {
+            conn_remove(ph, s);
+            rx_session_close(s, NULL);
+            continue;
+        }
+        i++;
+    }
+}
+
 static void pool_dispatch(pool_host *ph)
+{
+    dispatch_queue(ph);
+    if (ph->retired && ph->queue == NULL && !ph->p->closing)
+        uv_timer_start(&ph->retire, on_retire, 0, 0);
+}
+
+static void dispatch_queue(pool_host *ph)
 {
     int connecting;
     while (ph->queue && !ph->p->closing) {
@@ -444,8 +545,9 @@ static pool_host *host_get(rx_pool *p, const rx_host *h)
     ph->p = p;
     ph->h = h;
     uv_timer_init(p->loop, &ph->backoff);
-    ph->backoff.data = ph;
-    p->handles_alive++;
+    uv_timer_init(p->loop, &ph->retire);
+    ph->backoff.data = ph->retire.data = ph;
+    p->handles_alive += 2;
     ph->next = p->hosts;
     p->hosts = ph;
     return ph;
@@ -508,18 +610,21 @@ static void on_reaper(uv_timer_t *t)
 void rx_pool_cancel(rx_pool_job *j)
 {
     rx_pool *p = j->ph->p;
-    if (j->exec) {
-        rx_exec_cancel(j->exec);
+    if (j->cancelled || j->state == JOB_DONE)
         return;
-    }
-    if (j->runner) {
-        rx_runner_cancel(j->runner);
-        return;
-    }
-    if (queue_remove(j->ph, j)) { /* report from the loop, not from the caller's stack */
-        j->next = p->cancelled;
-        p->cancelled = j;
-        uv_timer_start(&p->reaper, on_reaper, 0, 0);
+    j->cancelled = 1; /* whatever happens to it next, it is not started again */
+    switch (j->state) {
+    case JOB_ON_CHANNEL: rx_exec_cancel(j->exec); break;
+    case JOB_ON_RUNNER: rx_runner_cancel(j->runner); break;
+    case JOB_QUEUED: /* report from the loop, not from the caller's stack */
+        if (queue_remove(j->ph, j)) {
+            job_set(j, JOB_REAPING);
+            j->next = p->cancelled;
+            p->cancelled = j;
+            uv_timer_start(&p->reaper, on_reaper, 0, 0);
+        }
+        break;
+    default: break;
     }
 }
 
@@ -530,6 +635,15 @@ void rx_pool_pause(rx_pool_job *j, int on)
         rx_exec_pause(j->exec, on);
     else if (j->runner)
         rx_runner_pause(j->runner, on);
+}
+
+void rx_pool_retire_host(rx_pool *p, const rx_host *h)
+{
+    for (pool_host *ph = p->hosts; ph; ph = ph->next)
+        if (ph->h == h && !ph->retired) {
+            ph->retired = 1;
+            pool_dispatch(ph);
+        }
 }
 
 rx_pool *rx_pool_new(uv_loop_t *loop, const rx_pool_opts *opts)
@@ -603,6 +717,7 @@ void rx_pool_close(rx_pool *p, void (*on_closed)(void *ud), void *ud)
             rx_session_close(s, &e);
         }
         uv_close((uv_handle_t *)&ph->backoff, on_backoff_closed);
+        uv_close((uv_handle_t *)&ph->retire, on_backoff_closed);
     }
     uv_close((uv_handle_t *)&p->reaper, on_reaper_closed);
 }

@@ -29,7 +29,13 @@ rx_pool *rx_pool_new(uv_loop_t *loop, const rx_pool_opts *opts); /* NULL on ENOM
  * from the loop. Returns 0 or REXEC_ENOMEM (and then calls nothing). */
 int rx_pool_exec(rx_pool *p, const rx_host *h, const rx_exec_opts *opts, const rx_exec_cb *cb,
                  rx_pool_job **out);
+/* Stops the job: a queued one is reported cancelled (from the loop) and never starts; one that
+ * runs is stopped; the cancel is kept on the job, so one whose channel or runner turns out
+ * never to have started is reported cancelled, not tried again. */
 void rx_pool_cancel(rx_pool_job *j);
+/* A reload replaced h's entry (calls go to another rx_host from now on): h's connections close
+ * once no call of theirs runs or waits. Calls that still come for h are served as before. */
+void rx_pool_retire_host(rx_pool *p, const rx_host *h);
 /* Stops (on = 1) or resumes reading the job's output; a queued job starts paused. */
 void rx_pool_pause(rx_pool_job *j, int on);
 

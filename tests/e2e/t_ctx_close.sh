@@ -5,7 +5,10 @@
 # running one cancelled on the VM (130, nothing of it left there), the queued one "cancelled
 # before it started" with nothing run; on_closed comes after them; the audit log verifies with an
 # outcome for every intent.
-tid="api: rexec_ctx_close with calls in flight and queued"
+# Checks are part of the context's lifetime too: closed at once after starting three checks (and
+# one of an unknown host), every check reports before on_closed, and ASan sees no use of the
+# freed context.
+tid="api: rexec_ctx_close with calls in flight and queued, and with checks"
 . "${REXEC_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/e2e/lib.sh"
 
 TOOL=$(dirname "$REXEC_BIN")/ctx_close
@@ -40,4 +43,13 @@ assert_exit 0 rx audit verify
 # (the queued call's intent was written before it queued for the host's channel)
 assert_eq 2 "$(grep -c '"phase":"intent"' "$WS/audit/audit.log")" "intent records"
 assert_eq 2 "$(grep -c '"phase":"outcome"' "$WS/audit/audit.log")" "outcome records"
+
+# ---- checks in flight when the context closes -------------------------------------------------
+assert_exit 0 timeout 60 "$TOOL" "$WS" lab1 --check 3
+mapfile -t lines <"$OUT"
+assert_eq 5 "${#lines[@]}" "lines printed (four checks, then closed)"
+assert_eq closed "${lines[4]}" "on_closed comes after every check has reported"
+assert_eq 4 "$(grep -c '^check ' "$OUT")" "checks reported"
+assert_contains "$OUT" "check no-such-host failed"
+assert_not_contains "$ERR" "AddressSanitizer"
 pass
