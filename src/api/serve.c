@@ -40,6 +40,19 @@
 typedef struct serve_client serve_client;
 typedef struct serve_req serve_req;
 
+/* A client's life, one way only (client_set_state checks every step):
+ *   READING  --client_stop_reading-->  DRAINING   it half-closed, or serve lost step with its
+ *                                                 stream: nothing more is read; what it asked
+ *                                                 runs to the end and is answered
+ *   READING | DRAINING --client_finish--> FLUSHING   nothing left to run: the replies queued
+ *                                                 are written (uv_shutdown), then it closes
+ *   any of those --client_close--> CLOSING        gone, or done: its calls are cancelled, its
+ *                                                 handles close
+ *   CLOSING --on_client_handle_closed--> CLOSED   both handles closed: its memory goes
+ * (throttled is not part of it: a READING or DRAINING client is throttled or not, any time.) */
+typedef enum client_state { CL_READING = 0, CL_DRAINING, CL_FLUSHING, CL_CLOSING, CL_CLOSED }
+    client_state;
+
 struct rexec_server {
     rexec_ctx *ctx;
     uv_pipe_t listener;
@@ -49,6 +62,8 @@ struct rexec_server {
     serve_client *clients;
     int stopping, handles;
     int activated; /* the listening socket came from systemd: the file is not ours to remove */
+    uv_pipe_t reject; /* a connection serve cannot take is accepted into this and closed */
+    int reject_busy, reject_due; /* reject is closing / another connection waits for it */
     size_t reqs_alive;
     void (*on_stopped)(void *ud);
     void *stopped_ud;
@@ -63,7 +78,8 @@ struct serve_client {
     rx_buf line;
     serve_req *reqs;
     size_t n_reqs;
-    int closing, handles, overlong;
+    client_state state;
+    int handles, overlong;
     /* A raw stdin piece ({"op":"stdin",…,"bytes":N}): N bytes that are not lines follow.
      * raw_target is the request they go to (a copy of its id; NULL: read and dropped). */
     uint64_t raw_left;
@@ -71,8 +87,6 @@ struct serve_client {
     int raw_eof;
     char *rbuf; /* SERVE_READ_BUF */
     int throttled; /* its calls are paused: the write queue went above SERVE_HIGH_WATER */
-    int read_eof;  /* it half-closed (shutdown SHUT_WR): it is closed once its requests are done */
-    int finishing; /* shutdown requested: closed once what is queued has been written */
     uv_shutdown_t shut;
     rx_peer peer;       /* who connected (SO_PEERCRED) */
     unsigned verbs;     /* what it may do (RX_VERB_*), as of workspace load verbs_gen */
@@ -121,6 +135,12 @@ struct serve_req {
 
 static void client_close(serve_client *cl);
 static void client_finish(serve_client *cl);
+
+/* Replies may still be sent to it, and its requests still belong to it. */
+static int client_open(const serve_client *cl)
+{
+    return cl->state < CL_CLOSING;
+}
 static void touch(serve_client *cl);
 static void server_maybe_done(rexec_server *s);
 static void stop_idle_clients(rexec_server *s);
@@ -159,11 +179,11 @@ static void on_written(uv_write_t *req, int status)
     free(w->line);
     free(w);
     /* a half-closed client that is gone for good shows up only here (EPIPE) */
-    if (!cl->closing && cl->read_eof && status < 0 && status != UV_ECANCELED) {
+    if (cl->state == CL_DRAINING && status < 0 && status != UV_ECANCELED) {
         client_close(cl);
         return;
     }
-    if (!cl->closing && cl->throttled && client_queued(cl) < SERVE_LOW_WATER)
+    if (client_open(cl) && cl->throttled && client_queued(cl) < SERVE_LOW_WATER)
         client_throttle(cl, 0);
 }
 
@@ -172,7 +192,7 @@ static void on_written(uv_write_t *req, int status)
  * built (out of memory) or the client is gone. */
 static int client_send(serve_client *cl, cJSON *o)
 {
-    char *text = cl && !cl->closing ? cJSON_PrintUnformatted(o) : NULL;
+    char *text = cl && client_open(cl) ? cJSON_PrintUnformatted(o) : NULL;
     if (text == NULL)
         return -1;
     size_t n = strlen(text);
@@ -288,12 +308,12 @@ static void req_done(serve_req *q)
     serve_client *cl = q->cl;
     req_unlink(q);
     req_free(q);
-    if (cl && !cl->closing && cl->read_eof && cl->reqs == NULL)
+    if (cl && cl->state == CL_DRAINING && cl->reqs == NULL)
         client_finish(cl); /* a half-closed client: its last result is queued */
     /* The idle time counts from the end of the last request: the idle timer may have fired while
      * this one ran (on_idle spares a client with requests), and nothing else would re-arm it, so
      * a client whose request outlived --idle-timeout was never closed for idleness. */
-    if (cl && !cl->closing)
+    if (cl && client_open(cl))
         touch(cl);
     if (s->stopping) /* a stopping server closes each client once its last request is done */
         stop_idle_clients(s);
@@ -345,7 +365,7 @@ static void send_result(serve_req *q, const rexec_result *r)
         c.stderr_len = SERVE_RESULT_MAX, c.stderr_truncated_in_result = 1;
     cJSON *o = rx_result_json(&c);
     if (q->cl && (o == NULL || client_send(q->cl, add_head(o, q->id, "result")) != 0) &&
-        !q->cl->closing)
+        client_open(q->cl))
         send_result_bare(q, r);
     cJSON_Delete(o);
     if (r->exit_status > q->worst)
@@ -921,12 +941,28 @@ static void handle_line(serve_client *cl, const char *line, size_t len)
 
 /* ---- clients -------------------------------------------------------------------------------- */
 
+static const char *const client_state_names[] = {"READING", "DRAINING", "FLUSHING", "CLOSING",
+                                                 "CLOSED"};
+
+/* Every change of a client's state goes through here: forward only, one step of the diagram at
+ * the top of this file (a jump READING -> FLUSHING or -> CLOSING is allowed, never back). */
+static void client_set_state(serve_client *cl, client_state to)
+{
+    if (to <= cl->state) {
+        fprintf(stderr, "rexec serve: internal error: client %s -> %s\n",
+                client_state_names[cl->state], client_state_names[to]);
+        abort();
+    }
+    cl->state = to;
+}
+
 static void on_client_handle_closed(uv_handle_t *h)
 {
     serve_client *cl = h->data;
     if (--cl->handles > 0)
         return;
     rexec_server *s = cl->srv;
+    client_set_state(cl, CL_CLOSED);
     rx_buf_free(&cl->line);
     cJSON_Delete(cl->raw_target);
     free(cl->rbuf);
@@ -938,9 +974,9 @@ static void on_client_handle_closed(uv_handle_t *h)
 /* A client that leaves cancels its calls: the remote side stops them per the remote contract. */
 static void client_close(serve_client *cl)
 {
-    if (cl->closing)
+    if (!client_open(cl))
         return;
-    cl->closing = 1;
+    client_set_state(cl, CL_CLOSING);
     for (serve_client **pp = &cl->srv->clients; *pp; pp = &(*pp)->next)
         if (*pp == cl) {
             *pp = cl->next;
@@ -966,9 +1002,9 @@ static void on_finished(uv_shutdown_t *req, int status)
 /* Closes a client after every queued line is written (uv_close would drop them). */
 static void client_finish(serve_client *cl)
 {
-    if (cl->closing || cl->finishing)
+    if (cl->state >= CL_FLUSHING)
         return;
-    cl->finishing = 1;
+    client_set_state(cl, CL_FLUSHING);
     cl->shut.data = cl;
     if (uv_shutdown(&cl->shut, (uv_stream_t *)&cl->pipe, on_finished) != 0)
         client_close(cl);
@@ -1012,7 +1048,7 @@ static void line_reset(serve_client *cl)
  * An over-long line is answered with one error and skipped. */
 static void feed_lines(serve_client *cl, const char *p, size_t n)
 {
-    while (n > 0 && !cl->closing && !cl->read_eof) {
+    while (n > 0 && cl->state == CL_READING) {
         if (cl->raw_left > 0) {
             size_t k = n < cl->raw_left ? n : (size_t)cl->raw_left;
             stdin_raw_take(cl, p, k);
@@ -1042,28 +1078,39 @@ static void feed_lines(serve_client *cl, const char *p, size_t n)
     }
 }
 
+/* READING -> DRAINING: nothing more is read from it (it half-closed, or its stream cannot be
+ * followed); what it asked for runs to the end and is answered. */
+static void client_stop_reading(serve_client *cl)
+{
+    if (cl->state != CL_READING)
+        return;
+    client_set_state(cl, CL_DRAINING);
+    uv_read_stop((uv_stream_t *)&cl->pipe);
+}
+
 /* serve lost step with the client's stream (a raw piece it cannot size): one error line, then
  * nothing more is read; what runs finishes and reports, and the connection closes after. */
 static void client_desync(serve_client *cl, const char *why)
 {
     send_error(cl, NULL, REXEC_EREQUEST, why);
-    cl->read_eof = 1;
-    uv_read_stop((uv_stream_t *)&cl->pipe);
+    client_stop_reading(cl);
     stdin_cut_short(cl, "stdin: the connection's stream could not be followed (a raw piece "
                         "without a valid \"bytes\"): nothing ran");
-    if (!cl->closing && cl->reqs == NULL)
+    if (cl->state == CL_DRAINING && cl->reqs == NULL)
         client_finish(cl);
 }
 
 /* EOF on a Unix stream socket is either a half-close (shutdown SHUT_WR: the client still
- * reads) or the client gone. Only a peer that closed both ways leaves POLLHUP on our side. */
+ * reads) or the client gone. Only a peer that closed both ways leaves POLLHUP (or POLLERR) on
+ * our side. poll() finding nothing is not "gone": a half-closed client that reads slowly has a
+ * full socket buffer, so POLLOUT is not set either, and it must still get all of its output. */
 static int peer_gone(serve_client *cl)
 {
     uv_os_fd_t fd;
     if (uv_fileno((uv_handle_t *)&cl->pipe, &fd) != 0)
         return 1;
     struct pollfd p = {.fd = fd, .events = POLLOUT};
-    return poll(&p, 1, 0) != 1 || (p.revents & (POLLHUP | POLLERR)) != 0;
+    return poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR)) != 0;
 }
 
 /* A half-closed client gets the results of what it sent (a last line without '\n' counts as a
@@ -1074,15 +1121,14 @@ static void on_eof(serve_client *cl)
         client_close(cl);
         return;
     }
-    cl->read_eof = 1;
-    uv_read_stop((uv_stream_t *)&cl->pipe);
+    client_stop_reading(cl);
     if (!cl->overlong && cl->line.len > 0)
         handle_line(cl, (const char *)cl->line.data, cl->line.len);
     rx_buf_reset(&cl->line);
-    if (!cl->closing)
+    if (client_open(cl))
         stdin_cut_short(cl, "stdin: the client closed its side of the connection before the "
                             "stdin's \"eof\": nothing ran");
-    if (!cl->closing && cl->reqs == NULL)
+    if (cl->state == CL_DRAINING && cl->reqs == NULL)
         client_finish(cl);
 }
 
@@ -1122,13 +1168,69 @@ static int client_admit(serve_client *cl)
     return 1;
 }
 
+/* A client's memory. The test build can be told to fail the first N of these
+ * (REXEC_TEST_SERVE_NOMEM=N, tests/e2e/t_serve_faults.sh): out of memory cannot be induced
+ * otherwise without failing everything else first. */
+static serve_client *client_alloc(void)
+{
+#ifdef REXEC_UNITTEST
+    static long fail_left = -1;
+    if (fail_left < 0) {
+        const char *v = getenv("REXEC_TEST_SERVE_NOMEM");
+        fail_left = v ? strtol(v, NULL, 10) : 0;
+    }
+    if (fail_left > 0) {
+        fail_left--;
+        return NULL;
+    }
+#endif
+    return calloc(1, sizeof(serve_client));
+}
+
+static void reject_connection(rexec_server *s);
+
+static void on_reject_closed(uv_handle_t *h)
+{
+    rexec_server *s = h->data;
+    s->reject_busy = 0;
+    s->handles--;
+    if (s->reject_due && !s->stopping) {
+        s->reject_due = 0;
+        reject_connection(s);
+    }
+    server_maybe_done(s);
+}
+
+/* A connection serve has no memory for is accepted and closed at once (the client reads EOF).
+ * Left unaccepted, it would stop the listener for good: libuv stops watching a listening
+ * socket until its pending connection is accepted. One rejection at a time (the handle is the
+ * loop's until its close callback); the next waits there, the listener paused meanwhile. */
+static void reject_connection(rexec_server *s)
+{
+    if (s->reject_busy) {
+        s->reject_due = 1;
+        return;
+    }
+    fprintf(stderr, "rexec serve: out of memory: a connection was closed at once\n");
+    uv_pipe_init(s->ctx->loop, &s->reject, 0);
+    s->reject.data = s;
+    s->reject_busy = 1;
+    s->handles++;
+    uv_accept((uv_stream_t *)&s->listener, (uv_stream_t *)&s->reject);
+    uv_close((uv_handle_t *)&s->reject, on_reject_closed);
+}
+
 static void on_connection(uv_stream_t *server, int status)
 {
     rexec_server *s = server->data;
     serve_client *cl;
     int r;
-    if (status < 0 || s->stopping || (cl = calloc(1, sizeof(*cl))) == NULL)
+    if (status < 0 || s->stopping)
         return;
+    if ((cl = client_alloc()) == NULL) {
+        reject_connection(s);
+        return;
+    }
     cl->srv = s;
     rx_buf_init(&cl->line, SERVE_LINE_MAX);
     uv_pipe_init(server->loop, &cl->pipe, 0);

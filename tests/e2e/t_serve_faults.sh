@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# serve under client faults (docs/serve-protocol.md, "Connections"):
+# - a client that half-closes (shutdown SHUT_WR) while serve's socket buffer to it is full, and
+#   then reads slowly, gets all of its output, the result and the "done" (it used to be taken for
+#   gone, because poll() reported the full socket as not writable, and its call was cancelled);
+# - a connection serve has no memory for is accepted and closed at once, and serve goes on
+#   accepting (it used to leave it unaccepted, and libuv then stopped watching the listener for
+#   good). The test build fails the first N client allocations when REXEC_TEST_SERVE_NOMEM=N.
+tid="serve: a half-closed slow reader, no memory for a connection"
+. "${REXEC_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/e2e/lib.sh"
+
+lab_start 1
+MIB=8
+ws_edit 'c["limits"]["max_output_bytes"] = 64 * 1024 * 1024'
+ws_add_action t.big "{\"risk\": \"L0\", \"command\": \"yes | head -c $((MIB * 1024 * 1024))\"}"
+
+SOCK=$RX_TMP/serve.sock
+REXEC_TEST_SERVE_NOMEM=3 "$REXEC_BIN" --workspace "$WS" serve --socket "$SOCK" --log off \
+    2>"$RX_TMP/serve.err" &
+SERVE_PID=$!
+trap '_t_rc=$?; stop_gently "$SERVE_PID"; if (exit "$_t_rc"); then _rx_cleanup; else _rx_cleanup; fi' EXIT
+wait_until 20 test -S "$SOCK"
+
+# ---- no memory for the first 3 connections: each is closed at once, the 4th is served --------
+timeout 60 "$RX_PYTHON" - "$SOCK" >"$OUT" 2>"$ERR" <<'PY' || fail "no memory: $(cat "$ERR")"
+import json, socket, sys
+for i in range(4):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(30)  # the old serve never answered: the connection waited in the backlog
+    s.connect(sys.argv[1])
+    try:  # closed with our ping unread: EOF or a reset
+        s.sendall(b'{"op":"ping","id":1}\n')
+        line = s.makefile("rb").readline()
+    except (ConnectionResetError, BrokenPipeError):
+        line = b""
+    if i < 3:
+        assert line == b"", ("connection %d: expected EOF" % i, line)
+    else:
+        assert json.loads(line)["type"] == "pong", line
+    s.close()
+print("accepting ok")
+PY
+assert_contains "$OUT" "accepting ok"
+assert_eq 3 "$(grep -c 'out of memory: a connection was closed at once' "$RX_TMP/serve.err")" \
+    "connections closed for lack of memory"
+
+# ---- a half-closed client whose socket is full, reading slowly ---------------------------------
+timeout 200 "$RX_PYTHON" - "$SOCK" "$MIB" >"$OUT" 2>"$ERR" <<'PY' || fail "half-close: $(cat "$ERR")"
+import base64, fcntl, json, socket, struct, sys, termios, time
+path, mib = sys.argv[1], int(sys.argv[2])
+
+def connect():
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(120)
+    s.connect(path)
+    return s
+
+def unread(s):  # bytes waiting in our receive queue
+    return struct.unpack("i", fcntl.ioctl(s.fileno(), termios.FIONREAD, b"\0\0\0\0"))[0]
+
+a = connect()
+a.sendall(json.dumps({"op": "run", "id": "big", "targets": "lab1", "action": "t.big",
+                      "stream": True}).encode() + b"\n")
+# Until serve's socket to us is full: a Unix socket stops being writable once a quarter of
+# its send buffer (208 KiB by default) is unread, so 128 KiB unread is well past that.
+deadline = time.monotonic() + 60
+while unread(a) < 128 * 1024:
+    assert time.monotonic() < deadline, "serve never filled the socket (%d bytes)" % unread(a)
+    time.sleep(0.01)
+a.shutdown(socket.SHUT_WR)
+# Barrier: two round trips on another connection. Our EOF was readable before the first ping
+# was sent, so serve has handled it by the time it answers the second one.
+b = connect()
+bf = b.makefile("rb")
+for i in range(2):
+    b.sendall(b'{"op":"ping","id":%d}\n' % i)
+    assert json.loads(bf.readline())["type"] == "pong"
+# Now read, slowly (small reads), everything up to the "done".
+f = a.makefile("rb", buffering=4096)
+got, result, done = 0, None, None
+while True:
+    line = f.readline()
+    if not line:
+        break
+    o = json.loads(line)
+    if o["type"] == "output" and o["stream"] == "stdout":
+        got += len(o["data"]) if "data" in o else len(base64.b64decode(o["data_base64"]))
+    elif o["type"] == "result":
+        result = o
+    elif o["type"] == "done":
+        done = o
+assert done is not None, "no done line: serve dropped the half-closed client (%d bytes)" % got
+assert done["exit_status"] == 0, done
+assert result["stdout_bytes"] == mib << 20 and result["exit_status"] == 0, \
+    {k: result.get(k) for k in ("stdout_bytes", "error", "exit_status")}
+assert got == mib << 20, got
+print("half-close ok")
+PY
+assert_contains "$OUT" "half-close ok"
+assert_exit 0 rx audit verify
+pass
