@@ -45,20 +45,24 @@ static void jump_set_error(rx_jump *j, int code, const char *fmt, ...)
     rx_fail(&j->link->err, code, "%s", msg);
 }
 
+/* The descriptor goes only here, once libuv no longer watches it: closed while the poll was
+ * still registered, the number could be reused by another socket before the poll stopped, and
+ * epoll would then be told to forget (or would report) a descriptor that is not ours. */
 static void on_poll_closed(uv_handle_t *h)
 {
     rx_jump *j = h->data;
+    if (j->fd >= 0)
+        close(j->fd);
     rx_tunnel_link_unref(j->link);
     free(j);
 }
 
-/* Closes our end (the target's session then reads EOF and fails with the link's reason). */
+/* Closes our end (the target's session then reads EOF and fails with the link's reason): the
+ * poll handle first, the descriptor in its close callback. */
 static void jump_free(rx_jump *j)
 {
-    if (j->fd >= 0)
-        close(j->fd);
-    j->fd = -1;
     if (j->poll_open) {
+        j->poll_open = 0;
         uv_poll_stop(&j->poll);
         uv_close((uv_handle_t *)&j->poll, on_poll_closed);
         return;
