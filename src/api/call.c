@@ -122,6 +122,33 @@ void rexec_ctx_close(rexec_ctx *ctx, void (*on_closed)(void *ud), void *ud)
     ctx_maybe_free(ctx);
 }
 
+/* ---- the call's state ------------------------------------------------------------------------ */
+
+static const char *const call_state_names[] = {"GATE", "INTENT", "ON_HOST", "RECORD", "REPORTED"};
+
+static int call_transition_ok(rx_call_state from, rx_call_state to)
+{
+    switch (to) {
+    case CALL_INTENT: return from == CALL_GATE;
+    case CALL_ON_HOST: return from == CALL_INTENT;
+    case CALL_RECORD: return from < CALL_RECORD;
+    case CALL_REPORTED: return from == CALL_RECORD;
+    default: return 0;
+    }
+}
+
+static void call_set(rexec_call *c, rx_call_state to)
+{
+    if (!call_transition_ok(c->state, to)) {
+        rx_log(&c->ctx->log, REXEC_LOG_WARN, "%s: call %s: %s -> %s is not a transition",
+               c->host_name, c->run_id, call_state_names[c->state], call_state_names[to]);
+        abort(); /* a lifecycle bug: the call could report twice, or run unrecorded */
+    }
+    rx_log(&c->ctx->log, REXEC_LOG_DEBUG, "call %s: %s -> %s", c->run_id,
+           call_state_names[c->state], call_state_names[to]);
+    c->state = to;
+}
+
 /* ---- freeing and reporting ------------------------------------------------------------------ */
 
 /* The script and the runner's code: the code holds the exports, so it is wiped, not just freed. */
@@ -186,6 +213,7 @@ static void call_report(rexec_call *c)
 {
     rexec_result res;
     rx_call_result(c, &res);
+    call_set(c, CALL_REPORTED);
     if (c->cb.on_done)
         c->cb.on_done(c->cb.ud, &res);
     uv_close((uv_handle_t *)&c->defer, on_call_closed);
@@ -220,9 +248,9 @@ static void on_evidence_done(rx_record_job *j)
 static void call_finish(rexec_call *c)
 {
     rexec_error e;
-    if (c->finished)
+    if (c->state >= CALL_RECORD)
         return;
-    c->finished = 1;
+    call_set(c, CALL_RECORD);
     c->duration_ms = (uv_hrtime() - c->t0_ns) / 1000000;
     if (c->intent_written && c->script_sent) {
         if (rx_call_evidence_submit(c, on_evidence_done, &e) != 0) {
@@ -644,7 +672,9 @@ static void on_intent_done(rx_record_job *j)
         rx_exec_cb cb = {on_exec_data, on_exec_done, c};
         if ((r = rx_pool_exec(c->ctx->pool, c->pool_host, &xo, &cb, &c->job)) != 0)
             rx_fail(&c->err, r, "out of memory");
-        else if (c->paused) /* paused before it had a job */
+        else
+            call_set(c, CALL_ON_HOST);
+        if (r == 0 && c->paused) /* paused before it had a job */
             rx_pool_pause(c->job, 1);
     }
     call_forms_free(c); /* the pool keeps its own copies */
@@ -676,8 +706,10 @@ static int call_send(rexec_call *c, rexec_error *err)
     rx_buf_init(&c->code, CALL_MAX_SCRIPT);
     if ((r = rx_render_script(&in, &c->script, err)) == 0 &&
         (r = rx_render_runner_code(&in, &c->code, err)) == 0 &&
-        (r = rx_call_audit_submit(c, "intent", on_intent_done, err)) == 0)
+        (r = rx_call_audit_submit(c, "intent", on_intent_done, err)) == 0) {
+        call_set(c, CALL_INTENT);
         return 0;
+    }
     call_forms_free(c);
     return r;
 }
@@ -727,7 +759,7 @@ int rexec_call_start(rexec_ctx *ctx, const rexec_request *req, const rexec_callb
 
 void rexec_call_cancel(rexec_call *c)
 {
-    if (c->finished || c->cancelled)
+    if (c->state >= CALL_RECORD || c->cancelled)
         return;
     rexec_call_resume(c); /* the cancelled call's output must drain for its end line to come */
     c->cancelled = 1;
@@ -737,7 +769,7 @@ void rexec_call_cancel(rexec_call *c)
 
 void rexec_call_pause(rexec_call *c)
 {
-    if (c->finished || c->cancelled || c->paused)
+    if (c->state >= CALL_RECORD || c->cancelled || c->paused)
         return;
     c->paused = 1;
     if (c->job)
@@ -746,7 +778,7 @@ void rexec_call_pause(rexec_call *c)
 
 void rexec_call_resume(rexec_call *c)
 {
-    if (c->finished || !c->paused)
+    if (c->state >= CALL_RECORD || !c->paused)
         return;
     c->paused = 0;
     if (c->job)

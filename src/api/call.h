@@ -72,6 +72,15 @@ typedef struct call_stream {
     char sha_hex[65];
 } call_stream;
 
+/* A call's lifecycle (call.c: call_set checks each transition):
+ *   GATE -> INTENT       allowed and rendered: the intent record is being written
+ *   INTENT -> ON_HOST    the intent is durable: the pool has the call (c->job)
+ *   GATE | INTENT | ON_HOST -> RECORD   it ended (refused, cancelled, failed, or the host
+ *                        reported): evidence and the outcome or refusal are being written
+ *   RECORD -> REPORTED   on_done was called; the memory goes from the loop
+ * A cancel is kept on the call (cancelled) and acted on in whatever state it finds. */
+typedef enum rx_call_state { CALL_GATE = 0, CALL_INTENT, CALL_ON_HOST, CALL_RECORD, CALL_REPORTED } rx_call_state;
+
 struct rexec_call {
     rx_ctx_obj obj; /* first: the registry entry */
     rexec_ctx *ctx;
@@ -105,7 +114,8 @@ struct rexec_call {
     rx_pool_job *job;
     uint64_t t0_ns;
     uint64_t duration_ms;
-    int intent_written, script_sent, cancelled, finished, paused; /* script_sent: on the wire */
+    rx_call_state state;
+    int intent_written, script_sent, cancelled, paused; /* script_sent: on the wire */
     int refused_written; /* the refusal record went out before the challenge file */
     rx_exec_result x;
     int ran;            /* the command started and the wrapper reported its end */
