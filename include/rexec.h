@@ -395,6 +395,13 @@ int rexec_audit_parse_time(const char *s, time_t now, time_t *out);
  * rexec_audit_verify checks the rest. *files / *records (may be NULL) say what went. */
 int rexec_audit_prune(const char *workspace_dir, const char *key_file, time_t before,
                       size_t *files, size_t *records, rexec_error *err);
+/* `rexec audit recover` (docs/audit.md, "Recovering after a crash"): an "abandoned" record for
+ * each intent whose writer process is gone; with REXEC_AUDIT_RECOVER_UNREGISTERED also for
+ * intents that name no writer. Reports each to report. Returns 0 (none left open), 2 (some
+ * kept: their writer runs), 1 (the log does not verify; err says so) or a negative rexec_err. */
+#define REXEC_AUDIT_RECOVER_UNREGISTERED 2 /* with REXEC_AUDIT_REPORT_JSON */
+int rexec_audit_recover(const char *workspace_dir, const char *key_file, int flags,
+                        FILE *report, rexec_error *err);
 /* Removes evidence/<run_id>/ of runs older than before, except the newest keep. */
 int rexec_evidence_prune(const char *workspace_dir, time_t before, size_t keep, size_t *removed,
                          size_t *kept, uint64_t *bytes_freed, rexec_error *err);

@@ -102,6 +102,15 @@ int rexec_audit_prune(const char *workspace_dir, const char *key_file, time_t be
     return r;
 }
 
+int rexec_audit_recover(const char *workspace_dir, const char *key_file, int flags,
+                        FILE *report, rexec_error *err)
+{
+    rx_audit_recover_stats st;
+    int f = ((flags & REXEC_AUDIT_RECOVER_UNREGISTERED) ? RX_AUDIT_RECOVER_UNREGISTERED : 0) |
+            ((flags & REXEC_AUDIT_REPORT_JSON) ? RX_AUDIT_RECOVER_JSON : 0);
+    return rx_audit_recover(workspace_dir, key_file, f, &st, report, err);
+}
+
 int rexec_evidence_prune(const char *workspace_dir, time_t before, size_t keep, size_t *removed,
                          size_t *kept, uint64_t *bytes_freed, rexec_error *err)
 {

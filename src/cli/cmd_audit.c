@@ -20,7 +20,7 @@ typedef struct audit_opts {
     const char *since;
     const char *host, *action, *before;
     const char *head; /* verify --head: a file, "-" for stdin, or the JSON itself */
-    int json, reset;
+    int json, reset, unregistered;
 } audit_opts;
 
 /* Parses the options after the subcommand; allowed lists the ones it takes. */
@@ -33,6 +33,8 @@ static int parse_opts(int argc, char **argv, const char *sub, int allow_show, au
             o->json = 1;
         else if (strcmp(sub, "head") == 0 && strcmp(argv[i], "--reset") == 0)
             o->reset = 1;
+        else if (strcmp(sub, "recover") == 0 && strcmp(argv[i], "--include-unregistered") == 0)
+            o->unregistered = 1;
         else if (strcmp(sub, "verify") == 0 &&
                  (v = cli_opt_value(argc, argv, &i, "--head", &missing)) != NULL)
             o->head = v;
@@ -101,7 +103,26 @@ static int audit_verify_cmd(const cli_global *g, const audit_opts *o)
     free(ws_key);
     free(head);
     fflush(stdout);
-    return r >= 0 ? r : cli_error(rexec_err_exit_code(r), "%s", err.msg);
+    return r >= 0 ? r : cli_lib_error(&err);
+}
+
+/* Closes the intents whose writer is gone; exits like verify (0 none left open, 2 some kept
+ * because their writer still runs, 1 the log does not verify). */
+static int audit_recover_cmd(const cli_global *g, const audit_opts *o)
+{
+    rexec_error err = {0};
+    char *ws_key = NULL;
+    const char *key;
+    int r, flags = (o->json ? REXEC_AUDIT_REPORT_JSON : 0) |
+                   (o->unregistered ? REXEC_AUDIT_RECOVER_UNREGISTERED : 0);
+
+    if ((r = audit_key(g, o, &key, &ws_key, &err)) == 0)
+        r = rexec_audit_recover(g->workspace, key ? key : ws_key, flags, stdout, &err);
+    free(ws_key);
+    fflush(stdout);
+    if (r == 1)
+        return cli_error(1, "%s", err.msg);
+    return r >= 0 ? r : cli_lib_error(&err);
 }
 
 static int audit_head_cmd(const cli_global *g, const audit_opts *o)
@@ -194,7 +215,8 @@ int cli_audit(const cli_global *g, int argc, char **argv)
     int r;
     if (argc < 2)
         return cli_error(EXIT_USAGE,
-                         "audit: expected verify, show, head or prune (see rexec audit --help)");
+                         "audit: expected verify, show, head, prune or recover (see rexec audit "
+                         "--help)");
     if (wants_help(argc, argv)) {
         fputs(cli_help_text("audit"), stdout);
         return 0;
@@ -207,7 +229,9 @@ int cli_audit(const cli_global *g, int argc, char **argv)
         return (r = parse_opts(argc, argv, "prune", 0, &o)) != 0 ? r : audit_prune_cmd(g, &o);
     if (strcmp(argv[1], "head") == 0)
         return (r = parse_opts(argc, argv, "head", 0, &o)) != 0 ? r : audit_head_cmd(g, &o);
+    if (strcmp(argv[1], "recover") == 0)
+        return (r = parse_opts(argc, argv, "recover", 0, &o)) != 0 ? r : audit_recover_cmd(g, &o);
     return cli_error(EXIT_USAGE,
-                     "audit: unknown subcommand \"%.64s\" (expected verify, show, head or prune)",
-                     argv[1]);
+                     "audit: unknown subcommand \"%.64s\" (expected verify, show, head, prune or "
+                     "recover)", argv[1]);
 }

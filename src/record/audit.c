@@ -17,6 +17,7 @@
 
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <openssl/rand.h>
 
 #include "audit.h"
 #include "audit_copy.h"
@@ -37,6 +38,12 @@ struct rx_audit {
     unsigned long long rotate_size;
     rx_audit_copy copy; /* the syslog copy of every line, when set */
     int head_behind;    /* the last head update failed: the next append retries it first */
+    /* This writer: audit/writers/<writer>.lock, flocked while the handle lives, and named in
+     * every intent it writes, so `audit recover` can tell an intent whose process is gone
+     * (lock free) from one still running (lock held). Set up at the first intent. */
+    int writer_fd;
+    pid_t writer_pid;
+    char writer[48];
 };
 
 /* ---- Hashing and keys ------------------------------------------------------------------- */
@@ -195,10 +202,104 @@ void rx_audit_set_rotate_size(rx_audit *a, unsigned long long bytes)
     a->rotate_size = bytes;
 }
 
+/* The lock file of writer id in audit_dir (malloc'd), or NULL. */
+char *rx_audit_writer_path(const char *audit_dir, const char *id)
+{
+    char *dir = rx_fs_join(audit_dir, RX_AUDIT_WRITERS_DIR), *path = NULL;
+    char name[64];
+    if (dir != NULL && snprintf(name, sizeof(name), "%s.lock", id) < (int)sizeof(name))
+        path = rx_fs_join(dir, name);
+    free(dir);
+    return path;
+}
+
+/* A clean end: the lock file goes (only in the process that made it: a forked child closing
+ * its copy of the handle must not make a live parent look gone), then the lock with the fd. */
+static void audit_writer_end(rx_audit *a)
+{
+    if (a->writer_fd < 0)
+        return;
+    if (a->writer_pid == getpid()) {
+        char *path = rx_audit_writer_path(a->dir, a->writer);
+        if (path != NULL)
+            unlink(path);
+        free(path);
+    }
+    close(a->writer_fd);
+    a->writer_fd = -1;
+    a->writer[0] = 0;
+}
+
+/* The lock file, created under a name recover ignores, locked, then renamed into place:
+ * recover never sees it unlocked (it would take a free lock for a gone writer). */
+static int writer_lock_file(const char *path, int *fd, rexec_error *err)
+{
+    size_t n = strlen(path);
+    char *tmp = malloc(n + 1);
+    int r;
+    if (tmp == NULL)
+        return rx_fail(err, REXEC_ENOMEM, "out of memory");
+    memcpy(tmp, path, n + 1);
+    memcpy(tmp + n - 4, "tmp", 4); /* <id>.lock -> <id>.tmp */
+    /* read-only: a descriptor open for writing would keep the file system from being
+     * remounted read-only for as long as the writer lives */
+    *fd = open(tmp, O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (*fd < 0) {
+        r = rx_fail(err, REXEC_EAUDIT, "%s: %s", tmp, strerror(errno));
+    } else if (fchmod(*fd, 0600) != 0 || flock(*fd, LOCK_EX | LOCK_NB) != 0 ||
+               rename(tmp, path) != 0) {
+        r = rx_fail(err, REXEC_EAUDIT, "%s: %s", path, strerror(errno));
+        unlink(tmp);
+        close(*fd);
+        *fd = -1;
+    } else {
+        r = 0;
+    }
+    free(tmp);
+    return r;
+}
+
+/* Registers this process as a writer (once per handle and process): a new lock file, locked
+ * for as long as the handle lives. The kernel drops the lock when the process dies however it
+ * dies (SIGKILL, a crash), which is what recover looks at. */
+static int audit_writer_start(rx_audit *a, rexec_error *err)
+{
+    unsigned char rnd[8];
+    char *dir = NULL, *path = NULL;
+    int fd = -1, r;
+
+    if (a->writer_fd >= 0 && a->writer_pid == getpid())
+        return 0;
+    audit_writer_end(a); /* a forked child: the parent's lock is not ours to hold */
+    if (RAND_bytes(rnd, sizeof(rnd)) != 1)
+        return rx_fail(err, REXEC_EINTERNAL, "audit: no randomness for the writer id");
+    snprintf(a->writer, sizeof(a->writer), "%ld-", (long)getpid());
+    rx_hex_encode(rnd, sizeof(rnd), a->writer + strlen(a->writer));
+    if ((dir = rx_fs_join(a->dir, RX_AUDIT_WRITERS_DIR)) == NULL ||
+        (path = rx_audit_writer_path(a->dir, a->writer)) == NULL) {
+        r = rx_fail(err, REXEC_ENOMEM, "out of memory");
+        goto out;
+    }
+    if ((r = rx_fs_mkdir_private(dir, REXEC_EAUDIT, err)) != 0)
+        goto out;
+    r = writer_lock_file(path, &fd, err);
+    if (r != 0)
+        goto out;
+    a->writer_fd = fd;
+    a->writer_pid = getpid();
+out:
+    if (r != 0)
+        a->writer[0] = 0;
+    free(dir);
+    free(path);
+    return r;
+}
+
 void rx_audit_close(rx_audit *a)
 {
     if (a == NULL)
         return;
+    audit_writer_end(a);
     rx_buf_free(&a->key);
     rx_audit_copy_close(&a->copy);
     free(a->ws_dir);
@@ -267,6 +368,7 @@ int rx_audit_open(rx_audit **out, const char *ws_dir, const char *key_file, rexe
     if (a == NULL)
         return rx_fail(err, REXEC_ENOMEM, "out of memory");
     a->rotate_size = RX_AUDIT_ROTATE_DEFAULT;
+    a->writer_fd = -1;
     rx_audit_copy_init(&a->copy);
     rx_buf_init(&a->key, AUDIT_KEY_MAX);
     a->ws_dir = strdup(ws_dir);
@@ -392,6 +494,14 @@ int rx_audit_render(const cJSON *rec, const rx_redactor *r, char **text, rexec_e
     return rc;
 }
 
+/* Whether a rendered record is an intent that does not name its writer yet. A nested object
+ * with "phase":"intent" would match too; none of rexec's records has one, and the cost of a
+ * false match is only a writer named on another record. */
+static int audit_is_intent(const char *text)
+{
+    return strstr(text, "\"phase\":\"intent\"") != NULL && strstr(text, "\"writer\":") == NULL;
+}
+
 /* The line: text with "seq" and "prev" added as its last members, then "hash" over that
  * body. hex receives the hash. */
 static int audit_line(const rx_audit *a, const char *text, long long seq, const char *prev,
@@ -402,6 +512,8 @@ static int audit_line(const rx_audit *a, const char *text, long long seq, const 
 
     /* text is an object with at least run_id and phase: "{...}" with a member before "}". */
     if ((r = rx_buf_add(line, text, tl - 1)) != 0 ||
+        (a->writer[0] && audit_is_intent(text) &&
+         (r = rx_buf_addf(line, ",\"writer\":\"%s\"", a->writer)) != 0) ||
         (r = rx_buf_addf(line, ",\"seq\":%lld,\"prev\":\"%s\"}", seq, prev)) != 0)
         return rx_fail(err, r, "audit record too large");
     if (rx_audit_digest(&a->key, line->data + start, line->len - start, hex) != 0)
@@ -763,7 +875,7 @@ static int audit_append_locked(rx_audit *a, char *const *texts, size_t n, rx_buf
     if ((r = audit_open_log(a, &fd, &size, err)) != 0)
         goto out;
     r = size > 0 ? audit_tail(fd, size, a->path, &t, err) : audit_rotated_tail(a->dir, &t, err);
-    if (r != 0 || (r = rx_audit_head_check(a->dir, &a->key, &t, err)) != 0 ||
+    if (r != 0 || (r = rx_audit_head_prepare(a->dir, &a->key, &t, err)) != 0 ||
         (r = audit_head_catch_up(a, &t, err)) != 0 ||
         (r = audit_next_seq(a, &t, &seq, err)) != 0 ||
         (r = audit_lines(a, texts, n, &t, seq, line, b, err)) != 0)
@@ -817,6 +929,9 @@ int rx_audit_append_begin(rx_audit *a, char *const *texts, size_t n, rx_audit_pe
     if ((b = calloc(n, sizeof(*b))) == NULL)
         return rx_fail(err, REXEC_ENOMEM, "out of memory appending to the audit log");
     rx_buf_init(&line, (size_t)RX_AUDIT_LINE_MAX * n);
+    for (size_t i = 0; i < n && a->writer_pid != getpid(); i++)
+        if (audit_is_intent(texts[i]) && (rc = audit_writer_start(a, err)) != 0)
+            goto out; /* an intent must name a writer whose lock is held */
     if ((rc = audit_lock(a, &lock_fd, err)) == 0) {
         rc = audit_append_locked(a, texts, n, &line, b, p, err);
         if (rc == 0)
@@ -824,6 +939,7 @@ int rx_audit_append_begin(rx_audit *a, char *const *texts, size_t n, rx_audit_pe
         else
             close(lock_fd);
     }
+out:
     rx_buf_free(&line);
     free(b);
     return rc;

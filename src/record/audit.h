@@ -190,6 +190,10 @@ int rx_audit_head_update(const char *audit_dir, const rx_buf *key, long long seq
  * docs/audit.md); REXEC_EAUDIT saying what disagrees, with the way out. */
 int rx_audit_head_check(const char *audit_dir, const rx_buf *key, const rx_audit_tail *t,
                         rexec_error *err);
+/* rx_audit_head_check for an append, which also writes the head of nothing (seq 0) when there
+ * is no head.json and no numbered record yet, before the first one is written. */
+int rx_audit_head_prepare(const char *audit_dir, const rx_buf *key, const rx_audit_tail *t,
+                          rexec_error *err);
 /* For readers: flock on audit_dir/.lock, shared or exclusive, so they see the files between
  * two appends. *fd -1 (and 0 returned) when there is no lock file: nothing was ever appended.
  * Closing *fd releases it. */
@@ -208,6 +212,38 @@ int rx_audit_head_current(const char *ws_dir, const char *key_file, int reset,
  * off. A copy that cannot be sent does not fail the append; rx_audit_copy_failures counts. */
 int rx_audit_set_syslog(rx_audit *a, const char *socket_path, rexec_error *err);
 unsigned long rx_audit_copy_failures(const rx_audit *a);
+
+/* ---- Writers and recovery (audit.c, audit_recover.c; docs/audit.md "Recovering") ------- */
+
+/* Each process that writes intents holds an flock on audit/writers/<id>.lock for as long as
+ * its handle lives, and names <id> in those intents ("writer"). */
+#define RX_AUDIT_WRITERS_DIR "writers"
+char *rx_audit_writer_path(const char *audit_dir, const char *id);
+
+/* An intent without its outcome (or abandoned record): the record, and where it is. */
+typedef struct rx_audit_open_intent {
+    cJSON *rec;
+    char where[192]; /* "audit/audit.log:12" */
+    size_t order;    /* its place among the intents: log order */
+} rx_audit_open_intent;
+/* Every open intent of the workspace's log, oldest first (*out malloc'd, may be NULL). */
+int rx_audit_open_intents(const char *ws_dir, rx_audit_open_intent **out, size_t *n,
+                          rexec_error *err);
+void rx_audit_open_intents_free(rx_audit_open_intent *v, size_t n);
+
+/* `rexec audit recover`: appends an "abandoned" record for each open intent whose writer is
+ * gone (its lock in audit/writers/ is free, or its lock file was removed by a clean close),
+ * and, with RX_AUDIT_RECOVER_UNREGISTERED, for intents that name no writer (written before
+ * writers were registered). Intents of a live writer stay open. Refuses (returns
+ * RX_AUDIT_VERIFY_TAMPERED) a log that does not verify. Returns RX_AUDIT_VERIFY_OK when no
+ * intent is left open, RX_AUDIT_VERIFY_INCOMPLETE when some are, or a negative rexec_err. */
+#define RX_AUDIT_RECOVER_UNREGISTERED 1
+#define RX_AUDIT_RECOVER_JSON 2
+typedef struct rx_audit_recover_stats {
+    size_t abandoned, kept;
+} rx_audit_recover_stats;
+int rx_audit_recover(const char *ws_dir, const char *key_file, int flags,
+                     rx_audit_recover_stats *st, FILE *report, rexec_error *err);
 
 /* ---- Grants (audit_grants.c) ------------------------------------------------------------- */
 

@@ -251,6 +251,8 @@ int rx_audit_head_update(const char *audit_dir, const rx_buf *key, long long seq
  * rename of head.json may not have reached the disk. */
 static int head_disagrees(const rx_audit_head *h, const rx_audit_tail *t, char *why, size_t n)
 {
+    if (h->seq == 0) /* the head of nothing, written before the first record: behind any log */
+        return 0;
     if (t->seq == 0)
         snprintf(why, n, "the log is empty, but audit/head.json says it ends at record %lld: "
                          "the audit files were removed", h->seq);
@@ -306,6 +308,34 @@ int rx_audit_head_check(const char *audit_dir, const rx_buf *key, const rx_audit
     rx_audit_head h;
     int r = rx_audit_head_load(audit_dir, &h, err);
     return r != 0 ? r : head_against(audit_dir, key, &h, t, err);
+}
+
+/* The head of nothing (seq 0, 64 zeros) is written, and the directory synced, before the first
+ * numbered record, so that head.json exists whenever a numbered record does: a head that then
+ * fails to follow the record (EMFILE, a full disk) is behind the log, a state appends and verify
+ * accept, and the next append brings it up; never "missing", which only a removal explains.
+ * If even that cannot be written, nothing is appended and the next append tries again. */
+static int head_first(const char *audit_dir, const rx_buf *key, rexec_error *err)
+{
+    int r = rx_audit_head_store(audit_dir, key, 0, RX_AUDIT_ZERO_HASH, err);
+    if (r == 0)
+        r = rx_fs_fsync_dir(audit_dir, REXEC_EAUDIT, err);
+    if (r != 0)
+        return rx_fail_prefix(err, "cannot create the audit head before the first record "
+                                   "(nothing was written; the next call tries again): ");
+    return 0;
+}
+
+int rx_audit_head_prepare(const char *audit_dir, const rx_buf *key, const rx_audit_tail *t,
+                          rexec_error *err)
+{
+    rx_audit_head h;
+    int r = rx_audit_head_load(audit_dir, &h, err);
+    if (r != 0)
+        return r;
+    if (h.mac[0] == 0 && t->seq <= 0) /* no head, and no numbered record yet */
+        return head_first(audit_dir, key, err);
+    return head_against(audit_dir, key, &h, t, err);
 }
 
 /* ---- `rexec audit head` ----------------------------------------------------------------- */

@@ -95,7 +95,8 @@ static int scan_file(const char *path, scan *sc, rexec_error *err)
                                            "audit verify`; nothing was pruned", path);
         else if (strcmp(ph->valuestring, "intent") == 0)
             cJSON_AddItemToArray(sc->open_runs, cJSON_CreateString(run->valuestring));
-        else if (strcmp(ph->valuestring, "outcome") == 0) {
+        else if (strcmp(ph->valuestring, "outcome") == 0 ||
+                 strcmp(ph->valuestring, "abandoned") == 0) {
             int i = 0;
             const cJSON *x;
             cJSON_ArrayForEach(x, sc->open_runs) {

@@ -232,8 +232,17 @@ typedef struct pend {
     char *run_id;
     char *file;
     size_t line, seq;
+    cJSON *rec; /* the intent itself, for recover's scan only */
     struct pend *next;
 } pend;
+
+static void pend_free(pend *p)
+{
+    free(p->run_id);
+    free(p->file);
+    cJSON_Delete(p->rec);
+    free(p);
+}
 
 typedef struct vstate {
     const rx_buf *key;
@@ -242,10 +251,10 @@ typedef struct vstate {
     char prev_file[128]; /* the file the previous line was in */
     size_t prev_line, records, seq;
     int status, json, oom;
-    size_t n_errors, n_warnings;
+    size_t n_errors, n_warnings, n_abandoned;
     char first_bad[160];
     FILE *report;
-    cJSON *errors, *warnings;
+    cJSON *errors, *warnings, *abandoned;
     rx_buf body;
     pend *pend[PEND_BUCKETS];
     const char *anchor; /* audit/anchor.json's hash: where the chain starts after a prune */
@@ -300,19 +309,45 @@ static size_t pend_slot(const char *run_id)
     return h % PEND_BUCKETS;
 }
 
-static pend **pend_find(vstate *v, const char *run_id)
+static pend **pend_find(pend **tab, const char *run_id)
 {
-    pend **pp = &v->pend[pend_slot(run_id)];
+    pend **pp = &tab[pend_slot(run_id)];
     while (*pp != NULL && strcmp((*pp)->run_id, run_id) != 0)
         pp = &(*pp)->next;
     return pp;
+}
+
+/* An intent closed by `rexec audit recover`: not a problem (the log says what happened), but
+ * always reported, so a recovered log never looks like one where every run finished. */
+static void v_abandoned(vstate *v, const char *file, size_t line, const char *run_id,
+                        const pend *p)
+{
+    if (v->n_abandoned++ >= MAX_SHOWN || v->report == NULL)
+        return;
+    if (!v->json) {
+        fprintf(v->report, "%s:%zu: abandoned: run %.64s (intent at %s:%zu): its outcome never "
+                           "came (the writer crashed or was killed); whether it ran is unknown\n",
+                file, line, run_id, p->file, p->line);
+        return;
+    }
+    cJSON *o = cJSON_CreateObject();
+    char at[192];
+    snprintf(at, sizeof(at), "%s:%zu", p->file, p->line);
+    if (o == NULL || !cJSON_AddStringToObject(o, "file", file) ||
+        !cJSON_AddNumberToObject(o, "line", (double)line) ||
+        !cJSON_AddStringToObject(o, "run_id", run_id) ||
+        !cJSON_AddStringToObject(o, "intent", at) ||
+        !cJSON_AddItemToArray(v->abandoned, o)) {
+        cJSON_Delete(o);
+        v->oom = 1;
+    }
 }
 
 /* Pairs intents with outcomes by run id; other phases (refused, decision) stand alone. */
 static void v_pair(vstate *v, const char *file, size_t line, const char *run_id,
                    const char *phase)
 {
-    pend **pp = pend_find(v, run_id);
+    pend **pp = pend_find(v->pend, run_id);
     if (strcmp(phase, "intent") == 0) {
         if (*pp != NULL) {
             v_note(v, 0, file, line, "duplicate_intent",
@@ -331,19 +366,22 @@ static void v_pair(vstate *v, const char *file, size_t line, const char *run_id,
         p->line = line;
         p->seq = v->seq++;
         *pp = p;
-    } else if (strcmp(phase, "outcome") == 0) {
+    } else if (strcmp(phase, "outcome") == 0 || strcmp(phase, "abandoned") == 0) {
         pend *p = *pp;
+        int abandoned = phase[0] == 'a';
         if (p == NULL && rx_audit_anchor_open(v->anchor_doc, run_id))
             return; /* its intent was pruned: the anchor says so */
         if (p == NULL) {
-            v_note(v, 0, file, line, "outcome_without_intent",
-                   "outcome of run %.64s without an intent before it", run_id);
+            v_note(v, 0, file, line, abandoned ? "abandoned_without_intent"
+                                               : "outcome_without_intent",
+                   "%s of run %.64s without an open intent before it",
+                   abandoned ? "abandoned record" : "outcome", run_id);
             return;
         }
+        if (abandoned)
+            v_abandoned(v, file, line, run_id, p);
         *pp = p->next;
-        free(p->run_id);
-        free(p->file);
-        free(p);
+        pend_free(p);
     }
 }
 
@@ -545,13 +583,12 @@ static void v_pending(vstate *v)
     for (size_t i = 0; i < k; i++)
         v_note(v, 1, all[i]->file, all[i]->line, "intent_without_outcome",
                "run %.64s: intent without outcome (rexec stopped between them, or the run is "
-               "still going)", all[i]->run_id);
+               "still going; `rexec audit recover` closes those whose writer is gone)",
+               all[i]->run_id);
     for (size_t i = 0; i < PEND_BUCKETS; i++)
         for (pend *p = v->pend[i], *next; p != NULL; p = next) {
             next = p->next;
-            free(p->run_id);
-            free(p->file);
-            free(p);
+            pend_free(p);
         }
     memset(v->pend, 0, sizeof(v->pend));
     free(all);
@@ -636,6 +673,9 @@ static void v_summary_text(const vstate *v, size_t files)
     else
         fprintf(f, "audit: ok: %zu file(s), %zu record(s), chain intact%s\n", files, v->records,
                 v->key ? ", keyed" : "");
+    if (v->n_abandoned > 0)
+        fprintf(f, "audit: %zu intent(s) abandoned by `rexec audit recover`: their outcome never "
+                   "came (see `rexec audit show`)\n", v->n_abandoned);
     if (v->last_seq > 0)
         fprintf(f, "audit: the chain ends at record %lld, hash %s\n", v->last_seq, v->prev);
     if (v->heads[1].present)
@@ -656,6 +696,7 @@ static int v_summary_json(vstate *v, size_t files)
                          : cJSON_AddNullToObject(o, "first_bad")) &&
         cJSON_AddNumberToObject(o, "n_errors", (double)v->n_errors) &&
         cJSON_AddNumberToObject(o, "n_warnings", (double)v->n_warnings) &&
+        cJSON_AddNumberToObject(o, "n_abandoned", (double)v->n_abandoned) &&
         (v->last_seq > 0 ? cJSON_AddNumberToObject(o, "last_seq", (double)v->last_seq)
                          : cJSON_AddNullToObject(o, "last_seq")) &&
         (v->last_seq > 0 ? cJSON_AddStringToObject(o, "last_hash", v->prev)
@@ -664,7 +705,8 @@ static int v_summary_json(vstate *v, size_t files)
                              : cJSON_AddNullToObject(o, "shipped_head"))) {
         cJSON_AddItemToObject(o, "errors", v->errors);
         cJSON_AddItemToObject(o, "warnings", v->warnings);
-        v->errors = v->warnings = NULL;
+        cJSON_AddItemToObject(o, "abandoned", v->abandoned);
+        v->errors = v->warnings = v->abandoned = NULL;
         s = cJSON_PrintUnformatted(o);
     }
     if (s != NULL)
@@ -688,7 +730,8 @@ static int v_init(vstate *v, const rx_buf *key, int flags, FILE *report)
     rx_buf_init(&v->body, RX_AUDIT_LINE_MAX + 1);
     v->errors = cJSON_CreateArray();
     v->warnings = cJSON_CreateArray();
-    return v->errors && v->warnings ? 0 : -1;
+    v->abandoned = cJSON_CreateArray();
+    return v->errors && v->warnings && v->abandoned ? 0 : -1;
 }
 
 int rx_audit_verify_ex(const char *ws_dir, const char *key_file, int flags,
@@ -745,6 +788,7 @@ out:
         rx_buf_free(&v->body);
         cJSON_Delete(v->errors);
         cJSON_Delete(v->warnings);
+        cJSON_Delete(v->abandoned);
     }
     free(v);
     free(hs);
@@ -756,6 +800,121 @@ out:
 int rx_audit_verify(const char *ws_dir, const char *key_file, FILE *report, rexec_error *err)
 {
     return rx_audit_verify_ex(ws_dir, key_file, 0, NULL, report, err);
+}
+
+/* ---- Open intents (for `rexec audit recover`) -------------------------------------------- */
+
+typedef struct oscan {
+    pend *pend[PEND_BUCKETS];
+    size_t seq;
+    int oom;
+} oscan;
+
+/* Keeps each intent until its outcome (or abandoned record) comes. The chain was verified
+ * before, so lines that do not parse are skipped here. */
+static void o_line(void *ud, const char *file, size_t line, const char *s, size_t len,
+                   int complete, int too_long)
+{
+    oscan *sc = ud;
+    if (line == 0 || !complete || too_long)
+        return;
+    cJSON *o = cJSON_ParseWithLength(s, len);
+    const cJSON *run = cJSON_GetObjectItemCaseSensitive(o, "run_id");
+    const cJSON *ph = cJSON_GetObjectItemCaseSensitive(o, "phase");
+    if (!cJSON_IsString(run) || !cJSON_IsString(ph)) {
+        cJSON_Delete(o);
+        return;
+    }
+    pend **pp = pend_find(sc->pend, run->valuestring), *p = *pp;
+    if (strcmp(ph->valuestring, "intent") == 0 && p == NULL) {
+        if ((p = calloc(1, sizeof(*p))) == NULL || (p->run_id = strdup(run->valuestring)) == NULL ||
+            (p->file = strdup(file)) == NULL) {
+            if (p != NULL)
+                free(p->run_id);
+            free(p);
+            sc->oom = 1;
+        } else {
+            p->line = line;
+            p->seq = sc->seq++;
+            p->rec = o;
+            *pp = p;
+            return;
+        }
+    } else if (p != NULL && (strcmp(ph->valuestring, "outcome") == 0 ||
+                             strcmp(ph->valuestring, "abandoned") == 0)) {
+        *pp = p->next;
+        pend_free(p);
+    }
+    cJSON_Delete(o);
+}
+
+static int intent_cmp(const void *a, const void *b)
+{
+    const rx_audit_open_intent *x = a, *y = b;
+    return x->order < y->order ? -1 : x->order > y->order;
+}
+
+/* The scan's table into an array in log order; the table is emptied. */
+static int o_collect(oscan *sc, rx_audit_open_intent **out, size_t *n)
+{
+    size_t k = 0, cap = 0;
+    for (size_t i = 0; i < PEND_BUCKETS; i++)
+        for (pend *p = sc->pend[i]; p != NULL; p = p->next)
+            cap++;
+    rx_audit_open_intent *v = cap ? calloc(cap, sizeof(*v)) : NULL;
+    for (size_t i = 0; i < PEND_BUCKETS; i++)
+        for (pend *p = sc->pend[i], *next; p != NULL; p = next) {
+            next = p->next;
+            if (v != NULL) {
+                v[k].rec = p->rec;
+                v[k].order = p->seq;
+                snprintf(v[k].where, sizeof(v[k].where), "%s:%zu", p->file, p->line);
+                k++;
+                p->rec = NULL;
+            }
+            pend_free(p);
+        }
+    memset(sc->pend, 0, sizeof(sc->pend));
+    if (cap && v == NULL)
+        return -1;
+    if (k)
+        qsort(v, k, sizeof(*v), intent_cmp);
+    *out = v;
+    *n = k;
+    return 0;
+}
+
+int rx_audit_open_intents(const char *ws_dir, rx_audit_open_intent **out, size_t *n,
+                          rexec_error *err)
+{
+    oscan *sc = calloc(1, sizeof(*sc));
+    cJSON *anchor = NULL;
+    size_t files = 0;
+    int r;
+
+    *out = NULL;
+    *n = 0;
+    if (sc == NULL)
+        return rx_fail(err, REXEC_ENOMEM, "out of memory");
+    if ((r = rx_audit_anchor_load(ws_dir, &anchor, err)) == 0 &&
+        (r = walk(ws_dir, o_line, sc, &files, anchor, NULL, err)) == 0 &&
+        (sc->oom || o_collect(sc, out, n) != 0))
+        r = rx_fail(err, REXEC_ENOMEM, "out of memory reading the audit log");
+    for (size_t i = 0; i < PEND_BUCKETS; i++) /* what is left after a failure */
+        for (pend *p = sc->pend[i], *next; p != NULL; p = next) {
+            next = p->next;
+            pend_free(p);
+        }
+    free(sc);
+    cJSON_Delete(anchor);
+    return r;
+}
+
+void rx_audit_open_intents_free(rx_audit_open_intent *v, size_t n)
+{
+    for (size_t i = 0; v != NULL && i < n; i++)
+        cJSON_Delete(v[i].rec);
+    free(v);
 }
 
 /* ---- Time ------------------------------------------------------------------------------- */
@@ -869,7 +1028,10 @@ static const char *exit_cell(const cJSON *rec, char *buf, size_t size)
 {
     const cJSON *code = cJSON_GetObjectItemCaseSensitive(rec, "exit_code");
     const cJSON *sig = cJSON_GetObjectItemCaseSensitive(rec, "signal");
-    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(rec, "timed_out")))
+    const cJSON *phase = cJSON_GetObjectItemCaseSensitive(rec, "phase");
+    if (cJSON_IsString(phase) && strcmp(phase->valuestring, "abandoned") == 0)
+        snprintf(buf, size, "unknown"); /* the outcome never came: nobody knows */
+    else if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(rec, "timed_out")))
         snprintf(buf, size, "timeout");
     else if (cJSON_IsString(sig) && sig->valuestring[0])
         snprintf(buf, size, "sig:%.16s", sig->valuestring);
