@@ -33,6 +33,25 @@ int cli_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3
 
 #include "rexec.h"
 
+/* A libuv call that failed with rc: "rexec: WHAT: <libuv's message>", exit 70; when no file
+ * descriptor was left (UV_EMFILE, UV_ENFILE) "too many open files (RLIMIT_NOFILE is N): ...",
+ * exit 71 (docs/exit-codes.md). */
+int cli_uv_error(int rc, const char *what);
+/* uv_loop_init, refused as cli_uv_error says (a loop that failed to initialise must not run). */
+int cli_uv_loop_init(uv_loop_t *loop);
+/* The " (too many open files: RLIMIT_NOFILE is N)" note for an errno-style message that names
+ * EMFILE or ENFILE, else "". */
+const char *cli_nofile_note(const char *msg);
+/* A library error: "rexec: <msg>" and its exit code (docs/exit-codes.md), or, when the message
+ * names EMFILE/ENFILE, exit 71 with the RLIMIT_NOFILE it ran into. */
+int cli_lib_error(const rexec_error *e);
+/* Before a command opens anything: refused (exit 71, naming RLIMIT_NOFILE and the counts) when
+ * fewer than need descriptors are free. Without it a command run under a tiny limit would fail
+ * half-way (after an intent record, or inside libuv's own set-up). */
+#define CLI_FDS_MAX 256
+int cli_fds_check(const char *what, int need);
+
+
 typedef struct cli_prefixer {
     const char *host;
     char *partial[2];

@@ -218,7 +218,10 @@ static void on_result(client *c, const cJSON *o)
                       .containment = js(o, "containment"), .evidence = js(o, "evidence"),
                       .challenge_id = js(o, "challenge_id"), .rendered = js(o, "rendered"),
                       .error = js(o, "error"), .exit_status = (int)jn(o, "exit_status", 70),
-                      .batch_id = js(o, "batch_id")};
+                      .batch_id = js(o, "batch_id"),
+                      .stdout_truncated_in_result = jb(o, "stdout_truncated_in_result"),
+                      .stderr_truncated_in_result = jb(o, "stderr_truncated_in_result"),
+                      .cap_killed = jb(o, "cap_killed")};
     unsigned char *out = c->json ? jbytes(o, "stdout", &r.stdout_len) : NULL;
     unsigned char *err = c->json ? jbytes(o, "stderr", &r.stderr_len) : NULL;
     r.stdout_data = out;

@@ -31,7 +31,8 @@ int cli_complete(const cli_global *g, int argc, char **argv)
     uv_loop_t loop;
     rexec_ctx *ctx;
     rexec_error e;
-    uv_loop_init(&loop);
+    if (uv_loop_init(&loop) != 0)
+        return 1; /* completion stays silent: there is nothing to offer */
     if (rexec_ctx_new(&ctx, &loop, g->workspace, &e) != 0) {
         uv_loop_close(&loop);
         return 1;

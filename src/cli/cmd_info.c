@@ -81,10 +81,11 @@ static int list_cmd(const cli_global *g, int argc, char **argv, const char *what
     int json = want_json(argc, argv, argv[0]), rc = 0;
     if (json < 0)
         return -json;
-    uv_loop_init(&loop);
+    if ((rc = cli_uv_loop_init(&loop)) != 0)
+        return rc;
     if (cli_ctx_new(&ctx, &loop, g->workspace, &e) != 0) {
         uv_loop_close(&loop);
-        return cli_error(rexec_err_exit_code(e.code), "%s", e.msg);
+        return cli_lib_error(&e);
     }
     char *text = rexec_ctx_list_json(ctx, what);
     cJSON *list = text ? cJSON_Parse(text) : NULL;
@@ -161,6 +162,16 @@ static void on_checked(void *ud, const rexec_check_result *r)
         rexec_ctx_close(k->ctx, NULL, NULL);
 }
 
+/* A host whose check could not start counts as done, with the library's error. */
+static void check_not_started(check_run *k, const rexec_error *e)
+{
+    int code = cli_lib_error(e);
+    if (code > k->worst)
+        k->worst = code;
+    if (--k->pending == 0)
+        rexec_ctx_close(k->ctx, NULL, NULL);
+}
+
 /* Names every workspace secret that did not resolve: it cannot be redacted until it does. */
 static void warn_unresolved(const rexec_ctx *ctx)
 {
@@ -195,10 +206,11 @@ int cli_check(const cli_global *g, int argc, char **argv)
         return cli_error(64, "usage: rexec check TARGETS [--json]");
     if (socket)
         return cli_client_call(socket, "check", NULL, targets, k.json, 0);
-    uv_loop_init(&loop);
+    if ((k.worst = cli_uv_loop_init(&loop)) != 0)
+        return k.worst;
     if (cli_ctx_new(&k.ctx, &loop, g->workspace, &e) != 0) {
         uv_loop_close(&loop);
-        return cli_error(rexec_err_exit_code(e.code), "%s", e.msg);
+        return cli_lib_error(&e);
     }
     warn_unresolved(k.ctx);
     if (rexec_ctx_targets(k.ctx, targets, &names, &n, &e) != 0) {
@@ -208,7 +220,7 @@ int cli_check(const cli_global *g, int argc, char **argv)
     k.pending = n;
     for (size_t i = 0; i < n; i++)
         if (rexec_check_start(k.ctx, names[i], on_checked, &k, &e) != 0)
-            return cli_error(70, "%s", e.msg);
+            check_not_started(&k, &e); /* the others still run; the context still closes */
     uv_run(&loop, UV_RUN_DEFAULT);
     uv_loop_close(&loop);
     free(names);

@@ -49,8 +49,11 @@ typedef struct run {
     int one_user_said; /* the one-user note is said once per run */
     int progress; /* stderr is a terminal and there are several hosts */
     int drawn;    /* the progress line is on the screen (no newline after it yet) */
-    uv_signal_t sigint, sigterm;
+    uv_signal_t sigs[3]; /* SIGINT, SIGTERM, SIGHUP: each ends the run the same way */
+    size_t n_sigs;       /* how many of sigs are initialised (and must be closed) */
 } run;
+
+static const int run_signals[3] = {SIGINT, SIGTERM, SIGHUP};
 
 /* ---- output --------------------------------------------------------------------------------- */
 
@@ -137,8 +140,9 @@ static void on_done(void *ud, const rexec_result *res)
     progress_draw(r);
     launch_more(r);
     if (r->finished == r->n_hosts) {
-        uv_close((uv_handle_t *)&r->sigint, NULL);
-        uv_close((uv_handle_t *)&r->sigterm, NULL);
+        for (size_t i = 0; i < r->n_sigs; i++)
+            uv_close((uv_handle_t *)&r->sigs[i], NULL);
+        r->n_sigs = 0;
         rexec_ctx_close(r->ctx, NULL, NULL); /* it goes once every call's memory is released */
     }
 }
@@ -165,8 +169,9 @@ static void launch_more(run *r)
     }
 }
 
-/* Ctrl-C or SIGTERM: cancel every call (the remote side stops its process tree); a second
- * Ctrl-C leaves at once. */
+/* Ctrl-C, SIGTERM or SIGHUP (the terminal closed, the ssh session to the controller dropped):
+ * cancel every call (the remote side stops its process tree) so each still gets its outcome
+ * record; a second signal leaves at once. */
 static void on_signal(uv_signal_t *s, int signum)
 {
     run *r = s->data;
@@ -177,7 +182,7 @@ static void on_signal(uv_signal_t *s, int signum)
     r->interrupted = 1;
     progress_clear(r);
     dprintf(2, "\nrexec: %s: stopping the remote commands (again to leave at once)\n",
-            signum == SIGINT ? "interrupted" : "terminated");
+            signum == SIGINT ? "interrupted" : signum == SIGHUP ? "hung up" : "terminated");
     for (size_t i = 0; i < r->n_hosts; i++)
         if (r->hosts[i].call)
             rexec_call_cancel(r->hosts[i].call);
@@ -400,6 +405,28 @@ static void inputs_free(run_inputs *in, run_opts *o)
         free((char *)o->params[i].name);
 }
 
+/* The signal watchers. Without them a signal would kill rexec between an intent and its
+ * outcome, so a watcher that cannot be set up (no descriptor left for libuv's signal pipe)
+ * stops the run before any call starts. */
+static int signals_start(run *r)
+{
+    for (size_t i = 0; i < sizeof(run_signals) / sizeof(run_signals[0]); i++) {
+        int rc = uv_signal_init(&r->loop, &r->sigs[i]);
+        if (rc == 0) {
+            r->n_sigs++;
+            r->sigs[i].data = r;
+            rc = uv_signal_start(&r->sigs[i], on_signal, run_signals[i]);
+        }
+        if (rc != 0) {
+            for (size_t k = 0; k < r->n_sigs; k++)
+                uv_close((uv_handle_t *)&r->sigs[k], NULL);
+            r->n_sigs = 0;
+            return cli_uv_error(rc, "cannot watch for signals");
+        }
+    }
+    return 0;
+}
+
 static int run_loop(run *r, const char *const *names)
 {
     r->hosts = calloc(r->n_hosts, sizeof(host_call));
@@ -408,11 +435,11 @@ static int run_loop(run *r, const char *const *names)
     for (size_t i = 0; i < r->n_hosts; i++)
         r->hosts[i] = (host_call){.run = r, .host = names[i], .pf = {.host = names[i]}};
     r->progress = r->n_hosts > 1 && isatty(2) && !r->o->json && !r->o->no_progress;
-    uv_signal_init(&r->loop, &r->sigint);
-    uv_signal_init(&r->loop, &r->sigterm);
-    r->sigint.data = r->sigterm.data = r;
-    uv_signal_start(&r->sigint, on_signal, SIGINT);
-    uv_signal_start(&r->sigterm, on_signal, SIGTERM);
+    int rc = signals_start(r);
+    if (rc != 0) {
+        free(r->hosts);
+        return rc;
+    }
     launch_more(r);
     if (r->finished < r->n_hosts)
         progress_draw(r);
@@ -440,10 +467,9 @@ int cli_run(const cli_global *g, int argc, char **argv)
         else
             rc = cli_client_call(socket, o.eval ? "eval" : "run", &r.req, o.targets, o.json,
                                  o.parallel);
-    } else if (rc == 0) {
-        uv_loop_init(&r.loop);
+    } else if (rc == 0 && (rc = cli_uv_loop_init(&r.loop)) == 0) {
         if (cli_ctx_new(&r.ctx, &r.loop, g->workspace, &e) != 0)
-            rc = cli_error(rexec_err_exit_code(e.code), "%s", e.msg);
+            rc = cli_lib_error(&e);
         else if (rexec_ctx_targets(r.ctx, o.targets, &names, &r.n_hosts, &e) != 0) {
             rc = cli_error(rexec_err_exit_code(e.code), "%s", e.msg);
             rexec_ctx_close(r.ctx, NULL, NULL);

@@ -14,18 +14,25 @@ typedef struct serve_cli {
     rexec_ctx *ctx;
     rexec_server *srv;
     uv_signal_t sigint, sigterm, sighup;
+    int n_sigs; /* how many of them are initialised, in that order */
     int stopping;
 } serve_cli;
 
+static void signals_close(serve_cli *s)
+{
+    uv_signal_t *h[3] = {&s->sigint, &s->sigterm, &s->sighup};
+    for (int i = 0; i < s->n_sigs; i++)
+        uv_close((uv_handle_t *)h[i], NULL);
+    s->n_sigs = 0;
+}
+
 /* Called when the last request is done, possibly from inside a call's on_done: safe, the context
- * waits until every call's memory is released (call.c: calls_alive). */
+ * waits until every call and check has released its memory (call.c: the registry). */
 static void on_stopped(void *ud)
 {
     serve_cli *s = ud;
     rexec_ctx_close(s->ctx, NULL, NULL);
-    uv_close((uv_handle_t *)&s->sigint, NULL);
-    uv_close((uv_handle_t *)&s->sigterm, NULL);
-    uv_close((uv_handle_t *)&s->sighup, NULL);
+    signals_close(s);
 }
 
 /* SIGHUP: reload rexec.json; a file that does not load leaves the running configuration. */
@@ -51,6 +58,27 @@ static void on_signal(uv_signal_t *h, int signum)
         exit(128 + signum);
     fprintf(stderr, "rexec serve: %s: shutting down\n", signum == SIGTERM ? "SIGTERM" : "SIGINT");
     rexec_server_stop(s->srv, on_stopped, s);
+}
+
+/* SIGINT and SIGTERM stop serve, SIGHUP reloads: a watcher that cannot be set up (no
+ * descriptor left for libuv's signal pipe) refuses to start rather than serve without them. */
+static int serve_signals(serve_cli *s)
+{
+    uv_signal_t *h[3] = {&s->sigint, &s->sigterm, &s->sighup};
+    static const int num[3] = {SIGINT, SIGTERM, SIGHUP};
+    for (int i = 0; i < 3; i++) {
+        int rc = uv_signal_init(&s->loop, h[i]);
+        if (rc == 0) {
+            s->n_sigs++;
+            h[i]->data = s;
+            rc = uv_signal_start(h[i], i == 2 ? on_sighup : on_signal, num[i]);
+        }
+        if (rc != 0) {
+            signals_close(s);
+            return cli_uv_error(rc, "serve: cannot watch for signals");
+        }
+    }
+    return 0;
 }
 
 /* serve lives for weeks and handles results of a few MiB (captured output, result lines). glibc
@@ -90,6 +118,7 @@ int cli_serve(const cli_global *g, int argc, char **argv)
 {
     serve_cli s = {0};
     rexec_error e;
+    int rc;
     rexec_server_opts opts = {.socket_path = g->socket, .idle_timeout_s = 300};
     for (int i = 1; i < argc; i++) {
         char *end;
@@ -112,25 +141,22 @@ int cli_serve(const cli_global *g, int argc, char **argv)
     }
     signal(SIGPIPE, SIG_IGN);
     serve_malloc_policy();
-    uv_loop_init(&s.loop);
+    if ((rc = cli_uv_loop_init(&s.loop)) != 0)
+        return rc;
     if (cli_ctx_new(&s.ctx, &s.loop, g->workspace, &e) != 0) {
         uv_loop_close(&s.loop);
-        return cli_error(rexec_err_exit_code(e.code), "%s", e.msg);
+        return cli_lib_error(&e);
     }
-    if (rexec_server_start(s.ctx, &opts, &s.srv, &e) != 0) {
+    if ((rc = serve_signals(&s)) == 0 && rexec_server_start(s.ctx, &opts, &s.srv, &e) != 0) {
+        signals_close(&s);
+        rc = cli_lib_error(&e);
+    }
+    if (rc != 0) {
         rexec_ctx_close(s.ctx, NULL, NULL);
         uv_run(&s.loop, UV_RUN_DEFAULT); /* the listener's close, the context's release */
         uv_loop_close(&s.loop);
-        return cli_error(rexec_err_exit_code(e.code), "%s", e.msg);
+        return rc;
     }
-    uv_signal_init(&s.loop, &s.sigint);
-    uv_signal_init(&s.loop, &s.sigterm);
-    s.sigint.data = s.sigterm.data = &s;
-    uv_signal_start(&s.sigint, on_signal, SIGINT);
-    uv_signal_start(&s.sigterm, on_signal, SIGTERM);
-    uv_signal_init(&s.loop, &s.sighup);
-    s.sighup.data = &s;
-    uv_signal_start(&s.sighup, on_sighup, SIGHUP);
     fprintf(stderr, "rexec serve: listening on %s (pid %d)\n",
             opts.socket_path ? opts.socket_path : "the socket systemd passed", (int)getpid());
     uv_run(&s.loop, UV_RUN_DEFAULT);

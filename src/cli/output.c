@@ -1,9 +1,11 @@
 /* What the CLI prints for a call, shared by direct runs and runs through `rexec serve`, so both
  * look the same. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -22,19 +24,34 @@ void cli_write_all(int fd, const void *p, size_t n)
     }
 }
 
-/* Several hosts: each line becomes "[host] line", so interleaved output stays readable. */
+/* "[host] " then the bytes, with write(2): output may hold NUL bytes, which a printf %.*s
+ * would stop at. */
+static void prefixed_line(int fd, const char *host, const char *data, size_t len)
+{
+    cli_write_all(fd, "[", 1);
+    cli_write_all(fd, host, strlen(host));
+    cli_write_all(fd, "] ", 2);
+    cli_write_all(fd, data, len);
+}
+
+/* Several hosts: each line becomes "[host] line", so interleaved output stays readable. A line
+ * is kept until its newline comes. */
 void cli_prefix_write(cli_prefixer *p, int stream, const void *data, size_t len)
 {
     int idx = stream == REXEC_STDOUT ? 0 : 1;
-    const char *d = data;
-    for (size_t i = 0; i < len; i++) {
-        char *b = realloc(p->partial[idx], p->len[idx] + 1);
+    const char *d = data, *end = d + len;
+    while (d < end) {
+        const char *nl = memchr(d, '\n', (size_t)(end - d));
+        size_t take = nl ? (size_t)(nl - d) + 1 : (size_t)(end - d);
+        char *b = realloc(p->partial[idx], p->len[idx] + take);
         if (b == NULL)
             return;
         p->partial[idx] = b;
-        b[p->len[idx]++] = d[i];
-        if (d[i] == '\n') {
-            dprintf(idx + 1, "[%s] %.*s", p->host, (int)p->len[idx], b);
+        memcpy(b + p->len[idx], d, take);
+        p->len[idx] += take;
+        d += take;
+        if (nl) {
+            prefixed_line(idx + 1, p->host, b, p->len[idx]);
             p->len[idx] = 0;
         }
     }
@@ -43,8 +60,10 @@ void cli_prefix_write(cli_prefixer *p, int stream, const void *data, size_t len)
 void cli_prefix_flush(cli_prefixer *p)
 {
     for (int idx = 0; idx < 2; idx++) {
-        if (p->len[idx])
-            dprintf(idx + 1, "[%s] %.*s\n", p->host, (int)p->len[idx], p->partial[idx]);
+        if (p->len[idx]) {
+            prefixed_line(idx + 1, p->host, p->partial[idx], p->len[idx]);
+            cli_write_all(idx + 1, "\n", 1);
+        }
         free(p->partial[idx]);
         p->partial[idx] = NULL;
         p->len[idx] = 0;
@@ -71,7 +90,7 @@ void cli_show_result(const rexec_result *res, int json, int eval)
         return;
     }
     if (res->error)
-        dprintf(2, "rexec: %s\n", res->error);
+        dprintf(2, "rexec: %s%s\n", res->error, cli_nofile_note(res->error));
     if (res->challenge_id)
         dprintf(2, "rexec: approval required: challenge %s\n"
                    "rexec: an operator runs `rexec approve %s` at a terminal, then call again "
@@ -141,4 +160,84 @@ int cli_ctx_new(rexec_ctx **out, uv_loop_t *loop, const char *workspace_dir, rex
     if (r == 0)
         rexec_ctx_set_log(*out, log_stderr, getenv("REXEC_DEBUG") != NULL ? &debug : NULL);
     return r;
+}
+
+/* ---- running out of file descriptors ------------------------------------------------------ */
+
+/* The soft RLIMIT_NOFILE as text ("8", "unlimited"), for messages that must say which limit
+ * was hit: "Too many open files" alone does not tell an operator what to raise. */
+static const char *nofile_limit(char *buf, size_t n)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        snprintf(buf, n, "unknown");
+    else if (rl.rlim_cur == RLIM_INFINITY)
+        snprintf(buf, n, "unlimited");
+    else
+        snprintf(buf, n, "%llu", (unsigned long long)rl.rlim_cur);
+    return buf;
+}
+
+int cli_uv_error(int rc, const char *what)
+{
+    char lim[32];
+    if (rc == UV_EMFILE || rc == UV_ENFILE)
+        return cli_error(71, "too many open files (RLIMIT_NOFILE is %s): %s: %s",
+                         nofile_limit(lim, sizeof(lim)), what, uv_strerror(rc));
+    return cli_error(70, "%s: %s", what, uv_strerror(rc));
+}
+
+int cli_uv_loop_init(uv_loop_t *loop)
+{
+    int rc = uv_loop_init(loop);
+    return rc == 0 ? 0 : cli_uv_error(rc, "cannot start the event loop");
+}
+
+const char *cli_nofile_note(const char *msg)
+{
+    static char note[96];
+    char lim[32];
+    if (msg == NULL || (strstr(msg, strerror(EMFILE)) == NULL &&
+                        strstr(msg, strerror(ENFILE)) == NULL) ||
+        strstr(msg, "RLIMIT_NOFILE") != NULL)
+        return "";
+    snprintf(note, sizeof(note), " (too many open files: RLIMIT_NOFILE is %s)",
+             nofile_limit(lim, sizeof(lim)));
+    return note;
+}
+
+int cli_lib_error(const rexec_error *e)
+{
+    char lim[32];
+    if (cli_nofile_note(e->msg)[0])
+        return cli_error(71, "too many open files (RLIMIT_NOFILE is %s): %s",
+                         nofile_limit(lim, sizeof(lim)), e->msg);
+    return cli_error(rexec_err_exit_code(e->code), "%s", e->msg);
+}
+
+/* Takes up to need descriptors and gives them back: how many could be had. */
+static int fds_free(int need)
+{
+    int fds[CLI_FDS_MAX], got = 0;
+    if (need > CLI_FDS_MAX)
+        need = CLI_FDS_MAX;
+    fds[0] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (fds[0] >= 0)
+        for (got = 1; got < need; got++)
+            if ((fds[got] = fcntl(fds[0], F_DUPFD_CLOEXEC, 0)) < 0)
+                break;
+    for (int i = 0; i < got; i++)
+        close(fds[i]);
+    return got;
+}
+
+int cli_fds_check(const char *what, int need)
+{
+    char lim[32];
+    int got = fds_free(need);
+    if (got >= need)
+        return 0;
+    return cli_error(71, "too many open files (RLIMIT_NOFILE is %s): %s needs %d free file "
+                         "descriptors, %d %s free; raise the limit (ulimit -n)",
+                     nofile_limit(lim, sizeof(lim)), what, need, got, got == 1 ? "is" : "are");
 }
