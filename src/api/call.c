@@ -643,7 +643,18 @@ static int call_redactor(rexec_call *c, rexec_error *err)
                                                : c->ctx->ws->limits.max_output_bytes;
     if (streams_init(c, cap))
         return rx_fail(err, REXEC_ENOMEM, "out of memory");
-    /* Evidence is written as the output arrives: no writable evidence, no run. */
+    return 0;
+}
+
+/* The pool takes the call out of its queue (rx_pool_exec_with_start): evidence is written as the
+ * output arrives, so no writable evidence, no run. Opened here, not at the start, so that a call
+ * waiting for a channel holds no files and no buffers (3 fds and 512 KiB a queued call before).
+ * A call the pool tries again (nothing was sent) keeps what it opened. */
+static int call_open_evidence(void *ud, rexec_error *err)
+{
+    rexec_call *c = ud;
+    if (c->ev != NULL)
+        return 0;
     return rx_evidence_open(&c->ev, c->ctx->ws->dir, c->run_id, rx_call_redactor(c), err);
 }
 
@@ -670,7 +681,8 @@ static void on_intent_done(rx_record_job *j)
                            .stdin_pull = c->stdin_path ? call_stdin_pull : NULL, .stdin_ud = c,
                            .stdin_piped = c->stdin_piped};
         rx_exec_cb cb = {on_exec_data, on_exec_done, c};
-        if ((r = rx_pool_exec(c->ctx->pool, c->pool_host, &xo, &cb, &c->job)) != 0)
+        if ((r = rx_pool_exec_with_start(c->ctx->pool, c->pool_host, &xo, &cb, call_open_evidence,
+                                         &c->job)) != 0)
             rx_fail(&c->err, r, "out of memory");
         else
             call_set(c, CALL_ON_HOST);

@@ -57,6 +57,8 @@ struct rx_pool_job {
     rx_exec_opts opts;
     char nonce[64];
     rx_exec_cb cb;
+    rx_pool_start_fn on_start; /* or NULL */
+    rexec_error refused;       /* REAPING: what on_start said (code 0: it was cancelled) */
     rx_exec *exec;
     rx_runner *runner;
     int retries;
@@ -429,6 +431,22 @@ static rx_runner *free_runner(pool_host *ph)
     return NULL;
 }
 
+/* The job leaves the queue: its owner's on_start first (nothing is sent if it refuses). Returns 0,
+ * or the error code with which the job was failed (then j is gone). */
+static void job_reap(rx_pool_job *j);
+
+static int job_starting(rx_pool_job *j)
+{
+    rexec_error e;
+    if (j->on_start == NULL || j->on_start(j->cb.ud, &e) == 0)
+        return 0;
+    j->refused = e;
+    if (j->refused.code == 0)
+        j->refused.code = REXEC_EINTERNAL;
+    job_reap(j); /* reported from the loop: this may be inside rx_pool_exec */
+    return j->refused.code;
+}
+
 static int job_on_runner(rx_pool_job *j, rx_runner *r)
 {
     rx_exec_cb cb = {on_job_data, on_job_done, j};
@@ -505,7 +523,7 @@ static void dispatch_queue(pool_host *ph)
             rx_pool_job *j = ph->queue;
             ph->queue = j->next;
             j->next = NULL;
-            if (job_on_runner(j, r) != 0)
+            if (job_starting(j) == 0 && job_on_runner(j, r) != 0)
                 job_fail(j, REXEC_ENOMEM, "out of memory");
             continue;
         }
@@ -527,7 +545,7 @@ static void dispatch_queue(pool_host *ph)
         rx_pool_job *j = ph->queue;
         ph->queue = j->next;
         j->next = NULL;
-        if (job_start(j, c) != 0)
+        if ((j->tunnel || job_starting(j) == 0) && job_start(j, c) != 0)
             job_fail(j, REXEC_ENOMEM, "out of memory");
     }
 }
@@ -564,12 +582,19 @@ static unsigned char *dup_bytes(const unsigned char *p, size_t n)
 int rx_pool_exec(rx_pool *p, const rx_host *h, const rx_exec_opts *opts, const rx_exec_cb *cb,
                  rx_pool_job **out)
 {
+    return rx_pool_exec_with_start(p, h, opts, cb, NULL, out);
+}
+
+int rx_pool_exec_with_start(rx_pool *p, const rx_host *h, const rx_exec_opts *opts,
+                            const rx_exec_cb *cb, rx_pool_start_fn on_start, rx_pool_job **out)
+{
     pool_host *ph = p->closing ? NULL : host_get(p, h);
     rx_pool_job *j = ph ? calloc(1, sizeof(*j)) : NULL;
     if (j == NULL)
         return REXEC_ENOMEM;
     j->ph = ph;
     j->cb = *cb;
+    j->on_start = on_start;
     j->opts = *opts;
     snprintf(j->nonce, sizeof(j->nonce), "%s", opts->nonce);
     j->opts.nonce = j->nonce;
@@ -601,15 +626,28 @@ static void on_reaper(uv_timer_t *t)
     while (j) {
         rx_pool_job *next = j->next;
         char msg[300];
-        snprintf(msg, sizeof(msg), "%s: cancelled before it started", j->ph->h->name);
-        job_fail(j, REXEC_ECANCELLED, msg);
+        if (j->refused.code != 0) {
+            job_fail(j, j->refused.code, j->refused.msg);
+        } else {
+            snprintf(msg, sizeof(msg), "%s: cancelled before it started", j->ph->h->name);
+            job_fail(j, REXEC_ECANCELLED, msg);
+        }
         j = next;
     }
 }
 
-void rx_pool_cancel(rx_pool_job *j)
+/* A job out of the queue that will not start: reported from the loop (on_reaper). */
+static void job_reap(rx_pool_job *j)
 {
     rx_pool *p = j->ph->p;
+    job_set(j, JOB_REAPING);
+    j->next = p->cancelled;
+    p->cancelled = j;
+    uv_timer_start(&p->reaper, on_reaper, 0, 0);
+}
+
+void rx_pool_cancel(rx_pool_job *j)
+{
     if (j->cancelled || j->state == JOB_DONE)
         return;
     j->cancelled = 1; /* whatever happens to it next, it is not started again */
@@ -617,12 +655,8 @@ void rx_pool_cancel(rx_pool_job *j)
     case JOB_ON_CHANNEL: rx_exec_cancel(j->exec); break;
     case JOB_ON_RUNNER: rx_runner_cancel(j->runner); break;
     case JOB_QUEUED: /* report from the loop, not from the caller's stack */
-        if (queue_remove(j->ph, j)) {
-            job_set(j, JOB_REAPING);
-            j->next = p->cancelled;
-            p->cancelled = j;
-            uv_timer_start(&p->reaper, on_reaper, 0, 0);
-        }
+        if (queue_remove(j->ph, j))
+            job_reap(j);
         break;
     default: break;
     }

@@ -32,6 +32,13 @@ int rx_pool_exec(rx_pool *p, const rx_host *h, const rx_exec_opts *opts, const r
 /* Stops the job: a queued one is reported cancelled (from the loop) and never starts; one that
  * runs is stopped; the cancel is kept on the job, so one whose channel or runner turns out
  * never to have started is reported cancelled, not tried again. */
+/* As rx_pool_exec, and on_start(cb->ud) runs each time the job leaves the queue for a channel or
+ * a runner, before anything of it is sent: what a call needs only while it runs (its evidence
+ * files) is opened there, not held while it waits. A nonzero return fails the job with err,
+ * nothing sent. */
+typedef int (*rx_pool_start_fn)(void *ud, rexec_error *err);
+int rx_pool_exec_with_start(rx_pool *p, const rx_host *h, const rx_exec_opts *opts,
+                            const rx_exec_cb *cb, rx_pool_start_fn on_start, rx_pool_job **out);
 void rx_pool_cancel(rx_pool_job *j);
 /* A reload replaced h's entry (calls go to another rx_host from now on): h's connections close
  * once no call of theirs runs or waits. Calls that still come for h are served as before. */
