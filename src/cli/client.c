@@ -489,6 +489,7 @@ int cli_client_call(const char *socket_path, const char *op, const rexec_request
     }
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL); /* a closed terminal cancels, as in a direct run */
     signal(SIGPIPE, SIG_IGN);
     char *line = request_line(req, op, targets, !json, parallel, streamed);
     if (line == NULL) {
