@@ -49,6 +49,14 @@ int cli_lib_error(const rexec_error *e);
  * fewer than need descriptors are free. Without it a command run under a tiny limit would fail
  * half-way (after an intent record, or inside libuv's own set-up). */
 #define CLI_FDS_MAX 256
+/* What each command needs free, measured under `ulimit -n` (tests/e2e/t_cli_nofile.sh) with a
+ * margin: libuv's first loop alone takes 4 (its signal pipe, epoll, eventfd) and aborts the
+ * process when it cannot have them; a call on one host then needs its connection, the audit
+ * lock and log, head.json, the evidence files and the recorder's. */
+#define CLI_FDS_RUN 16   /* run, eval, serve: one host; each more host in parallel needs ~4 */
+#define CLI_FDS_CHECK 12
+#define CLI_FDS_LIST 10  /* hosts, actions, groups */
+#define CLI_FDS_AUDIT 4  /* audit verify, show, head, prune, recover */
 int cli_fds_check(const char *what, int need);
 
 

@@ -51,7 +51,8 @@ static int connect_socket(const char *path)
         int e = errno;
         if (fd >= 0)
             close(fd);
-        return -cli_error(255, "cannot reach rexec serve at %s: %s", path, strerror(e));
+        return -cli_error(255, "cannot reach rexec serve at %s: %s%s", path, strerror(e),
+                          cli_nofile_note(strerror(e)));
     }
     return fd;
 }

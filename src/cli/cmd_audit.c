@@ -136,7 +136,7 @@ static int audit_head_cmd(const cli_global *g, const audit_opts *o)
         r = rexec_audit_head(g->workspace, key ? key : ws_key, o->reset, &out, &err);
     free(ws_key);
     if (r != 0)
-        return cli_error(rexec_err_exit_code(r), "%s", err.msg);
+        return cli_lib_error(&err);
     printf("%s\n", out);
     free(out);
     return 0;
@@ -157,7 +157,7 @@ static int audit_show_cmd(const cli_global *g, const audit_opts *o)
     }
     int r = rexec_audit_show(g->workspace, &q, stdout, &err);
     fflush(stdout);
-    return r == 0 ? 0 : cli_error(rexec_err_exit_code(r), "%s", err.msg);
+    return r == 0 ? 0 : cli_lib_error(&err);
 }
 
 /* The key: --key, $REXEC_AUDIT_KEY, or rexec.json's audit.key_file (malloc'd in *ws_key). */
@@ -189,7 +189,7 @@ static int audit_prune_cmd(const cli_global *g, const audit_opts *o)
         r = rexec_audit_prune(g->workspace, key ? key : ws_key, before, &files, &records, &err);
     free(ws_key);
     if (r != 0)
-        return cli_error(rexec_err_exit_code(r), "%s", err.msg);
+        return cli_lib_error(&err);
     if (o->json)
         printf("{\"files\":%zu,\"records\":%zu}\n", files, records);
     else
@@ -221,6 +221,8 @@ int cli_audit(const cli_global *g, int argc, char **argv)
         fputs(cli_help_text("audit"), stdout);
         return 0;
     }
+    if ((r = cli_fds_check("rexec audit", CLI_FDS_AUDIT)) != 0)
+        return r;
     if (strcmp(argv[1], "verify") == 0)
         return (r = parse_opts(argc, argv, "verify", 0, &o)) != 0 ? r : audit_verify_cmd(g, &o);
     if (strcmp(argv[1], "show") == 0)

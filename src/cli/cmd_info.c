@@ -81,7 +81,7 @@ static int list_cmd(const cli_global *g, int argc, char **argv, const char *what
     int json = want_json(argc, argv, argv[0]), rc = 0;
     if (json < 0)
         return -json;
-    if ((rc = cli_uv_loop_init(&loop)) != 0)
+    if ((rc = cli_fds_check(argv[0], CLI_FDS_LIST)) != 0 || (rc = cli_uv_loop_init(&loop)) != 0)
         return rc;
     if (cli_ctx_new(&ctx, &loop, g->workspace, &e) != 0) {
         uv_loop_close(&loop);
@@ -206,7 +206,8 @@ int cli_check(const cli_global *g, int argc, char **argv)
         return cli_error(64, "usage: rexec check TARGETS [--json]");
     if (socket)
         return cli_client_call(socket, "check", NULL, targets, k.json, 0);
-    if ((k.worst = cli_uv_loop_init(&loop)) != 0)
+    if ((k.worst = cli_fds_check("rexec check", CLI_FDS_CHECK)) != 0 ||
+        (k.worst = cli_uv_loop_init(&loop)) != 0)
         return k.worst;
     if (cli_ctx_new(&k.ctx, &loop, g->workspace, &e) != 0) {
         uv_loop_close(&loop);

@@ -467,7 +467,9 @@ int cli_run(const cli_global *g, int argc, char **argv)
         else
             rc = cli_client_call(socket, o.eval ? "eval" : "run", &r.req, o.targets, o.json,
                                  o.parallel);
-    } else if (rc == 0 && (rc = cli_uv_loop_init(&r.loop)) == 0) {
+    } else if (rc == 0 && (rc = cli_fds_check(o.eval ? "rexec eval" : "rexec run",
+                                              CLI_FDS_RUN)) == 0 &&
+               (rc = cli_uv_loop_init(&r.loop)) == 0) {
         if (cli_ctx_new(&r.ctx, &r.loop, g->workspace, &e) != 0)
             rc = cli_lib_error(&e);
         else if (rexec_ctx_targets(r.ctx, o.targets, &names, &r.n_hosts, &e) != 0) {

@@ -141,7 +141,8 @@ int cli_serve(const cli_global *g, int argc, char **argv)
     }
     signal(SIGPIPE, SIG_IGN);
     serve_malloc_policy();
-    if ((rc = cli_uv_loop_init(&s.loop)) != 0)
+    if ((rc = cli_fds_check("rexec serve", CLI_FDS_RUN)) != 0 ||
+        (rc = cli_uv_loop_init(&s.loop)) != 0)
         return rc;
     if (cli_ctx_new(&s.ctx, &s.loop, g->workspace, &e) != 0) {
         uv_loop_close(&s.loop);

@@ -1,6 +1,7 @@
 /* rexec: the command line. Global options (anywhere before a `--`), then one command
  * (src/cli/cmd_*.c). */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -156,10 +157,21 @@ static void raise_nofile(void)
                 (unsigned long long)rl.rlim_cur, (unsigned long long)want, strerror(errno));
 }
 
+/* Started with stdin, stdout or stderr closed, the next open would take its number: libuv
+ * aborts when its own descriptors land there, and output meant for the terminal would go into
+ * a socket or an audit file. Each closed one becomes /dev/null. */
+static void std_fds_open(void)
+{
+    for (int fd = 0; fd <= 2; fd++)
+        if (fcntl(fd, F_GETFD) < 0 && errno == EBADF)
+            (void)open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY); /* takes the lowest: fd */
+}
+
 int main(int argc, char **argv)
 {
     cli_global g = {.workspace = getenv("REXEC_WORKSPACE"), .socket = getenv("REXEC_SOCKET")};
     int i = 1, r;
+    std_fds_open();
     raise_nofile();
     for (int k = 1; k < argc && strcmp(argv[k], "--") != 0; k++)
         if (strcmp(argv[k], "--json") == 0)

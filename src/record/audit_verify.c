@@ -66,17 +66,24 @@ static int snap_current(snapshot *s, rexec_error *err)
     return r;
 }
 
-/* head.json as it stood with the files: an unreadable one is a finding, not a stop. */
-static void snap_head(const snapshot *s, head_snap *hs)
+/* head.json as it stood with the files: an unreadable one is a finding, not a stop, unless
+ * this process could not read it (no descriptor or memory left, an I/O error): that says
+ * nothing about the log and must not be reported as tampering. */
+static int snap_head(const snapshot *s, head_snap *hs, rexec_error *err)
 {
     rexec_error e = {0};
     memset(hs, 0, sizeof(*hs));
+    errno = 0;
     if (rx_audit_head_load(s->dir, &hs->h, &e) != 0) {
+        int sys = errno;
+        if (sys == EMFILE || sys == ENFILE || sys == ENOMEM || sys == EIO || sys == EINTR)
+            return rx_fail(err, REXEC_EAUDIT, "%.400s", e.msg);
         hs->state = -1;
         snprintf(hs->msg, sizeof(hs->msg), "%.255s", e.msg);
     } else {
         hs->state = hs->h.mac[0] != 0;
     }
+    return 0;
 }
 
 static int snap_take(const char *ws_dir, snapshot *s, head_snap *hs, rexec_error *err)
@@ -98,7 +105,7 @@ static int snap_take(const char *ws_dir, snapshot *s, head_snap *hs, rexec_error
         goto out;
     r = snap_current(s, err);
     if (r == 0 && hs != NULL)
-        snap_head(s, hs);
+        r = snap_head(s, hs, err);
 out:
     if (lock_fd >= 0)
         close(lock_fd); /* writers may go on: what we read is fixed now */
