@@ -77,7 +77,7 @@ grep -Eq "^lab1 +127\.0\.0\.1 +$(lab_port lab1) " "$OUT" || fail "no lab1 row in
 assert_exit 64 rx hosts import-ssh-config a b
 assert_contains "$ERR" "at most one PATTERN"
 assert_exit 64 rx audit
-assert_contains "$ERR" "audit: expected verify, show, head or prune"
+assert_contains "$ERR" "audit: expected verify, show, head, prune or recover"
 assert_exit 64 rx audit rewrite
 assert_contains "$ERR" 'audit: unknown subcommand "rewrite"'
 assert_exit 0 rx audit show --help
