@@ -19,6 +19,10 @@ static const char *const exec_state_names[] = {"OPEN", "EXEC", "SEND", "RUN", "C
 /* After the backstop asks the wrapper to stop (EOF), it gets the drain time and this much more
  * before the connection is declared stuck. */
 #define EXEC_STOP_GRACE_MS 1000
+/* Channel writes per step (fairness on the loop, as RX_READ_BUDGET for reads): libssh2 1.10
+ * sends at most one packet (RX_EXEC_PACKET, 32 KiB) per write, and encrypting one costs far
+ * less than handling a 256 KiB read, so 16 of them (512 KiB) keep a step about as short. */
+#define EXEC_WRITE_BUDGET 16
 /* How long to wait for EOF from escapees after the end line, when the caller does not say. */
 #define EXEC_DRAIN_DEFAULT_S 2
 
@@ -348,8 +352,10 @@ static int st_exec(rx_exec *e)
     return RX_STEP_PROGRESS;
 }
 
-/* Reads whatever both streams hold. Both, always: a remote that fills stderr first would
- * otherwise stall a reader waiting on stdout. Returns 1 if bytes came, 0 if none, -1 on error. */
+/* Reads what both streams hold, at most RX_READ_BUDGET reads each (fairness on the loop: the
+ * session drives this exec again, after the loop's other work, while libssh2 holds the rest).
+ * Both, always: a remote that fills stderr first would otherwise stall a reader waiting on
+ * stdout. Returns 1 if bytes came, 0 if none, -1 on error. */
 static int read_streams(rx_exec *e)
 {
     unsigned char *buf = e->rbuf;
@@ -357,7 +363,7 @@ static int read_streams(rx_exec *e)
     if (e->paused)
         return 0;
     for (int stream = 0; stream < 2; stream++) {
-        for (;;) {
+        for (int reads = 0; reads < RX_READ_BUDGET; reads++) {
             ssize_t n = libssh2_channel_read_ex(e->ch, stream, (char *)buf, RX_EXEC_CHUNK);
             if (n == LIBSSH2_ERROR_EAGAIN || n == 0)
                 break;
@@ -419,7 +425,10 @@ static int st_send(rx_exec *e)
         exec_error(e, REXEC_ECANCELLED, "%s: cancelled before it started", rx_session_host(e->s)->name);
         return lost(e);
     }
-    while (!(e->cancel_req && e->off >= e->script_len) && (want = send_piece(e, &p)) != 0) {
+    /* bounded like the reads: a big stdin must not hold the loop either */
+    for (int writes = 0; writes < EXEC_WRITE_BUDGET &&
+                         !(e->cancel_req && e->off >= e->script_len) &&
+                         (want = send_piece(e, &p)) != 0; writes++) {
         if (want < 0) { /* EOF now: the wrapper's copy stops short and the command never runs
                         * (a piped stdin's command is stopped before it sees the EOF) */
             e->cancel_req = 1;

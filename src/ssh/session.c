@@ -33,6 +33,8 @@ struct rx_session {
     int poll_events;
     uv_timer_t timer;      /* connect timeout, then keepalive */
     uv_timer_t kick;       /* runs the drive loop from the loop, never from a caller's stack */
+    uv_idle_t resume;      /* a drive that ran out of budget with work left goes on from here,
+                              after the loop's other handles (RX_DRIVE_PASSES) */
     int pinging;           /* a keepalive round trip (see st_ping) is in flight */
     int unanswered;        /* keepalive probes sent since the last bytes read from the server */
     int open_handles;      /* handles whose close callback is still due */
@@ -151,6 +153,8 @@ void rx_session_close(rx_session *s, const rexec_error *err)
         uv_close((uv_handle_t *)&s->timer, on_handle_closed);
     if (!uv_is_closing((uv_handle_t *)&s->kick))
         uv_close((uv_handle_t *)&s->kick, on_handle_closed);
+    if (!uv_is_closing((uv_handle_t *)&s->resume))
+        uv_close((uv_handle_t *)&s->resume, on_handle_closed);
     if (s->gai_pending)
         uv_cancel((uv_req_t *)&s->gai);
     session_maybe_free(s);
@@ -608,12 +612,16 @@ static int st_ping(rx_session *s)
     return ST_NEXT;
 }
 
-/* Steps every exec until none makes progress. Reading one channel can pull another's packets
- * (or its EOF) into libssh2's queue while the socket goes quiet, so a pass ends only when no
- * exec has anything pending in that queue either. Finished execs are collected in *done. */
+static void session_resume_later(rx_session *s);
+
+/* Steps every exec until none makes progress, for at most RX_DRIVE_PASSES passes. Reading one
+ * channel can pull another's packets (or its EOF) into libssh2's queue while the socket goes
+ * quiet, so work is left only when no exec has anything pending in that queue either; a drive
+ * that runs out of passes first comes back after the loop's other handles (the socket may stay
+ * quiet while libssh2 holds the rest). Finished execs are collected in *done. */
 static int st_ready(rx_session *s, rx_chan_user **done)
 {
-    int progress;
+    int progress, passes = 0;
     if (s->pinging) {
         int r = st_ping(s);
         if (r != ST_NEXT)
@@ -636,7 +644,9 @@ static int st_ready(rx_session *s, rx_chan_user **done)
                 progress = 1;
             pp = &u->next;
         }
-    } while (progress && !s->closing);
+    } while (progress && !s->closing && ++passes < RX_DRIVE_PASSES);
+    if (progress && !s->closing)
+        session_resume_later(s);
     return ST_AGAIN;
 }
 
@@ -925,8 +935,9 @@ rx_session *rx_session_new(uv_loop_t *loop, const rx_session_opts *opts,
     s->state = RX_SS_RESOLVE;
     uv_timer_init(loop, &s->timer);
     uv_timer_init(loop, &s->kick);
-    s->timer.data = s->kick.data = s;
-    s->open_handles = 2;
+    uv_idle_init(loop, &s->resume);
+    s->timer.data = s->kick.data = s->resume.data = s;
+    s->open_handles = 3;
     int r = session_start(s);
     if (r != 0) {
         /* Report from the loop, never from here: the owner is not ready for callbacks yet. */
@@ -966,6 +977,23 @@ void rx_session_attach(rx_session *s, rx_chan_user *u)
     u->next = NULL;
     *pp = u;
     rx_session_kick(s);
+}
+
+/* An idle handle, not a zero timer: libuv runs a timer started from a timer callback in the
+ * same pass (1.44), so a kick chain would never let the poll run; an active idle handle makes
+ * the poll not block, and runs once per loop iteration, after the I/O callbacks. */
+static void on_resume(uv_idle_t *h)
+{
+    rx_session *s = h->data;
+    uv_idle_stop(h);
+    if (!s->closing && s->state == RX_SS_READY)
+        session_drive(s);
+}
+
+static void session_resume_later(rx_session *s)
+{
+    if (!uv_is_active((uv_handle_t *)&s->resume))
+        uv_idle_start(&s->resume, on_resume);
 }
 
 static void on_kick(uv_timer_t *t)

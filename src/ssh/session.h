@@ -16,6 +16,19 @@ typedef struct rx_session rx_session;
 /* Unanswered keepalive probes before a READY connection is declared dead (ServerAliveCountMax). */
 #define RX_KEEPALIVE_COUNT 3
 
+/* Fairness on the loop: one stream must not hold the loop (every serve client and every other
+ * connection waits while it does). A user's step reads at most RX_READ_BUDGET times per stream
+ * (as libuv's uv__read stops after 32 reads) and returns RX_STEP_PROGRESS with the rest left
+ * pending; a drive steps its users at most RX_DRIVE_PASSES times. A drive that ends with a user
+ * still making progress, or with data libssh2 holds for it (ops->pending), comes back from the
+ * loop (an idle handle, session.c) after the other handles have run, socket readable or not.
+ * One read of an exec is up to RX_EXEC_CHUNK (256 KiB), and what follows it (redaction, sha256,
+ * evidence, serve's JSON) costs ~1.5 ms per 256 KiB on the lab machine: with 1 and 1, a ping
+ * on another serve connection while one streams 300 MiB takes p99 ~3 ms (was 10-15 ms with 4
+ * and 4, and 14 ms unbounded), at the same throughput (scripts/bench.d/fairness.sh). */
+#define RX_READ_BUDGET 1
+#define RX_DRIVE_PASSES 1
+
 /* A user of the connection's channels (an exec today, any channel-driving module): the session
  * keeps a list of attached users and, whenever the socket may have moved, steps each through
  * its ops until none makes progress. The session knows users only through this, so modules
