@@ -320,9 +320,10 @@ static int head_first(const char *audit_dir, const rx_buf *key, rexec_error *err
     int r = rx_audit_head_store(audit_dir, key, 0, RX_AUDIT_ZERO_HASH, err);
     if (r == 0)
         r = rx_fs_fsync_dir(audit_dir, REXEC_EAUDIT, err);
-    if (r != 0)
-        return rx_fail_prefix(err, "cannot create the audit head before the first record "
-                                   "(nothing was written; the next call tries again): ");
+    if (r != 0) /* the log it was for is named first: that is what the caller could not do */
+        return rx_fail_prefix(err, "%s/audit.log: cannot create the audit head before the first "
+                                   "record (nothing was written; the next call tries again): ",
+                              audit_dir);
     return 0;
 }
 
