@@ -694,6 +694,12 @@ static void on_intent_done(rx_record_job *j)
         call_end_early(c);
 }
 
+static void call_wire_free(rx_buf *wire, rx_buf *bindings)
+{
+    rx_buf_free(wire); /* wiped: bindings held the values */
+    rx_buf_free(bindings);
+}
+
 /* Renders both forms of the call (the pool runs it on a runner, remote/runner.sh, where it can,
  * and on a channel of its own, remote/wrapper.sh, where not) and hands the intent record to the
  * recorder; the call goes on in on_intent_done. */
@@ -707,7 +713,19 @@ static int call_send(rexec_call *c, rexec_error *err)
      * grant binds is checked only once all of it is read (call_stdin_pull), so it is staged:
      * the command then never sees a byte of a file that changed. */
     c->stdin_piped = c->action->stdin_piped && c->stdin_sha == NULL;
-    rx_render_in in = {.command = (const char *)c->rendered.data, .secrets = c->secrets,
+    /* What is sent holds no value as text: placeholders are expansions of variables that
+     * bindings assigns (render_params.c). c->rendered, with the values quoted in place, is what
+     * the records, the approver and the caller see. */
+    rx_buf wire, bindings;
+    rx_buf_init(&wire, CALL_MAX_COMMAND);
+    rx_buf_init(&bindings, CALL_MAX_COMMAND);
+    if ((r = rx_render_wire(c->action, c->values, &wire, &bindings, err)) != 0) {
+        call_wire_free(&wire, &bindings);
+        return r;
+    }
+    rx_render_in in = {.command = wire.data ? (const char *)wire.data : "",
+                       .bindings = (const char *)bindings.data,
+                       .secrets = c->secrets,
                        .n_secrets = c->n_secrets, .cwd = c->action->cwd,
                        .timeout_s = c->timeout_s, .kill_after_s = l->kill_after_s,
                        .stdin_len = c->stdin_data || c->stdin_path ? (long long)c->stdin_len : -1,
@@ -716,9 +734,11 @@ static int call_send(rexec_call *c, rexec_error *err)
                        .run_id = c->run_id, .stdin_piped = c->stdin_piped};
     rx_buf_init(&c->script, CALL_MAX_SCRIPT);
     rx_buf_init(&c->code, CALL_MAX_SCRIPT);
-    if ((r = rx_render_script(&in, &c->script, err)) == 0 &&
-        (r = rx_render_runner_code(&in, &c->code, err)) == 0 &&
-        (r = rx_call_audit_submit(c, "intent", on_intent_done, err)) == 0) {
+    r = rx_render_script(&in, &c->script, err);
+    if (r == 0)
+        r = rx_render_runner_code(&in, &c->code, err);
+    call_wire_free(&wire, &bindings);
+    if (r == 0 && (r = rx_call_audit_submit(c, "intent", on_intent_done, err)) == 0) {
         call_set(c, CALL_INTENT);
         return 0;
     }

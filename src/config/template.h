@@ -19,11 +19,32 @@ typedef int (*tmpl_param_fn)(void *ctx, const char *name, size_t n);
  * it, so they cannot disagree. Returns 0 or the first non-zero callback return. */
 int rx_template_walk(const char *t, tmpl_text_fn text, tmpl_param_fn param, void *ctx);
 
-/* Where each placeholder stands in the shell code around it. The renderer writes a value as one
- * single-quoted word, which holds only where a word can stand: not inside single or double quotes,
- * $'...', backticks, $(...), an arithmetic context ((( )), $(( )), $[ ]), a comment, a
- * heredoc body, nor right after a backslash. Returns 0 when every placeholder stands where a
- * word can, else 1 with the first offender's line and column (1-based) and the context in why. */
-int rx_template_context(const char *t, size_t *line, size_t *col, const char **why);
+/* What a placeholder's values can be, for where it may stand: data (string, path, url, host,
+ * cidr: anything the type's grammar lets through), an int (digits and a sign, grammar-checked),
+ * an enum (one of the catalog's own fixed strings), or the shell type (inserted raw, L3). */
+typedef enum rx_tmpl_kind { RX_TK_DATA = 0, RX_TK_INT, RX_TK_ENUM, RX_TK_SHELL } rx_tmpl_kind;
+typedef rx_tmpl_kind (*tmpl_kind_fn)(void *ud, const char *name, size_t n);
+
+/* How the renderer writes a placeholder: "${__rx_p_NAME}" (where a word stands), ${__rx_p_NAME}
+ * (already inside "...", a heredoc body or arithmetic), or the value itself (shell type). */
+typedef enum rx_tmpl_form { RX_TF_QUOTED = 0, RX_TF_BARE, RX_TF_RAW } rx_tmpl_form;
+
+typedef struct rx_tmpl_diag {
+    size_t line, col; /* 1-based: the placeholder refused, or what could not be read */
+    const char *why;  /* static text: "stands inside single quotes, ..." */
+    int unsure;       /* the template has a construct this reader cannot classify */
+} rx_tmpl_diag;
+
+/* Reads template t as bash would (template_ctx.c) and gives, for each placeholder in order, the
+ * form the renderer writes (*forms, malloc'd, *n_forms entries; may be NULL when there are none).
+ * Returns 0; 1 when a placeholder stands where bash would evaluate its value as code or would not
+ * expand it, or the template has a construct this reader cannot classify (then *d says where and
+ * why, and nothing is allocated); -1 when out of memory. kind(ud, name, n) says what the
+ * placeholder's parameter holds. */
+int rx_template_forms(const char *t, tmpl_kind_fn kind, void *ud, unsigned char **forms,
+                      size_t *n_forms, rx_tmpl_diag *d);
+
+/* The variable a placeholder's value is bound to on the VM: "__rx_p_" and the parameter's name. */
+#define RX_TMPL_VAR_PREFIX "__rx_p_"
 
 #endif

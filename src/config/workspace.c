@@ -686,19 +686,45 @@ static int check_param(void *ctx, const char *name, size_t n)
     return 0;
 }
 
+rx_tmpl_kind rx_ws_param_kind(void *action, const char *name, size_t n)
+{
+    const rx_action *a = action;
+    int i = rx_ws_param_index(a, name, n);
+    if (i < 0)
+        return RX_TK_DATA;
+    switch (a->params[i].type) {
+    case RX_P_INT: return RX_TK_INT;
+    case RX_P_ENUM: return RX_TK_ENUM;
+    case RX_P_SHELL: return RX_TK_SHELL;
+    default: return RX_TK_DATA;
+    }
+}
+
 int rx_ws_check_template(const rx_action *a, rexec_error *err)
 {
     void *ctx[2] = {(void *)a, err};
-    size_t line, col;
-    const char *why;
+    unsigned char *forms = NULL;
+    size_t n = 0;
+    rx_tmpl_diag d;
     int r = rx_template_walk(a->command, check_text, check_param, ctx);
-    if (r == 0 && rx_template_context(a->command, &line, &col, &why))
-        r = rx_fail(err, REXEC_ECONFIG,
-                    "actions.%s.command: line %zu, column %zu: a {placeholder} %s; a value "
-                    "is rendered as one quoted shell word, so a placeholder must stand where a "
-                    "word can (e.g. echo v={v}, not echo \"v={v}\")",
-                    a->name, line, col, why);
-    return r;
+    if (r != 0)
+        return r;
+    r = rx_template_forms(a->command, rx_ws_param_kind, (void *)a, &forms, &n, &d);
+    free(forms);
+    if (r < 0)
+        return rx_fail(err, REXEC_ENOMEM, "out of memory");
+    if (r > 0 && d.unsure)
+        return rx_fail(err, REXEC_ECONFIG,
+                       "actions.%s.command: line %zu, column %zu: the template %s; a template "
+                       "with {placeholders} must be one rexec can read with certainty "
+                       "(docs/workspace.md, \"Where a placeholder may stand\")",
+                       a->name, d.line, d.col, d.why);
+    if (r > 0)
+        return rx_fail(err, REXEC_ECONFIG,
+                       "actions.%s.command: line %zu, column %zu: a {placeholder} %s "
+                       "(docs/workspace.md, \"Where a placeholder may stand\")",
+                       a->name, d.line, d.col, d.why);
+    return 0;
 }
 
 static int load_action(const rx_ws *ws, const cJSON *o, const char *path, rx_action *a,

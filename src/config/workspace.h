@@ -10,6 +10,7 @@
 #include "buf.h"
 #include "rexec.h"
 #include "serve_conf.h"
+#include "template.h"
 
 struct rx_scope;
 
@@ -174,6 +175,8 @@ int rx_ws_param_index(const rx_action *a, const char *name, size_t n);
 /* Checks an action's template as the loader does: every {name} must be a declared parameter.
  * REXEC_ECONFIG naming the action and placeholder otherwise. */
 int rx_ws_check_template(const rx_action *a, rexec_error *err);
+/* What the parameter {name} (n bytes) of the action holds, for rx_template_forms (template.h). */
+rx_tmpl_kind rx_ws_param_kind(void *action, const char *name, size_t n);
 
 /* Expands TARGETS ("h1", "h1,h2", "@group") into host names (borrowed pointers, deduplicated, in
  * order). Returns 0, or REXEC_ECONFIG naming an unknown host or group, or REXEC_EUSAGE for an

@@ -13,12 +13,20 @@
 
 /* Every shell word the controller produces goes through here. Inside single quotes bash takes
  * every byte literally except ', which is closed, escaped and reopened. */
-int rx_shell_quote(rx_buf *out, const void *value, size_t len)
+static int quote_body(rx_buf *out, const void *value, size_t len)
 {
     const unsigned char *p = value;
-    int r = rx_buf_addc(out, '\'');
+    int r = 0;
     for (size_t i = 0; r == 0 && i < len; i++)
         r = p[i] == '\'' ? rx_buf_add(out, "'\\''", 4) : rx_buf_addc(out, p[i]);
+    return r;
+}
+
+int rx_shell_quote(rx_buf *out, const void *value, size_t len)
+{
+    int r = rx_buf_addc(out, '\'');
+    if (r == 0)
+        r = quote_body(out, value, len);
     return r ? r : rx_buf_addc(out, '\'');
 }
 
@@ -68,16 +76,28 @@ static int add_var(rx_buf *out, const char *name, const char *value)
     return r ? r : rx_buf_addc(out, '\n');
 }
 
+/* __rx_cmd: the parameter bindings, then the command (what the wrapper's `bash -c` runs). */
+static int add_cmd(rx_buf *out, const rx_render_in *in)
+{
+    int r = rx_buf_adds(out, "__rx_cmd='");
+    if (r == 0 && in->bindings)
+        r = quote_body(out, in->bindings, strlen(in->bindings));
+    if (r == 0)
+        r = quote_body(out, in->command, strlen(in->command));
+    return r ? r : rx_buf_adds(out, "'\n");
+}
+
 /* The kernel refuses an exec whose single argument or environment entry passes MAX_ARG_STRLEN,
  * or whose total passes ARG_MAX: say so here, naming the culprit, before anything is sent. */
 static int check_sizes(const rx_render_in *in, rexec_error *err)
 {
-    size_t total = strlen(in->command) + 512;
-    if (strlen(in->command) + 1024 > RX_MAX_ARG_STRLEN)
+    size_t cmd = strlen(in->command) + (in->bindings ? strlen(in->bindings) : 0);
+    size_t total = cmd + 512;
+    if (cmd + 1024 > RX_MAX_ARG_STRLEN)
         return rx_fail(err, REXEC_EREQUEST,
-                       "the rendered command is %zu bytes; the VM accepts at most %u in one "
-                       "argument",
-                       strlen(in->command), RX_MAX_ARG_STRLEN - 1024);
+                       "the rendered command and its parameters are %zu bytes; the VM accepts at "
+                       "most %u in one argument",
+                       cmd, RX_MAX_ARG_STRLEN - 1024);
     for (size_t i = 0; i < in->n_secrets; i++) {
         size_t n = strlen(in->secrets[i].name) + 1 + in->secrets[i].len;
         if (n > RX_MAX_ARG_STRLEN)
@@ -144,7 +164,7 @@ int rx_render_script(const rx_render_in *in, rx_buf *out, rexec_error *err)
     if (r == 0)
         r = add_var(out, "__rx_cwd", in->cwd ? in->cwd : "");
     if (r == 0)
-        r = add_var(out, "__rx_cmd", in->command);
+        r = add_cmd(out, in);
     if (r == 0)
         r = render_exports(in, out);
     if (r == 0)
@@ -158,7 +178,8 @@ int rx_render_script(const rx_render_in *in, rx_buf *out, rexec_error *err)
 
 /* What a runner's contained shell runs for one call (remote/runner.sh): the exports, the stdin
  * and working directory, a start notice for the slot (on the FIFO the runner names in
- * __rx_st), then the command. Nothing of it is the nonce. */
+ * __rx_st, opened read-write so that the open never waits for a slot that is gone), then the
+ * command. Nothing of it is the nonce. */
 int rx_render_runner_code(const rx_render_in *in, rx_buf *out, rexec_error *err)
 {
     int r;
@@ -169,16 +190,18 @@ int rx_render_runner_code(const rx_render_in *in, rx_buf *out, rexec_error *err)
         r = render_exports(in, out);
     if (r == 0)
         r = rx_buf_adds(out, "if [ -n \"$__rx_in\" ]; then exec 0<\"$__rx_in\" || "
-                             "{ builtin echo stdin >\"$__rx_st\"; exit 1; }; fi\n");
+                             "{ builtin echo stdin 1<>\"$__rx_st\"; exit 1; }; fi\n");
     if (r == 0 && in->cwd && *in->cwd) {
         r = rx_buf_adds(out, "cd -- ");
         if (r == 0)
             r = rx_shell_quote(out, in->cwd, strlen(in->cwd));
         if (r == 0)
-            r = rx_buf_adds(out, " 2>/dev/null || { builtin echo cd >\"$__rx_st\"; exit 1; }\n");
+            r = rx_buf_adds(out, " 2>/dev/null || { builtin echo cd 1<>\"$__rx_st\"; exit 1; }\n");
     }
     if (r == 0)
-        r = rx_buf_adds(out, "builtin echo ok >\"$__rx_st\"; unset __rx_st __rx_in\n");
+        r = rx_buf_adds(out, "builtin echo ok 1<>\"$__rx_st\"; unset __rx_st __rx_in\n");
+    if (r == 0 && in->bindings)
+        r = rx_buf_adds(out, in->bindings);
     /* What `bash -c` does for its last simple command: no fork (oneshot.h). */
     if (r == 0 && rx_shell_oneshot(in->command))
         r = rx_buf_adds(out, "exec ");

@@ -26,8 +26,17 @@ int rx_shell_quote(rx_buf *out, const void *value, size_t len);
 int rx_render_command(const rx_action *action, const rexec_param *values, rx_buf *out,
                       rexec_error *err);
 
+/* The command as it is sent (render_params.c): each {name} becomes an expansion of the variable
+ * __rx_p_NAME ("${__rx_p_NAME}", or ${__rx_p_NAME} inside "..." and heredocs), never the value's
+ * text; bindings gets one `__rx_p_NAME='value'` line per parameter, quoted by rx_shell_quote,
+ * which the call's shell runs before the command. A `shell` parameter is inserted raw. The
+ * template must pass the loader's check (rx_ws_check_template); else REXEC_ECONFIG. */
+int rx_render_wire(const rx_action *action, const rexec_param *values, rx_buf *command,
+                   rx_buf *bindings, rexec_error *err);
+
 typedef struct rx_render_in {
-    const char *command;      /* the expanded command (rx_render_command) */
+    const char *command;      /* the command as sent (rx_render_wire) */
+    const char *bindings;     /* its parameter assignments (rx_render_wire), or NULL */
     const rx_secret *secrets; /* the action's secrets: exported on stdin, never on argv */
     size_t n_secrets;
     const char *cwd;          /* NULL: the login directory */

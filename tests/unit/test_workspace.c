@@ -177,18 +177,26 @@ static void test_template_contexts(void **state)
         const char *t, *why;
         size_t col;
     } bad[] = {
-        {"echo \\\"v={v}\\\"", "double quotes", 9},
         {"echo 'v={v}'", "single quotes", 9},
-        {"echo `cat {v}`", "backticks", 11},
-        {"echo $(cat {v})", "$(...)", 12},
         {"echo $(( {v} + 1 ))", "arithmetic", 10},
         {"(( {v} > 2 ))", "arithmetic", 4},
-        {"echo \\\"${x:-{v}}\\\"", "double quotes", 12},
         {"echo $'a{v}'", "$'", 9},
         {"echo x # {v}", "comment", 10},
-        {"cat <<EOF\\nv={v}\\nEOF", "heredoc", 3},
+        {"cat <<'EOF'\\nv={v}\\nEOF", "heredoc whose delimiter is quoted", 3},
         {"echo \\\\{v}", "backslash", 7},
-        {"echo \\\"$(cat {v})\\\"", "$(...)", 13},
+        {"eval {v}", "eval", 6},
+        {"{v} --version", "command word", 1},
+        {"echo \\\"$'\\\"'\\\"{v}'", "single quotes", 12},
+        {"[[ {v} -eq 1 ]]", "[[ ]]", 4},
+        {"echo ${x:{v}}", "${...}", 10},
+        {"echo ${a[{v}]}", "${...}", 10},
+        {"bash -c {v}", "-c of a shell", 9},
+        {"printf -v {v} x", "printf -v", 11},
+        {"read {v}", "declare, read", 6},
+        {"test -v {v}", "test -v", 9},
+        {"a[{v}]=1", "array subscript", 3},
+        {"cat <\\\\\\n<EOF\\n{v}\\nEOF", "backslash-newline", 6},
+        {"cat <<A <<B\\n{v}\\nA\\nB", "two heredocs", 11},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
         char json[512], want[64];
@@ -203,7 +211,10 @@ static void test_template_contexts(void **state)
     static const char *const good[] = {
         "echo v={v}", "echo {v} | tr a b", "echo 'x' {v} \\\"y\\\"", "a=$(date) ; echo {v}",
         "cat <<EOF\\nbody\\nEOF\\necho {v}", "cat <<<{v}", "echo ${HOME} {v}",
-        "echo $((1 + 2)) {v}", "echo ${x:-{v}}", "x # c\\necho {v}", "echo {{v}} {v}", "f() { echo {v}; }"};
+        "echo $((1 + 2)) {v}", "echo ${x:-{v}}", "x # c\\necho {v}", "echo {{v}} {v}", "f() { echo {v}; }",
+        "echo \\\"v={v}\\\"", "echo `cat {v}`", "echo $(cat {v})", "echo \\\"${x:-{v}}\\\"",
+        "cat <<EOF\\nv={v}\\nEOF", "echo \\\"$(cat {v})\\\"", "[[ {v} == a* ]]", "test {v} = x",
+        "bash -c 'echo $1' _ {v}", "printf '%s' {v}", "x={v}; echo \\\"$x\\\"", "diff <(cat {v}) /dev/null"};
     for (size_t i = 0; i < sizeof(good) / sizeof(*good); i++) {
         char json[512];
         snprintf(json, sizeof(json),
