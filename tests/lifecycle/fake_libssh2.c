@@ -100,10 +100,12 @@ struct lc_conn {
     int want_poll;  /* a spurious EAGAIN was answered: the socket turns ready later (a poll) */
     lc_chan *chans;
     int next_id;
+    int id;
     struct lc_conn *next;
 };
 
 static lc_conn *lc_conns;
+static int chan_ids; /* channel numbers, unique in a run (for the trace) */
 
 /* memmem/memchr on a queue that may be empty (p NULL) */
 static unsigned char *find(const unsigned char *p, size_t n, const void *needle, size_t k)
@@ -137,8 +139,12 @@ lc_conn *lc_conn_new(rx_session *s)
     lc_conn *c = calloc(1, sizeof(*c));
     if (c == NULL)
         abort();
+    static int conn_ids;
     c->ssh.conn = c;
     c->s = s;
+    c->id = lc_conns ? ++conn_ids : (conn_ids = 1);
+    if (c->id == 1)
+        chan_ids = 0;
     c->next = lc_conns;
     lc_conns = c;
     return c;
@@ -279,6 +285,7 @@ static int wrapper_step(lc_chan *ch)
         snprintf(cmd->nonce, sizeof(cmd->nonce), "%s", nonce);
         cmd->token = token;
         ch->cur_token = token;
+        lc_trace("peer: chan %d: bash -s has the script of call %d", ch->id, token);
         lc_bytes_drop(&ch->in, (size_t)(end - ch->in.p) + sizeof(tail) - 1);
         ch->ws = W_STDIN;
         return 1;
@@ -386,6 +393,7 @@ static int runner_input(lc_chan *ch)
             peer_exit(ch, 0, 0);
             return 1;
         }
+        lc_trace("peer: chan %d: the runner is ready", ch->id);
         int n = snprintf(line, sizeof(line), "\036rexec-runner:%s:ready pid-namespace\n", ch->rnonce);
         peer_emit(ch, 0, line, (size_t)n);
         ch->rs = R_FRAMES;
@@ -396,6 +404,7 @@ static int runner_input(lc_chan *ch)
         if (nl == NULL) {
             if (!ch->in_eof)
                 return 0;
+            lc_trace("peer: chan %d: the runner reads EOF", ch->id);
             runner_gone(ch); /* EOF: stop the call and go */
             return 1;
         }
@@ -441,6 +450,8 @@ static int runner_input(lc_chan *ch)
         }
         ch->frame_token = token_of(ch->in.p, (size_t)ch->code_len);
         ch->cur_token = ch->frame_token;
+        lc_trace("peer: chan %d: the runner has the frame of call %d (stdin %lld)", ch->id,
+                 ch->frame_token, ch->stdin_len);
         lc_bytes_drop(&ch->in, (size_t)ch->code_len);
         ch->rs = R_STDIN;
         return 1;
@@ -896,7 +907,7 @@ LIBSSH2_CHANNEL *libssh2_channel_open_ex(LIBSSH2_SESSION *session, const char *t
         return NULL;
     }
     if (c->open_state == 3) {
-        lc_trace("fake: channel open refused");
+        lc_trace("fake: channel open refused on connection %d", c->id);
         c->open_state = 0;
         set_err(c, LIBSSH2_ERROR_CHANNEL_FAILURE, "Channel open failure (connect failed) (fake)");
         return NULL;
@@ -906,11 +917,11 @@ LIBSSH2_CHANNEL *libssh2_channel_open_ex(LIBSSH2_SESSION *session, const char *t
     if (ch == NULL)
         abort();
     ch->conn = c;
-    ch->id = ++c->next_id;
+    ch->id = ++chan_ids;
     ch->counted = 1;
     ch->next = c->chans;
     c->chans = ch;
-    lc_trace("fake: chan %d opened", ch->id);
+    lc_trace("fake: chan %d opened on connection %d", ch->id, c->id);
     return ch;
 }
 

@@ -7,7 +7,8 @@
  * the drive loop; session_drive and st_ready are session.c's (step every attached user until
  * none makes progress and none has data pending, collect the DONE ones, fail the connection when
  * a done user met a dead socket or gave up on a hung one, then finish the done users and call
- * on_exec_slot, callbacks last); kicks run the drive from a zero timer; a network event of the
+ * on_exec_slot, callbacks last; at most RX_DRIVE_PASSES passes, then again from an idle handle);
+ * kicks run the drive from a zero timer; a network event of the
  * fake server runs it as on_poll would (lc_session_poll, with on_poll's error and idle-EOF
  * paths); rx_session_close fails and finishes every user, then frees from the loop (on_freed).
  * Not modelled: resolving, sockets, host keys, authentication, keepalives and pings, pause's
@@ -35,6 +36,7 @@ struct rx_session {
     lc_conn *conn;
     uv_timer_t timer; /* the connect timeout */
     uv_timer_t kick;
+    uv_idle_t resume; /* a drive out of passes with work left goes on from here (session.c) */
     int open_handles;
     rx_chan_user *users;
     int driving, again, full, closing;
@@ -43,10 +45,12 @@ struct rx_session {
     int fail_code;
     rx_session_state failed_in;
     rexec_error err;
+    int id;                     /* for the trace: 1, 2, ... in a run */
     struct rx_session *next_live;
 };
 
 static rx_session *live; /* sessions not closing: the scheduler's choice */
+static int ids;
 static int alive;        /* sessions not freed yet */
 
 static const char *const state_names[] = {"RESOLVE", "CONNECT", "HANDSHAKE", "HOSTKEY",
@@ -59,7 +63,7 @@ const char *rx_session_state_name(rx_session_state st)
 
 static void set_state(rx_session *s, rx_session_state st)
 {
-    lc_trace("session %p: %s -> %s", (void *)s, state_names[s->state], state_names[st]);
+    lc_trace("session %d: %s -> %s", s->id, state_names[s->state], state_names[st]);
     s->state = st;
 }
 
@@ -83,7 +87,7 @@ static void on_handle_closed(uv_handle_t *h)
     if (--s->open_handles > 0)
         return;
     rx_session_events ev = s->ev;
-    lc_trace("session %p: freed", (void *)s);
+    lc_trace("session %d: freed", s->id);
     free(s);
     alive--;
     if (ev.on_freed)
@@ -121,6 +125,7 @@ void rx_session_close(rx_session *s, const rexec_error *err)
         set_state(s, RX_SS_CLOSED);
     uv_close((uv_handle_t *)&s->timer, on_handle_closed);
     uv_close((uv_handle_t *)&s->kick, on_handle_closed);
+    uv_close((uv_handle_t *)&s->resume, on_handle_closed);
 }
 
 static void session_fail(rx_session *s, int code, const char *fmt, ...)
@@ -178,9 +183,15 @@ static int st_connecting(rx_session *s)
 
 /* ---- READY (session.c's st_ready and session_drive, without the ping) ------------------------ */
 
+#ifndef RX_DRIVE_PASSES /* a session.h from before the drive's budget: no limit */
+#define RX_DRIVE_PASSES 1000000000
+#endif
+
+static void session_resume_later(rx_session *s);
+
 static int st_ready(rx_session *s, rx_chan_user **done)
 {
-    int progress;
+    int progress, passes = 0;
     do {
         progress = 0;
         rx_chan_user **pp = &s->users;
@@ -198,7 +209,9 @@ static int st_ready(rx_session *s, rx_chan_user **done)
                 progress = 1;
             pp = &u->next;
         }
-    } while (progress && !s->closing);
+    } while (progress && !s->closing && ++passes < RX_DRIVE_PASSES);
+    if (progress && !s->closing)
+        session_resume_later(s);
     return ST_AGAIN;
 }
 
@@ -272,6 +285,20 @@ void lc_session_poll(rx_session *s)
     session_drive(s);
 }
 
+static void on_resume(uv_idle_t *h)
+{
+    rx_session *s = h->data;
+    uv_idle_stop(h);
+    if (!s->closing && s->state == RX_SS_READY)
+        session_drive(s);
+}
+
+static void session_resume_later(rx_session *s)
+{
+    if (!uv_is_active((uv_handle_t *)&s->resume))
+        uv_idle_start(&s->resume, on_resume);
+}
+
 static void on_kick(uv_timer_t *t)
 {
     rx_session *s = t->data;
@@ -332,7 +359,7 @@ int lc_session_fault(void)
     rx_session *s = pick(1);
     if (s == NULL)
         return -1;
-    lc_trace("fault: session %p: connection lost", (void *)s);
+    lc_trace("fault: session %d: connection lost", s->id);
     lc_conn_lost(s->conn, codes[lc_below(3)]);
     if (lc_below(2))
         lc_session_poll(s);
@@ -345,6 +372,7 @@ void lc_sessions_reset(void)
 {
     live = NULL;
     alive = 0;
+    ids = 0;
 }
 
 /* ---- session.h / ssh_int.h -------------------------------------------------------------------- */
@@ -370,14 +398,16 @@ rx_session *rx_session_new(uv_loop_t *loop, const rx_session_opts *opts, const r
     s->conn = lc_conn_new(s);
     uv_timer_init(loop, &s->timer);
     uv_timer_init(loop, &s->kick);
-    s->timer.data = s->kick.data = s;
-    s->open_handles = 2;
+    uv_idle_init(loop, &s->resume);
+    s->timer.data = s->kick.data = s->resume.data = s;
+    s->open_handles = 3;
     uint64_t ms = (uint64_t)(opts->connect_timeout_s * 1000);
     uv_timer_start(&s->timer, on_connect_timeout, ms ? ms : 1, 0);
     s->next_live = live;
     live = s;
     alive++;
-    lc_trace("session %p: new (fails in %s)", (void *)s,
+    s->id = ++ids;
+    lc_trace("session %d: new (fails in %s)", s->id,
              s->fail_at == RX_SS_READY ? "-" : state_names[s->fail_at]);
     return s;
 }
