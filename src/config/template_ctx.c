@@ -177,8 +177,7 @@ static const char *const w_eval[] = {"eval", "source", ".", "trap", "let", "alia
 static const char *const w_names[] = {"declare", "typeset", "local", "export", "readonly", "read",
                                       "mapfile", "readarray", "unset", "getopts", "shopt", NULL};
 static const char *const w_shells[] = {"bash", "sh", "dash", "zsh", "ksh", "mksh", "busybox", "su",
-                                       "runuser", "/bin/bash", "/bin/sh", "/usr/bin/bash",
-                                       "/usr/bin/env", NULL};
+                                       "runuser", NULL}; /* by the last path component */
 static const char *const w_arithop[] = {"-eq", "-ne", "-lt", "-le", "-gt", "-ge", NULL};
 
 /* An assignment word so far: NAME= or NAME[...]= (then the rest is its value). */
@@ -217,8 +216,10 @@ static void word_end(sh_lex *l, sh_cmd *c)
             c->flags |= D_EVAL;
         if (word_is(c, w_names))
             c->flags |= D_NAMES;
-        if (word_is(c, w_shells))
-            c->flags |= D_SHELL;
+        const char *base = strrchr(c->word, '/');
+        for (const char *const *w = w_shells; *w; w++)
+            if (strcmp(base ? base + 1 : c->word, *w) == 0)
+                c->flags |= D_SHELL;
         if (strcmp(c->word, "printf") == 0)
             c->flags |= D_PRINTF;
         if (strcmp(c->word, "wait") == 0)
