@@ -53,10 +53,18 @@ int cli_lib_error(const rexec_error *e);
  * margin: libuv's first loop alone takes 4 (its signal pipe, epoll, eventfd) and aborts the
  * process when it cannot have them; a call on one host then needs its connection, the audit
  * lock and log, head.json, the evidence files and the recorder's. */
-#define CLI_FDS_RUN 16   /* run, eval, serve: one host; each more host in parallel needs ~4 */
+#define CLI_FDS_RUN 18   /* run, eval, serve: one host (a fan-out: cmd_run.c, fit_parallel) */
 #define CLI_FDS_CHECK 12
 #define CLI_FDS_LIST 10  /* hosts, actions, groups */
 #define CLI_FDS_AUDIT 4  /* audit verify, show, head, prune, recover */
+/* A fan-out: each host's connection stays open (warm) until the run ends, each running call
+ * holds its evidence directory and files (3), and an append of the recorder, the signal
+ * watchers and the evidence commit need CLI_FDS_SPARE more at once. */
+#define CLI_FDS_PER_CONN 1
+#define CLI_FDS_PER_CALL 3
+#define CLI_FDS_SPARE 6
+/* Descriptors free now: RLIMIT_NOFILE's soft limit minus those open (LONG_MAX unlimited). */
+long cli_fds_free(void);
 int cli_fds_check(const char *what, int need);
 
 

@@ -1,10 +1,12 @@
 /* `rexec run` and `rexec eval`: one call per target host, bounded in parallel, on one loop. */
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -427,6 +429,33 @@ static int signals_start(run *r)
     return 0;
 }
 
+/* A fan-out runs at most as many hosts at once as the descriptors allow, each call with room
+ * for its outcome record: past that, calls would start and then fail to record how they ended
+ * (exit 74, the intent left open). Says so when it holds --parallel back; refuses (71) when
+ * not even one call at a time fits beside every host's connection. */
+static int fit_parallel(run *r)
+{
+    size_t want = r->n_hosts < (size_t)r->o->parallel ? r->n_hosts : (size_t)r->o->parallel;
+    size_t conns = r->n_hosts * CLI_FDS_PER_CONN + CLI_FDS_SPARE, fit;
+    long free_now = cli_fds_free();
+    struct rlimit rl;
+    if (free_now < 0 || free_now == LONG_MAX)
+        return 0;
+    fit = (size_t)free_now > conns ? ((size_t)free_now - conns) / CLI_FDS_PER_CALL : 0;
+    if (fit >= want)
+        return 0;
+    getrlimit(RLIMIT_NOFILE, &rl);
+    if (fit == 0)
+        return cli_error(71, "too many open files (RLIMIT_NOFILE is %llu): a run on %zu host(s) "
+                             "needs %zu free file descriptors, %ld are free; raise the limit "
+                             "(ulimit -n)", (unsigned long long)rl.rlim_cur, r->n_hosts,
+                         conns + CLI_FDS_PER_CALL, free_now);
+    dprintf(2, "rexec: warning: RLIMIT_NOFILE is %llu: running at most %zu host(s) at once, not "
+               "%zu; raise ulimit -n for more\n", (unsigned long long)rl.rlim_cur, fit, want);
+    r->o->parallel = (int)fit;
+    return 0;
+}
+
 static int run_loop(run *r, const char *const *names)
 {
     r->hosts = calloc(r->n_hosts, sizeof(host_call));
@@ -435,8 +464,12 @@ static int run_loop(run *r, const char *const *names)
     for (size_t i = 0; i < r->n_hosts; i++)
         r->hosts[i] = (host_call){.run = r, .host = names[i], .pf = {.host = names[i]}};
     r->progress = r->n_hosts > 1 && isatty(2) && !r->o->json && !r->o->no_progress;
-    int rc = signals_start(r);
+    int rc = r->o->eval ? 0 : fit_parallel(r); /* eval opens no connection, keeps no evidence */
     if (rc != 0) {
+        free(r->hosts);
+        return rc;
+    }
+    if ((rc = signals_start(r)) != 0) {
         free(r->hosts);
         return rc;
     }

@@ -1,8 +1,10 @@
 /* What the CLI prints for a call, shared by direct runs and runs through `rexec serve`, so both
  * look the same. */
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -240,4 +242,23 @@ int cli_fds_check(const char *what, int need)
     return cli_error(71, "too many open files (RLIMIT_NOFILE is %s): %s needs %d free file "
                          "descriptors, %d %s free; raise the limit (ulimit -n)",
                      nofile_limit(lim, sizeof(lim)), what, need, got, got == 1 ? "is" : "are");
+}
+
+long cli_fds_free(void)
+{
+    struct rlimit rl;
+    long open_now = 0;
+    DIR *d;
+    struct dirent *de;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return -1;
+    if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > (rlim_t)LONG_MAX)
+        return LONG_MAX;
+    if ((d = opendir("/proc/self/fd")) == NULL) /* no /proc, or no descriptor for it */
+        return fds_free(CLI_FDS_MAX);
+    while ((de = readdir(d)) != NULL)
+        open_now += de->d_name[0] != '.';
+    closedir(d);
+    open_now--; /* the listing's own descriptor */
+    return (long)rl.rlim_cur - open_now;
 }

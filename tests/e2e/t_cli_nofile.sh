@@ -8,6 +8,10 @@ tid="cli: ulimit -n 3..64: works or exit 71 naming RLIMIT_NOFILE; stdin closed"
 
 lab_start 1
 ws_add_action t.echo '{"risk": "L0", "command": "echo fd-test"}'
+# a fan-out: six more names for lab1, each its own connection
+ws_edit 'h = c["hosts"]["lab1"]
+for i in range(1, 7): c["hosts"]["m%d" % i] = dict(h)
+c.setdefault("groups", {})["many"] = ["m%d" % i for i in range(1, 7)]'
 assert_exit 0 rx run lab1 t.echo   # the host key is known, the log has its first records
 
 # closes what the test's shell left open above stderr (the watchdog's pipe...), then the limit
@@ -30,7 +34,7 @@ limited() {
 # stderr open: the loader needs a descriptor for each library, before rexec's code runs.
 checked=0
 for n in 3 4 5 6 7 8 9 10 12 16 24 32 64; do
-    for cmd in "run lab1 t.echo" "check lab1" "hosts" "audit verify"; do
+    for cmd in "run lab1 t.echo" "run @many t.echo" "check lab1" "hosts" "audit verify"; do
         # shellcheck disable=SC2086 # cmd is words
         limited "$n" "$REXEC_BIN" --workspace "$WS" $cmd
         what="ulimit -n $n: rexec $cmd"
@@ -48,14 +52,21 @@ for n in 3 4 5 6 7 8 9 10 12 16 24 32 64; do
         esac
         checked=$((checked + 1))
     done
-    # from 24 on, everything works (the needs in src/cli/cli.h, CLI_FDS_*, plus 0-2)
+    # from 24 on, everything works (the needs in src/cli/cli.h, CLI_FDS_*, plus 0-2); from 32
+    # on, the fan-out too, one host at a time at first
     if (( n >= 24 )); then
         limited "$n" "$REXEC_BIN" --workspace "$WS" run lab1 t.echo
         assert_eq 0 "$RC" "rexec run under ulimit -n $n"
         assert_contains "$OUT" "fd-test"
     fi
+    if (( n >= 32 )); then
+        limited "$n" "$REXEC_BIN" --workspace "$WS" run @many t.echo --no-progress
+        assert_eq 0 "$RC" "rexec run @many under ulimit -n $n"
+        assert_eq 6 "$(grep -c fd-test "$OUT")" "hosts that ran under ulimit -n $n"
+        (( n >= 64 )) || assert_contains "$ERR" "rexec: warning: RLIMIT_NOFILE is $n: running at most"
+    fi
 done
-assert_eq 52 "$checked" "commands tried"
+assert_eq 65 "$checked" "commands tried"
 # nothing half done: every intent has its outcome, the head is where the log ends
 assert_exit 0 rx audit verify
 assert_exit 0 rx run lab1 t.echo
