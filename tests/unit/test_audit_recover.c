@@ -356,6 +356,36 @@ static void test_recover_refuses_tampered(void **state)
     assert_int_equal(lines_of(log), before);
 }
 
+/* verify without a descriptor left to read head.json with: an error (74), never "tampered".
+ * In a child, every descriptor but two is taken: verify holds the lock and audit.log when it
+ * reads the head. */
+static void test_verify_out_of_fds_not_tampered(void **state)
+{
+    fixture *f = *state;
+    rx_audit *a = open_log(f);
+    append_ok(a, "r1", "intent");
+    append_ok(a, "r1", "outcome");
+    rx_audit_close(a);
+    assert_int_equal(verify(f, 0, NULL), RX_AUDIT_VERIFY_OK);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int last = -1, fd;
+        while ((fd = open("/dev/null", O_RDONLY)) >= 0)
+            last = fd;
+        close(last);
+        close(last - 1);
+        rexec_error e = {0};
+        int r = rx_audit_verify_ex(f->ws, NULL, 0, NULL, NULL, &e);
+        _exit(r == REXEC_EAUDIT && strstr(e.msg, strerror(EMFILE)) != NULL ? 0
+              : r == RX_AUDIT_VERIFY_TAMPERED                              ? 1
+                                                                           : 2);
+    }
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -365,6 +395,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_recover_gone_and_live, setup, teardown),
         cmocka_unit_test_setup_teardown(test_recover_unregistered, setup, teardown),
         cmocka_unit_test_setup_teardown(test_recover_refuses_tampered, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_verify_out_of_fds_not_tampered, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
