@@ -9,8 +9,10 @@
 #   K\n                                   stop the running call (timeout or cancel)
 # EOF stops everything. A call is acknowledged by `\036rexec:<nonce>:start` on stderr as soon as
 # its header is read. Each call ends with `\036rexec:<nonce>:end` on stdout and
-# `\036rexec:<nonce>:end <phase> <rc> 0 <containment> <killed> <started>` on stderr, both written
-# after every process of the call is gone.
+# `\036rexec:<nonce>:end <phase> <rc> 0 <containment> <killed> <started> <desync>` on stderr,
+# both written after every process of the call is gone. desync 1 (and phase desync: the call's
+# code was never run) says a slot found on its FIFOs bytes that were not its call's: the
+# controller then discards the runner.
 #
 # Processes: the runner (R) keeps two slots and hands calls to them in turn. A slot lives as
 # long as the runner:
@@ -26,39 +28,52 @@
 # exists: if the runner is killed, the slot and its namespace go too.
 # The runner keeps nothing of a call: the code (with the exports) passes through one local
 # variable that is unset before the frame's handling ends.
+# A slot runs only the code of the call it was given: the code reaches the call's shell behind
+# a header with the call's nonce, which the shell checks against the nonce the slot gives it
+# with its go-ahead; a call stopped before its shell read its frame has the frame read off by
+# the slot, through the same header, so nothing of it reaches the next call.
 
-# The call's shell: waits for the slot's go-ahead on the FIFO named by $2 (the slot has then
-# taken the nonce off its FIFO, so the command cannot read it there), reads the code from the
-# FIFO named by $1 (a line with its length in bytes, then the code: read -N takes it in one
-# read where a delimiter would make bash read it a byte at a time), then runs it. Its
-# variables, traps, options, functions, cwd and umask are those of a fresh bash.
-__rx_ns='read -r _ <"$2"; { read -r __n; LC_ALL=C IFS= read -r -N "$__n" __c; } <"$1"; unset __n; set --; eval "$__c"'
+# The call's shell. It opens nothing by name: fd 7 is the read end of the slot's go-ahead FIFO
+# g<k>, fd 9 that of the code FIFO c<k>. The go-ahead is the call's nonce (the slot has taken
+# it off n<k>, so the command cannot read it there); the code comes framed as
+# "<nonce> <length in bytes>\n<code>" (read -N in the C locale takes it in one read where a
+# delimiter would make bash read it a byte at a time). A frame whose nonce is not the
+# go-ahead's (what a stopped call left, bytes someone else wrote) is never run: exit 125 before
+# any status, which the slot reports as desync. The fds are closed and the nonce unset before
+# the code runs: its variables, traps, options, functions, cwd and umask are a fresh bash's.
+__rx_ns='IFS= read -r __g <&7 && { read -r __h __n && [ "$__h" = "$__g" ] && [[ $__n =~ ^[0-9]+$ ]] &&
+    LC_ALL=C IFS= read -r -N "$__n" __c; } <&9 || exit 125
+exec 7<&- 9<&-; unset __g __h __n; set --; eval "$__c"'
 
 # The slot: `bash DIR/slot DIR K CONTAINMENT [PREFIX...]` (DIR/slot holds these functions and
-# __rx_ns), where PREFIX starts the call's shell (setsid under process-group containment). As PID 1 of a namespace
-# ($$ = 1) it ends a call's leftovers with kill -1, which there reaches the namespace only;
-# otherwise it kills the call's process group.
+# __rx_ns), where PREFIX starts the call's shell (setsid under process-group containment). As
+# PID 1 of a namespace ($$ = 1) it ends a call's leftovers with kill -1, which there reaches
+# the namespace only; otherwise it kills the call's process group.
+# No open here can block: each FIFO is opened read-write first, so that its read-only open
+# finds a writer. n<k> is then held read-only: the runner holds its only writer, so the
+# runner's death (or its exit before this slot got going) reads as EOF, and the slot goes.
 __rx_slot() {
-    local d=$1 k=$2 cont=$3 line c nonce st rc killed incall= phase started
+    local d=$1 k=$2 cont=$3 line c nonce st rc killed incall= phase started bad= desync
     shift 3
     trap '[ -z "$incall" ] || { killed=1; __rx_slot_kill "$c"; }' USR1
     # fd 8 is the channel's stderr (the call's, and the end marker's); the slot's own stderr is
     # /dev/null, so its kill and wait need no redirection each (each costs syscalls a call).
-    exec 4<"$d/n$k" 5<>"$d/s$k" 6<>"$d/g$k" </dev/null 8>&2 2>/dev/null
+    exec 3<>"$d/c$k" 4<>"$d/n$k" 5<>"$d/s$k" 6<>"$d/g$k" </dev/null 8>&2 2>/dev/null || exit 0
+    exec 4<"$d/n$k" 7<"$d/g$k" 9<"$d/c$k" || exit 0
+    # Held open, the FIFOs that carry calls need no name: without one, nothing can be written
+    # into them by path (the runner holds n<k> and c<k> already; s<k> keeps its name, which
+    # the call's code writes its status to).
+    rm -f -- "$d/c$k" "$d/n$k" "$d/g$k"
     while :; do
-        "$@" bash -c "$__rx_ns" rexec "$d/c$k" "$d/g$k" 2>&8 4<&- 5<&- 6<&- 8>&- &
+        "$@" bash -c "$__rx_ns" rexec "$d" 2>&8 3<&- 4<&- 5<&- 6<&- 8>&- &
         c=$! nonce=
-        while IFS= read -r -u 4 line; do
-            case $line in
-            k) ;; # a kill that came after its call had ended
-            "n "*) nonce=${line#n }; break ;;
-            *) break ;;
-            esac
-        done
-        if [ -z "$nonce" ]; then __rx_slot_kill "$c"; return 0; fi
-        incall=1 killed=0 st= started=0
+        if ! __rx_slot_take; then __rx_slot_kill "$c"; return 0; fi
+        if [ -n "$bad" ]; then __rx_slot_refuse "$c"; continue; fi
+        incall=1 killed=0 st= started=0 desync=0
+        # A status line on s<k> now is not this call's (a command wrote it).
+        while read -r -t 0 -u 5; do read -r -t 0.01 -u 5 _ || break; done
         # A kill sent before incall was set has left its "k" line behind.
-        if read -r -t 0 -u 4; then killed=1; __rx_slot_kill "$c"; else printf 'go\n' >&6; fi
+        if read -r -t 0 -u 4; then killed=1; __rx_slot_kill "$c"; else printf '%s\n' "$nonce" >&6; fi
         # wait returns early only when the USR1 trap ran (killed 1); the call is over once
         # kill -0 fails.
         wait "$c"; rc=$?
@@ -69,22 +84,81 @@ __rx_slot() {
         incall=
         read -r -t 0 -u 5 && read -r -t 1 -u 5 st
         __rx_slot_reap "$c"
-        # Nothing of this call is left for the next one: its stdin, and what its processes
-        # might have written to the slot's FIFOs (the runner writes n<k> again only after
-        # these markers).
-        [ ! -s "$d/in" ] || : >"$d/in"
-        while read -r -t 0 -u 4; do read -r -t 0.01 -u 4 _ || break; done
-        while read -r -t 0 -u 5; do read -r -t 0.01 -u 5 _ || break; done
-        while read -r -t 0 -u 6; do read -r -t 0.01 -u 6 _ || break; done
+        [ ! -s "$d/in" ] || : >"$d/in" # its stdin is not left for the next call
+        __rx_slot_clean || desync=1
         case $st in
         ok) phase=cmd started=1 ;;
         cd | stdin) phase=$st ;;
         *) phase=setup ;;
         esac
-        printf '\036rexec:%s:end\n' "$nonce"
-        printf '\036rexec:%s:end %s %s 0 %s %s %s\n' "$nonce" "$phase" "$rc" "$cont" \
-            "$killed" "$started" >&8
+        # 125 before any status, not killed: the call's shell refused a frame not its call's
+        [ "$phase/$rc/$killed" != setup/125/0 ] || phase=desync desync=1
+        [ "$desync" = 0 ] || bad=1
+        __rx_slot_end "$nonce" "$phase" "$rc" "$killed" "$started" "$desync"
     done
+}
+
+# The next call's nonce from n<k>, into nonce; 1 on "quit" or EOF (the runner is gone). A line
+# the runner does not write (a command wrote it) makes the slot refuse every later call.
+__rx_slot_take() {
+    while IFS= read -r -u 4 line; do
+        case $line in
+        k) ;; # a kill that came after its call had ended
+        quit) return 1 ;;
+        "n " | "n "*[!0-9a-f]*) bad=1 ;;
+        "n "*) nonce=${line#n }; return 0 ;;
+        *) bad=1 ;;
+        esac
+    done
+    return 1
+}
+
+# What the call left on the slot's FIFOs, read off before its end is reported. A call stopped
+# before its command started (killed, no "ok" status) leaves on c<k> its whole frame (its
+# shell never read it: read off through its header) or the rest of it (the shell was killed
+# while it read: read off to the end, as the runner wrote the whole frame before it sent the
+# kill), and on g<k> the go-ahead, or the rest of it. Otherwise c<k> and g<k> hold nothing.
+# n<k> holds only "k" (a kill that came after the call ended) or "quit". Anything else was not
+# written for this call (a frame its shell refused, bytes a command wrote): it is read off as
+# well (bounded), and the call ends with desync set. Returns 1 then.
+__rx_slot_clean() {
+    local h n i=0 r=0 own=0
+    [ "$killed" = 0 ] || [ "$st" = ok ] || own=1
+    if [ "$own" = 1 ] && read -r -t 0 -u 3; then
+        read -r -t 1 -u 3 h n && [ "$h" = "$nonce" ] && [[ $n =~ ^[0-9]+$ ]] &&
+            LC_ALL=C read -r -N "$n" -t 5 -u 3 _
+    fi
+    while read -r -t 0 -u 3 && [ $((i += 1)) -le 1000 ]; do
+        [ "$own" = 1 ] || r=1
+        LC_ALL=C read -r -N 65536 -t 0.001 -u 3 _
+    done
+    while read -r -t 0 -u 6 && [ $((i += 1)) -le 2000 ]; do
+        IFS= read -r -t 1 -u 6 h
+        [ "$own" = 1 ] || r=1
+        case $nonce in *"$h") ;; *) r=1 ;; esac
+    done
+    while read -r -t 0 -u 4 && [ $((i += 1)) -le 3000 ]; do
+        IFS= read -r -t 1 -u 4 h || break # EOF: the runner is gone
+        case $h in k | quit) ;; *) r=1 ;; esac
+    done
+    [ "$i" -le 1000 ] || r=1
+    return "$r"
+}
+
+# A slot that found on its FIFOs what the runner did not write runs no call any more: each
+# call it is given ends as desync at once, never run, and the controller discards the runner.
+# It reads c<k> off until the runner writes n<k> again (or is gone), so a runner writing a
+# frame there never waits on it.
+__rx_slot_refuse() { # the waiting call's shell
+    __rx_slot_kill "$1"
+    wait "$1"
+    __rx_slot_end "$nonce" desync 1 0 0 1
+    until read -r -t 0 -u 4; do LC_ALL=C read -r -N 65536 -t 0.2 -u 3 _; done
+}
+
+__rx_slot_end() { # nonce phase rc killed started desync: the markers, after everything is gone
+    printf '\036rexec:%s:end\n' "$1"
+    printf '\036rexec:%s:end %s %s 0 %s %s %s %s\n' "$1" "$2" "$3" "$cont" "$4" "$5" "$6" >&8
 }
 
 __rx_slot_kill() { # the call's shell (the slot's stderr is /dev/null)
@@ -111,10 +185,16 @@ __rx_slot_reap() {
     fi
 }
 
-# Starts slot $1. The runner keeps n<k> and c<k> open read-write: the slot's and the call
-# shell's opens never block, a write to a slot that is gone never raises SIGPIPE, and when the
-# runner dies the slot reads EOF.
+# Starts slot $1. The runner keeps n<k> and c<k> open read-write: the slot's opens never block
+# and a write to a slot that is gone never raises SIGPIPE; it holds the only writer of n<k>,
+# so when the runner dies (or exits while the slot is still starting) the slot reads EOF.
 __rx_slot_start() {
+    local d=$__rx_dir
+    # A slot removes the names of its FIFOs once it has them open: one started again (the one
+    # before it is gone) gets new FIFOs.
+    if [ -n "${__rx_sp[$1]}" ]; then
+        rm -f -- "$d/n$1" "$d/c$1" "$d/g$1" && mkfifo -m 600 -- "$d/n$1" "$d/c$1" "$d/g$1" || return 1
+    fi
     case $1 in
     0) exec 20>&- 22>&- 20<>"$__rx_dir/n0" 22<>"$__rx_dir/c0" ;;
     1) exec 21>&- 23>&- 21<>"$__rx_dir/n1" 23<>"$__rx_dir/c1" ;;
@@ -129,7 +209,8 @@ __rx_slot_up() { # k: starts slot k if it is not running
 }
 
 # Stops the running call: "k" on its slot's FIFO, then SIGUSR1 to the slot (in a namespace, the
-# child of unshare). A slot that has not taken its call yet finds the "k" line first.
+# child of unshare). A slot that has not taken its call yet finds the "k" line first; so does
+# one that is still starting, which gets no signal: until its trap is set, SIGUSR1 would kill it.
 __rx_kill_cur() {
     local s=$__rx_cur u p=
     [ -n "$s" ] || return 0
@@ -142,7 +223,18 @@ __rx_kill_cur() {
     else
         kill -KILL "$u" 2>/dev/null # no children file: the slot and its namespace go
     fi
-    [ -z "$p" ] || kill -USR1 "$p" 2>/dev/null
+    [ -z "$p" ] || ! __rx_usr1_caught "$p" || kill -USR1 "$p" 2>/dev/null
+}
+
+# 0 if process $1 has a handler for SIGUSR1 (bit 9 of SigCgt in its status): the slot's trap.
+__rx_usr1_caught() {
+    local k v
+    while read -r k v; do
+        [ "$k" = SigCgt: ] || continue
+        (((16#$v & 0x200) != 0))
+        return
+    done 2>/dev/null <"/proc/$1/status"
+    return 1
 }
 
 __rx_send() { # slot line
@@ -154,7 +246,7 @@ __rx_send() { # slot line
 
 __rx_marks() { # nonce phase rc (a call that never reached a slot)
     printf '\036rexec:%s:end\n' "$1"
-    printf '\036rexec:%s:end %s %s 0 %s 0 0\n' "$1" "$2" "$3" "$__rx_cont" >&2
+    printf '\036rexec:%s:end %s %s 0 %s 0 0 0\n' "$1" "$2" "$3" "$__rx_cont" >&2
 }
 
 # Exactly $1 bytes of code from the channel (in the C locale a character is a byte; the code
@@ -167,7 +259,7 @@ __rx_read_code() {
 
 # One call frame: "C nonce min_rank stdin_len code_len" was read into $@.
 __rx_call() {
-    local nonce=$2 min=$3 inlen=$4 clen=$5 code in= s=$__rx_next pre
+    local nonce=$2 min=$3 inlen=$4 clen=$5 code in= s=$__rx_next i
     case "$nonce/$min/$inlen/$clen" in
     *[!0-9a-f/-]* | *//* | */ | /*) return 1 ;;
     esac
@@ -191,14 +283,18 @@ __rx_call() {
         __rx_marks "$nonce" contain 1
         return 0
     fi
-    __rx_slot_up "$s"
+    __rx_slot_up "$s" || return 1
     # The nonce first: the call's shell waits for the slot's go-ahead before it reads the code,
-    # and a code larger than a FIFO's buffer is written only as fast as that shell reads it.
+    # and a code larger than a FIFO's buffer is written only as fast as that shell reads it
+    # (or, for a call stopped before that, as the slot reads it off). The frame on c<k> is
+    # "<nonce> <length in bytes>\n" and the code, after the line naming the call's status FIFO
+    # and stdin (__rx_fp, with its length in bytes in __rx_fl).
     __rx_send "$s" "n $nonce"
-    printf -v pre '__rx_st=%q __rx_in=%q\n' "$__rx_dir/s$s" "$in"
-    case $s in # the length in bytes ($pre is ASCII: mktemp's path, "in" or nothing)
-    0) printf '%s\n%s%s' "$((${#pre} + clen))" "$pre" "$code" >&22 ;;
-    1) printf '%s\n%s%s' "$((${#pre} + clen))" "$pre" "$code" >&23 ;;
+    i=$s
+    [ -z "$in" ] || i=$((s + 2))
+    case $s in
+    0) printf '%s %s\n%s%s' "$nonce" "$((__rx_fl[i] + clen))" "${__rx_fp[i]}" "$code" >&22 ;;
+    1) printf '%s %s\n%s%s' "$nonce" "$((__rx_fl[i] + clen))" "${__rx_fp[i]}" "$code" >&23 ;;
     esac
     code=
     unset code
@@ -206,24 +302,78 @@ __rx_call() {
     __rx_slot_up "$__rx_next" # only the first call starts the second slot
 }
 
-# What a runner killed together with its slots can leave behind, when the parent-death signal
-# came too late or the VM has no setpriv: a call's shell blocked on its FIFOs, which nobody will
-# write any more. Each runner that starts ends those of the same user's dead runners (the
-# runner's pid is in "owner"): "go" and "exit 0" on the FIFOs unblock the shell, which runs it;
-# then the directory goes.
+# The line before a call's code, for slot 0 and 1 without stdin, then with: computed once, with
+# its length in bytes (the C locale), as a frame's header counts bytes.
+__rx_frame_lines() {
+    local LC_ALL=C i l
+    __rx_fp=() __rx_fl=()
+    for i in 0 1 2 3; do
+        l=
+        [ "$i" -lt 2 ] || l=$__rx_dir/in
+        printf -v "__rx_fp[$i]" '__rx_st=%q __rx_in=%q\n' "$__rx_dir/s$((i % 2))" "$l"
+        __rx_fl[i]=${#__rx_fp[i]}
+    done
+}
+
+# The runners' directory, ${TMPDIR:-/tmp}/.rexec-<uid>: made 0700 by the first runner, and
+# trusted only if it is a directory (not a symlink) that this user owns and nobody else may
+# enter; then all in it is this user's own. Otherwise no runner starts here (":none base") and
+# calls take a channel each: nothing another user plants in /tmp can steer or stop a runner.
+__rx_base_ok() {
+    local m
+    __rx_base=${TMPDIR:-/tmp}/.rexec-$EUID
+    [ -e "$__rx_base" ] || [ -L "$__rx_base" ] || mkdir -m 700 -- "$__rx_base" 2>/dev/null
+    [ -d "$__rx_base" ] && [ ! -L "$__rx_base" ] && [ -O "$__rx_base" ] || return 1
+    m=$(stat -c %a -- "$__rx_base" 2>/dev/null) && [ "$m" = 700 ]
+}
+
+# The start time of process $1 (clock ticks after boot) into __rx_t, with its pid a process's
+# identity; 1 if there is no such process.
+__rx_stime() {
+    local l
+    __rx_t=
+    { read -r l <"/proc/$1/stat"; } 2>/dev/null || return 1
+    l=${l##*) }
+    set -- $l # the fields after the command's name: a state letter and numbers
+    __rx_t=${20}
+    [ -n "$__rx_t" ]
+}
+
+# A runner directory whose runner is alive ("owner": its pid and start time), or still starting
+# (no owner yet). Follows no symlink.
+__rx_live() {
+    local o t
+    [ -d "$1" ] && [ ! -L "$1" ] || return 1
+    [ -f "$1/owner" ] && [ ! -L "$1/owner" ] || return 0
+    read -r o t 2>/dev/null <"$1/owner"
+    case $o in '' | *[!0-9]*) return 0 ;; esac
+    __rx_stime "$o" && [ "$__rx_t" = "$t" ]
+}
+
+# What dead runners of this user left, once per runner start: their directories (a SIGKILLed
+# runner could not remove its own), and any of their processes still there, found through
+# /proc even when the directory is gone: a process of this user (bash, unshare, setsid or
+# setpriv) whose arguments name a directory under the base that is gone or whose runner is
+# dead (a slot, `bash DIR/slot DIR ...`, or a call's shell, `bash -c ... rexec DIR`). The
+# FIFOs' EOF and the parent-death signal end them in the normal case; this is for when both
+# came too late. It reads only the base (this user's alone), follows no symlink, opens no FIFO
+# and writes nothing: it removes and it sends SIGKILL.
 __rx_sweep() {
-    local d o k
-    for d in "${TMPDIR:-/tmp}"/.rexec-runner.*; do
-        [ -d "$d" ] && [ -O "$d" ] && [ "$d" != "$__rx_dir" ] || continue
-        o=
-        read -r o 2>/dev/null <"$d/owner"
-        case $o in '' | *[!0-9]*) continue ;; esac
-        ! kill -0 "$o" 2>/dev/null || continue
-        for k in 0 1; do
-            [ ! -p "$d/g$k" ] || printf 'go\n' 2>/dev/null 1<>"$d/g$k"
-            [ ! -p "$d/c$k" ] || printf '6\nexit 0' 2>/dev/null 1<>"$d/c$k"
+    local d p w a
+    for d in "$__rx_base"/r.*; do
+        [ "$d" = "$__rx_dir" ] || __rx_live "$d" || [ ! -d "$d" ] || [ -L "$d" ] || rm -rf -- "$d"
+    done
+    for p in /proc/[1-9]*; do
+        [ -O "$p" ] || continue
+        mapfile -d '' -t a 2>/dev/null <"$p/cmdline" || continue
+        case ${a[0]##*/} in bash | unshare | setsid | setpriv) ;; *) continue ;; esac
+        for w in "${a[@]:1}"; do
+            case $w in "$__rx_base"/r.*) ;; *) continue ;; esac
+            w=${w#"$__rx_base"/}
+            w=$__rx_base/${w%%/*}
+            [ "$w" = "$__rx_dir" ] || __rx_live "$w" || kill -KILL "${p#/proc/}" 2>/dev/null
+            break
         done
-        rm -rf -- "$d"
     done
     return 0
 }
@@ -246,21 +396,28 @@ __rx_runner_setup() {
         __rx_pre=()
         command -v setsid >/dev/null 2>&1 && __rx_cpre=("${__rx_guard[@]}" setsid)
     fi
-    __rx_dir=$(umask 077 && mktemp -d "${TMPDIR:-/tmp}/.rexec-runner.XXXXXXXX" 2>/dev/null) &&
+    __rx_why=base
+    __rx_base_ok || return 1
+    __rx_why=setup
+    # "in": a call's stdin, private; "owner": for __rx_sweep; "slot": the slots' code
+    __rx_dir=$(umask 077 && mktemp -d "$__rx_base/r.XXXXXXXX" 2>/dev/null) &&
         [ -n "$__rx_dir" ] &&
         mkfifo -m 600 "$__rx_dir/c0" "$__rx_dir/c1" "$__rx_dir/n0" "$__rx_dir/n1" \
             "$__rx_dir/s0" "$__rx_dir/s1" "$__rx_dir/g0" "$__rx_dir/g1" 2>/dev/null &&
-        (umask 077 && : >"$__rx_dir/in" && printf '%s\n' "$$" >"$__rx_dir/owner" &&
-            { declare -p __rx_ns && declare -f __rx_slot __rx_slot_kill __rx_slot_reap &&
+        __rx_stime "$$" &&
+        (umask 077 && : >"$__rx_dir/in" && printf '%s %s\n' "$$" "$__rx_t" >"$__rx_dir/owner" &&
+            { declare -p __rx_ns && declare -f __rx_slot __rx_slot_take __rx_slot_clean \
+                __rx_slot_refuse __rx_slot_end __rx_slot_kill __rx_slot_reap &&
                 printf '__rx_slot "$@"\n'; } >"$__rx_dir/slot") &&
-        __rx_sweep # "in": a call's stdin, private; "owner": for __rx_sweep; "slot": the slots' code
+        __rx_frame_lines &&
+        __rx_sweep
 }
 
 __rx_runner() {
     local hdr k
     exec 7<&0 </dev/null
     if ! __rx_runner_setup; then
-        printf '\036rexec-runner:%s:none setup\n' "$__rx_rnonce"
+        printf '\036rexec-runner:%s:none %s\n' "$__rx_rnonce" "$__rx_why"
         [ -z "$__rx_dir" ] || rm -rf -- "$__rx_dir"
         return
     fi

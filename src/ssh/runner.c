@@ -1,4 +1,5 @@
 /* A runner on one channel (runner.h, remote/runner.sh). */
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,20 +17,54 @@ static const char *const rn_state_names[] = {"OPEN", "EXEC", "START", "IDLE", "C
 
 enum { KILL_NONE = 0, KILL_TIMEOUT, KILL_CANCEL };
 
+/* A call's life on its runner. Every change goes through call_to, which allows only these:
+ *   NONE -> WAIT_READY -> QUEUED          (a runner still starting: the frame waits for "ready")
+ *   NONE -> QUEUED -> SENT -> ACKED -> KILLING -> ENDED -> NONE
+ *   QUEUED -> ACKED          "start" came while the rest of the frame (its stdin) was going out
+ *   QUEUED | SENT -> KILLING "start" came after a kill was queued (kill_why says which)
+ *   any active state -> ENDED
+ * A kill is queued (a "K" line after the frame, kill_why set) in QUEUED, SENT or ACKED; the
+ * state becomes KILLING once the runner has acknowledged the call. Whether the whole frame was
+ * written is res.sent (the deadline starts then). */
+typedef enum call_state {
+    CALL_NONE = 0,   /* no call */
+    CALL_WAIT_READY, /* given to a runner that has not said "ready": nothing queued */
+    CALL_QUEUED,     /* its frame is in r->out, not all of it written; no "start" yet */
+    CALL_SENT,       /* the whole frame was written; no "start" yet */
+    CALL_ACKED,      /* the runner said "start": the connection answers */
+    CALL_KILLING,    /* acknowledged, and a kill line follows the frame (deadline or cancel) */
+    CALL_ENDED,      /* over: reported from the loop */
+} call_state;
+static const char *const call_state_names[] = {"NONE",  "WAIT_READY", "QUEUED", "SENT",
+                                               "ACKED", "KILLING",    "ENDED"};
+#define CALL_BIT(s) (1u << (s))
+static const unsigned call_next[] = {
+    [CALL_NONE] = CALL_BIT(CALL_WAIT_READY) | CALL_BIT(CALL_QUEUED),
+    [CALL_WAIT_READY] = CALL_BIT(CALL_QUEUED) | CALL_BIT(CALL_ENDED),
+    [CALL_QUEUED] = CALL_BIT(CALL_SENT) | CALL_BIT(CALL_ACKED) | CALL_BIT(CALL_KILLING) |
+                    CALL_BIT(CALL_ENDED),
+    [CALL_SENT] = CALL_BIT(CALL_ACKED) | CALL_BIT(CALL_KILLING) | CALL_BIT(CALL_ENDED),
+    [CALL_ACKED] = CALL_BIT(CALL_KILLING) | CALL_BIT(CALL_ENDED),
+    [CALL_KILLING] = CALL_BIT(CALL_ENDED),
+    [CALL_ENDED] = CALL_BIT(CALL_NONE),
+};
+
 #define RN_HELLO_MAX 200
 #define RN_MAX_FRAME_CODE (8u * 1024 * 1024)
+/* Reads of one stream in one step (32 KiB each): a big output hands the loop back to the
+ * session's other channels after 256 KiB, as libuv bounds its own reads of a stream. */
+#define RN_READ_BUDGET 8
 
 typedef struct rn_call {
-    int active;        /* a call is assigned (possibly waiting for the runner to be ready) */
+    call_state st;
     rx_exec_cb cb;
     rx_exec_result res;
     char nonce[RX_NONCE_LEN + 1];
     double timeout_s, backstop_s;
-    size_t frame_end;  /* offset in r->out where this call's frame ends */
-    int frame_queued, frame_sent;
-    int kill_why, kill_queued, cancel_req, backstop_fired;
+    size_t frame_start, frame_end; /* where this call's frame lies in r->out */
+    int kill_why;      /* KILL_*: a kill line was queued after the frame, and why */
+    int desync;        /* the runner said its slot held bytes not its calls': discard it after */
     int out_mark, err_mark; /* the end markers seen on stdout / stderr */
-    int acked;         /* the runner said "start": the connection answers */
     int paused;        /* the consumer holds the output back (rx_runner_pause) */
     rx_marker mo, me;
     rx_exec_opts opts; /* its buffers belong to the caller until on_done */
@@ -45,6 +80,7 @@ struct rx_runner {
     double idle_s;
     rx_buf out;       /* bytes for the channel: definitions, frames, kill lines */
     size_t out_off;
+    int wpending;     /* the last write found no room: libssh2 may hold a copy from out_off on */
     char rnonce[RX_NONCE_LEN + 1];
     char hello[RN_HELLO_MAX];
     size_t hello_len;
@@ -66,6 +102,31 @@ static void rn_set_state(rx_runner *r, rn_state st)
     rx_log(rx_session_logger(r->s), REXEC_LOG_DEBUG, "%s: runner %p: %s -> %s",
            rx_session_host(r->s)->name, (void *)r, rn_state_names[r->state], rn_state_names[st]);
     r->state = st;
+}
+
+static int call_active(const rn_call *c)
+{
+    return c->st != CALL_NONE && c->st != CALL_ENDED;
+}
+
+/* The frame is (or was) on its way: the runner's answers belong to this call. */
+static int call_has_frame(const rn_call *c)
+{
+    return c->st >= CALL_QUEUED && c->st <= CALL_KILLING;
+}
+
+static int call_acked(const rn_call *c)
+{
+    return c->st == CALL_ACKED || c->st == CALL_KILLING;
+}
+
+static void call_to(rx_runner *r, call_state to)
+{
+    rn_call *c = &r->call;
+    rx_log(rx_session_logger(r->s), REXEC_LOG_DEBUG, "%s: runner %p: call %s -> %s",
+           rx_session_host(r->s)->name, (void *)r, call_state_names[c->st], call_state_names[to]);
+    assert(call_next[c->st] & CALL_BIT(to));
+    c->st = to;
 }
 
 static void call_error(rn_call *c, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -113,14 +174,16 @@ static int start_call(rx_runner *r);
 static void call_end(rx_runner *r)
 {
     rn_call *c = &r->call;
-    if (!c->active)
+    if (!call_active(c))
         return;
+    call_to(r, CALL_ENDED);
     uv_timer_stop(&r->timer);
     uv_timer_stop(&r->setup);
     r->dcb = c->cb;
     r->dres = c->res;
     r->dpending = 1;
-    OPENSSL_cleanse(c, sizeof(*c));
+    call_to(r, CALL_NONE);
+    OPENSSL_cleanse(c, sizeof(*c)); /* CALL_NONE */
     uv_timer_start(&r->deliver, on_deliver, 0, 0);
     if (r->state == RN_CALL) {
         rn_set_state(r, RN_IDLE);
@@ -134,7 +197,7 @@ static void call_end(rx_runner *r)
 static void on_idle_timer(uv_timer_t *t)
 {
     rx_runner *r = t->data;
-    if (r->state == RN_IDLE && !r->call.active) {
+    if (r->state == RN_IDLE && r->call.st == CALL_NONE) {
         r->close_req = 1;
         rx_session_kick(r->s);
     }
@@ -143,11 +206,20 @@ static void on_idle_timer(uv_timer_t *t)
 static void queue_kill(rx_runner *r, int why)
 {
     rn_call *c = &r->call;
-    if (c->kill_queued)
+    if (c->kill_why != KILL_NONE)
         return;
-    c->kill_queued = 1;
     c->kill_why = why;
-    rx_buf_adds(&r->out, "K\n"); /* out has no cap: a kill line always fits */
+    if (c->st == CALL_ACKED)
+        call_to(r, CALL_KILLING);
+    if (rx_buf_adds(&r->out, "K\n") != 0) {
+        /* The call cannot be stopped in band: the runner goes instead (its channel's close is
+         * EOF to it, which stops the call), and the call's result says so. */
+        call_error(c, REXEC_ECONNLOST,
+                   "%s: the call could not be stopped in band (no memory for the kill line): "
+                   "its runner was discarded, which stops it; its result is unknown",
+                   rx_session_host(r->s)->name);
+        r->close_req = 1;
+    }
     rx_session_kick(r->s);
 }
 
@@ -155,9 +227,9 @@ static void on_call_timer(uv_timer_t *t)
 {
     rx_runner *r = t->data;
     rn_call *c = &r->call;
-    if (!c->active)
+    if (!call_active(c))
         return;
-    if (!c->kill_queued) { /* the call's own deadline: stop it in-band */
+    if (c->kill_why == KILL_NONE) { /* the call's own deadline: stop it in-band */
         queue_kill(r, KILL_TIMEOUT);
         arm(r, c->backstop_s > c->timeout_s ? c->backstop_s - c->timeout_s : 1, on_call_timer);
         return;
@@ -185,15 +257,14 @@ static void on_setup_timer(uv_timer_t *t)
 {
     rx_runner *r = t->data;
     rn_call *c = &r->call;
-    if (!c->active || c->acked || c->res.ended)
+    if (!call_active(c) || call_acked(c) || c->res.ended)
         return;
-    c->res.sent = c->frame_sent;
     call_error(c, REXEC_ETIMEDOUT,
                "%s: the connection does not answer: the runner did not acknowledge the call "
                "within %.1f s (connect_timeout_s); %s",
                rx_session_host(r->s)->name, c->opts.setup_s,
-               c->frame_sent ? "the call was sent and may have started; it is not re-run"
-                             : "nothing ran");
+               c->res.sent ? "the call was sent and may have started; it is not re-run"
+                           : "nothing ran");
     r->gave_up = 1;
     r->close_req = 1;
     call_end(r);
@@ -233,30 +304,47 @@ static void line_out(void *ud, const char *body)
         r->close_req = 1;
 }
 
-/* "end <phase> <rc> <timed_out> <containment> <killed> <started>" */
+/* "start": the runner has the call; the set-up deadline is met. */
+static void call_ack(rx_runner *r)
+{
+    uv_timer_stop(&r->setup);
+    call_to(r, r->call.kill_why != KILL_NONE ? CALL_KILLING : CALL_ACKED);
+}
+
+/* "end <phase> <rc> <timed_out> <containment> <killed> <started> <desync>" */
 static void line_err(void *ud, const char *body)
 {
     rx_runner *r = ud;
     rn_call *c = &r->call;
     rx_exec_result *x = &c->res;
-    int to = 0, killed = 0, started = 0;
-    if (strcmp(body, "start") == 0 && !c->acked) {
-        c->acked = 1;
-        uv_timer_stop(&r->setup);
+    int to = 0, killed = 0, started = 0, desync = 0;
+    if (strcmp(body, "start") == 0 && !call_acked(c)) {
+        call_ack(r);
         return;
     }
-    if (sscanf(body, "end %15s %d %d %31s %d %d", x->phase, &x->rc, &to, x->containment, &killed,
-               &started) != 6) {
+    if (sscanf(body, "end %15s %d %d %31s %d %d %d", x->phase, &x->rc, &to, x->containment,
+               &killed, &started, &desync) != 7) {
         r->close_req = 1;
         return;
     }
     c->err_mark = 1;
+    c->desync = desync != 0;
     x->ended = 1;
     x->started = started;
     x->timed_out = killed && c->kill_why == KILL_TIMEOUT;
     x->cancelled = killed && c->kill_why == KILL_CANCEL;
     if (strcmp(x->phase, "contain") == 0)
         x->started = 0;
+    /* The slot refused the frame its call's shell was given (not this call's, by its nonce):
+     * nothing of the call ran, and the runner is not used again. */
+    if (strcmp(x->phase, "desync") == 0) {
+        x->started = 0;
+        c->desync = 1;
+        call_error(c, REXEC_ECONNLOST,
+                   "%s: the runner fell out of step (its slot held bytes that were not this "
+                   "call's): the call was not run; the runner is discarded",
+                   rx_session_host(r->s)->name);
+    }
 }
 
 /* Before "ready": the first line on stdout is the runner's answer; stderr is not the call's. */
@@ -277,10 +365,10 @@ static void hello_feed(rx_runner *r, const unsigned char *p, size_t n)
             return;
         }
         rn_set_state(r, RN_IDLE);
-        if (r->call.active && start_call(r) != 0) {
+        if (r->call.st == CALL_WAIT_READY && start_call(r) != 0) {
             call_error(&r->call, REXEC_ENOMEM, "out of memory");
             call_end(r);
-        } else if (!r->call.active && r->idle_s > 0) {
+        } else if (r->call.st == CALL_NONE && r->idle_s > 0) {
             arm(r, r->idle_s, on_idle_timer);
         }
     }
@@ -296,11 +384,14 @@ static int ssh_err(rx_runner *r, char *buf, size_t n)
  * the set-up deadline waits for that, and nothing of the command comes before it. */
 static int call_held(const rx_runner *r, int stream)
 {
-    return r->state == RN_CALL && r->call.active && r->call.paused &&
-           (stream == 0 || r->call.acked);
+    return r->state == RN_CALL && call_active(&r->call) && r->call.paused &&
+           (stream == 0 || call_acked(&r->call));
 }
 
-/* Reads whatever both streams hold. Returns 1 if bytes came, 0 if none, -1 on error. */
+/* Reads what both streams hold, at most RN_READ_BUDGET reads of each: a stream with more
+ * returns 1 (progress) and is read again on the session's next pass, after its other channels
+ * had their turn (rn_pending tells the session libssh2 still holds data). Returns 1 if bytes
+ * came, 0 if none, -1 on error. */
 static int read_streams(rx_runner *r)
 {
     unsigned char buf[32768];
@@ -308,7 +399,7 @@ static int read_streams(rx_runner *r)
     for (int stream = 0; stream < 2; stream++) {
         if (call_held(r, stream))
             continue;
-        for (;;) {
+        for (int reads = 0; reads < RN_READ_BUDGET; reads++) {
             ssize_t n = libssh2_channel_read_ex(r->ch, stream, (char *)buf, sizeof(buf));
             if (n == LIBSSH2_ERROR_EAGAIN || n == 0)
                 break;
@@ -323,7 +414,7 @@ static int read_streams(rx_runner *r)
             if (r->state == RN_START) {
                 if (stream == 0)
                     hello_feed(r, buf, (size_t)n);
-            } else if (!r->call.active || !r->call.frame_queued) {
+            } else if (!call_has_frame(&r->call)) {
                 r->close_req = 1; /* nothing may come between calls */
             } else {
                 rx_marker_feed(stream == 0 ? &r->call.mo : &r->call.me, buf, (size_t)n);
@@ -342,6 +433,7 @@ static int write_out(rx_runner *r)
     while (r->out_off < r->out.len) {
         ssize_t n = libssh2_channel_write(r->ch, (const char *)r->out.data + r->out_off,
                                           r->out.len - r->out_off);
+        r->wpending = n == LIBSSH2_ERROR_EAGAIN;
         if (n == LIBSSH2_ERROR_EAGAIN)
             break;
         if (n < 0) {
@@ -355,9 +447,10 @@ static int write_out(rx_runner *r)
         went = 1;
     }
     rn_call *c = &r->call;
-    if (c->active && c->frame_queued && !c->frame_sent && r->out_off >= c->frame_end) {
-        c->frame_sent = 1;
+    if (call_has_frame(c) && !c->res.sent && r->out_off >= c->frame_end) {
         c->res.sent = 1;
+        if (c->st == CALL_QUEUED)
+            call_to(r, CALL_SENT);
         arm(r, c->timeout_s, on_call_timer);
     }
     if (r->out_off == r->out.len && r->out_off > 0) {
@@ -365,8 +458,7 @@ static int write_out(rx_runner *r)
         OPENSSL_cleanse(r->out.data, r->out.len);
         r->out.len = 0;
         r->out_off = 0;
-        if (c->frame_queued)
-            c->frame_end = 0;
+        c->frame_start = c->frame_end = 0;
     }
     return went;
 }
@@ -378,7 +470,7 @@ static int write_out(rx_runner *r)
 static void start_failed(rx_runner *r, int code, int no_runner, const char *why)
 {
     rn_call *c = &r->call;
-    if (c->active) {
+    if (call_active(c)) {
         call_error(c, code, "%s: %s", rx_session_host(r->s)->name, why);
         c->res.no_runner = no_runner;
         call_end(r);
@@ -462,26 +554,28 @@ static int st_run(rx_runner *r)
     rn_call *c = &r->call;
     int w = write_out(r), rd = w < 0 ? -1 : read_streams(r);
     if (rd < 0 || w < 0) {
-        /* A frame not sent whole never runs: the runner needs all of it to start the call. */
-        c->res.sent = c->frame_sent;
+        /* A frame not sent whole never runs (res.sent stays 0): the runner needs all of it to
+         * start the call. */
         call_end(r);
         rn_set_state(r, RN_CLOSE);
         return RX_STEP_PROGRESS;
     }
-    if (c->active && c->out_mark && c->err_mark) {
+    if (call_active(c) && c->out_mark && c->err_mark) {
+        int desync = c->desync;
         call_end(r);
+        if (desync) /* its slot held what it should not: no later call may run there */
+            r->close_req = 1;
         return RX_STEP_PROGRESS;
     }
     if (r->close_req || runner_dead(r)) {
-        if (c->active && c->frame_queued) {
-            c->res.sent = c->frame_sent;
+        if (call_has_frame(c)) {
             call_error(c, REXEC_ECONNLOST,
                        "%s: the runner died or fell out of step during the call; the call is not "
                        "re-run and its result is unknown",
                        rx_session_host(r->s)->name);
             call_end(r);
         }
-        if (!c->active) {
+        if (!call_active(c)) {
             rn_set_state(r, RN_CLOSE);
             return RX_STEP_PROGRESS;
         }
@@ -537,8 +631,7 @@ static void rn_fail(rx_chan_user *u, int code, const char *msg)
 {
     rx_runner *r = (rx_runner *)u;
     rn_call *c = &r->call;
-    if (c->active) {
-        c->res.sent = c->frame_sent;
+    if (call_active(c)) {
         call_error(c, code, "%s", msg);
         call_end(r);
     }
@@ -612,7 +705,7 @@ rx_runner *rx_runner_new(rx_session *s, int max_rank, double idle_s)
 
 int rx_runner_free_for_call(const rx_runner *r)
 {
-    return !r->call.active && !r->dpending && !r->close_req && !r->finished &&
+    return r->call.st == CALL_NONE && !r->dpending && !r->close_req && !r->finished &&
            r->state <= RN_IDLE;
 }
 
@@ -651,8 +744,9 @@ static int start_call(rx_runner *r)
         r->out.len = before;
         return REXEC_ENOMEM;
     }
-    c->frame_queued = 1;
+    c->frame_start = before;
     c->frame_end = r->out.len;
+    call_to(r, CALL_QUEUED);
     uv_timer_stop(&r->timer); /* the idle timeout */
     rn_set_state(r, RN_CALL);
     return 0;
@@ -663,8 +757,7 @@ int rx_runner_call(rx_runner *r, const rx_exec_opts *o, const rx_exec_cb *cb)
     rn_call *c = &r->call;
     if (!rx_runner_free_for_call(r) || o->runner_code == NULL || strlen(o->nonce) != RX_NONCE_LEN)
         return REXEC_EINTERNAL;
-    memset(c, 0, sizeof(*c));
-    c->active = 1;
+    memset(c, 0, sizeof(*c)); /* CALL_NONE */
     c->cb = *cb;
     snprintf(c->nonce, sizeof(c->nonce), "%s", o->nonce);
     c->timeout_s = o->timeout_s > 0 ? o->timeout_s : 1;
@@ -676,9 +769,13 @@ int rx_runner_call(rx_runner *r, const rx_exec_opts *o, const rx_exec_cb *cb)
         uv_timer_start(&r->setup, on_setup_timer, (uint64_t)(o->setup_s * 1000) + 1, 0);
     /* A starting runner gets the frame once it said "ready": a runner that cannot start has
      * then read nothing of the call, which may run on a channel of its own. */
-    if (r->state == RN_IDLE && start_call(r) != 0) {
-        memset(c, 0, sizeof(*c));
-        return REXEC_ENOMEM;
+    if (r->state == RN_IDLE) {
+        if (start_call(r) != 0) {
+            memset(c, 0, sizeof(*c));
+            return REXEC_ENOMEM;
+        }
+    } else {
+        call_to(r, CALL_WAIT_READY);
     }
     rx_session_kick(r->s);
     return 0;
@@ -694,20 +791,37 @@ void rx_runner_retire(rx_runner *r)
 
 void rx_runner_pause(rx_runner *r, int on)
 {
-    if (!r->call.active || r->call.paused == on)
+    if (!call_active(&r->call) || r->call.paused == on)
         return;
     r->call.paused = on;
     rx_session_kick(r->s); /* resumed: read what waits; paused: stop watching for it */
 }
 
+/* Takes the call's frame back out of r->out, wiped, when no byte of it has left: not written,
+ * and no write in progress that libssh2 may hold a copy of. 0 when some of it may be on its
+ * way (the runner then needs the rest, and a kill line after it). */
+static int drop_frame(rx_runner *r)
+{
+    rn_call *c = &r->call;
+    size_t n = c->frame_end - c->frame_start;
+    if (c->st != CALL_QUEUED || r->wpending || r->out_off > c->frame_start)
+        return 0;
+    memmove(r->out.data + c->frame_start, r->out.data + c->frame_end, r->out.len - c->frame_end);
+    OPENSSL_cleanse(r->out.data + r->out.len - n, n);
+    r->out.len -= n;
+    c->frame_start = c->frame_end = 0;
+    return 1;
+}
+
 void rx_runner_cancel(rx_runner *r)
 {
     rn_call *c = &r->call;
-    if (!c->active || c->cancel_req)
+    if (!call_active(c) || c->kill_why != KILL_NONE)
         return;
-    c->cancel_req = 1;
-    if (!c->frame_queued) {
-        call_error(c, REXEC_ECANCELLED, "%s: cancelled before it started", rx_session_host(r->s)->name);
+    /* Not sent yet (or waiting for "ready"): it never will be, and the call did not run. */
+    if (c->st == CALL_WAIT_READY || drop_frame(r)) {
+        call_error(c, REXEC_ECANCELLED, "%s: cancelled before it was sent; it did not run",
+                   rx_session_host(r->s)->name);
         c->res.sent = 0;
         call_end(r);
         return;

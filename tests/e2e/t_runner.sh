@@ -128,7 +128,7 @@ n_after=$(wc -l <<<"$after")
 # between calls: each runner (R) and its two slots (unshare, the slot's bash, the next call's
 # waiting shell), nothing else
 [[ $n_after -le $((runners * 7)) ]] || fail "after 300 calls, on the VM: $(lab ps '.')"
-lab ps '.' | grep -Ev ' (bash -s|unshare --pid --fork --kill-child .*|bash -c .*|bash /[^ ]*/\.rexec-runner\.[^ /]*/slot .*)$' &&
+lab ps '.' | grep -Ev ' (bash -s|unshare --pid --fork --kill-child .*|bash -c .*|bash /[^ ]*/\.rexec-[0-9]+/r\.[^ /]*/slot .*)$' &&
     fail "after 300 calls, processes that are not runners: $(lab ps '.')"
 
 # ---- marker-shaped output ----------------------------------------------------------------------
@@ -155,19 +155,21 @@ assert_eq 1 "$(wc -l <"$RUNS")" "runs of the call whose runner died (never re-ru
 # Its slots' waiting shells wait on FIFOs nobody will write any more: the parent-death signal
 # (setpriv) must take each slot's unshare, and with it the slot and its namespace. And what a
 # dead runner left anyway (the signal came too late, or the VM has no setpriv; made by hand
-# here: a runner directory whose owner is dead, and a contained shell blocked opening its FIFO)
-# is swept by the next runner that starts.
+# here: a runner directory whose owner is dead, with a call's shell waiting on its FIFO, and a
+# shell of a runner whose directory is gone) is swept by the next runner that starts: found
+# through /proc by the directory its arguments name, and killed; the directory removed.
 cat >"$RX_TMP/orphan.sh" <<'SH'
-d=$(umask 077 && mktemp -d "${TMPDIR:-/tmp}/.rexec-runner.XXXXXXXX")
-mkfifo -m 600 "$d/c0" "$d/c1"
-true & dead=$!; wait "$dead"; echo "$dead" >"$d/owner"
-setsid bash -c '{ read -r __n; IFS= read -r -N "$__n" __c; } <"$1"; set --; eval "$__c"' rexec-orphan "$d/c0" \
-    </dev/null >/dev/null 2>&1 &
+b=${TMPDIR:-/tmp}/.rexec-$(id -u)
+d=$(umask 077 && mktemp -d "$b/r.XXXXXXXX")
+mkfifo -m 600 "$d/c0" "$d/g0"
+true & dead=$!; wait "$dead"; echo "$dead 1" >"$d/owner"
+setsid bash -c 'read -r _ <"$1/g0"; :' rexec-orphan "$d" </dev/null >/dev/null 2>&1 &
+setsid bash -c 'read -r _ <>"$1/fifo"; :' rexec-orphan "$b/r.gone0000" </dev/null >/dev/null 2>&1 &
 echo "$d"
 SH
-orphan_dir=$(lab_ssh lab1 bash -s <"$RX_TMP/orphan.sh")
-wait_until 20 remote_pgrep 'rexec-orphan' >/dev/null
 [[ $(calls "$SOCK" t.ok) == *'"stdout": "ok\n"'* ]] || fail "a call before the kill"
+orphan_dir=$(lab_ssh lab1 bash -s <"$RX_TMP/orphan.sh")
+wait_until 20 bash -c '[[ $("$1" --dir "$2" ps "rexec-orphan" | grep -c .) == 2 ]]' _ "$RX_LAB" "$LAB_DIR"
 for p in $(remote_pgrep '^bash -s$'); do kill -KILL "$p" 2>/dev/null || true; done
 [[ $(calls "$SOCK" t.ok) == *'"stdout": "ok\n"'* ]] || fail "the call after the runners were killed"
 if command -v setpriv >/dev/null; then # what the killed runner had started went with it
@@ -177,7 +179,7 @@ if command -v setpriv >/dev/null; then # what the killed runner had started went
         fail "left on the VM after its runner was killed: $(lab ps '.')"
 fi
 wait_until 20 bash -c '! "$1" --dir "$2" ps "rexec-orphan" >/dev/null' _ "$RX_LAB" "$LAB_DIR" ||
-    fail "the new runner did not sweep the orphaned contained shell: $(lab ps '.')"
+    fail "the new runner did not sweep the orphaned shells: $(lab ps '.')"
 lab_ssh lab1 test ! -e "$orphan_dir" || fail "the dead runner's directory $orphan_dir is still there"
 
 # ---- leftovers and deadlines on a runner, under both containments ------------------------------

@@ -1,0 +1,238 @@
+"""Drives remote/runner.sh the way rexec does, without rexec: `bash -s` fed the runner's start
+(what rx_render_runner_start sends), then call frames (what runner.c queues), the code of each
+as rx_render_runner_code renders it. Used by tests/e2e/t_runner_frames.sh; standard library only.
+
+    runner_frames.py SRC TMP SCENARIO MAX_RANK
+
+TMP is the runners' TMPDIR (private to the test) and where commands leave their traces. Prints
+one line per scenario result; exits 1 with the reason on the first wrong outcome.
+"""
+import os
+import random
+import secrets
+import select
+import subprocess
+import sys
+import time
+
+SRC, TMP, SCENARIO, MAX_RANK = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+WAIT_S = 20  # bound on any one answer: a hang fails the test, it is never waited out
+
+
+def die(msg):
+    print("FAIL: " + msg, flush=True)
+    sys.exit(1)
+
+
+class Runner:
+    def __init__(self):
+        self.rnonce = secrets.token_hex(16)
+        env = dict(os.environ, TMPDIR=TMP)
+        self.p = subprocess.Popen(["bash", "-s"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, env=env, start_new_session=True)
+        self.buf = {1: b"", 2: b""}
+        start = b"__rx_rnonce=%s __rx_max_rank=%d\n" % (self.rnonce.encode(), MAX_RANK)
+        for f in ("wrapper.sh", "runner.sh"):
+            with open(os.path.join(SRC, "remote", f), "rb") as fh:
+                start += fh.read()
+        self.send(start + b"__rx_runner; exit\n")
+        hello = self.until(1, b"\n")
+        want = b"\036rexec-runner:%s:ready " % self.rnonce.encode()
+        if not hello.startswith(want):
+            die("the runner did not start: %r" % hello)
+        self.containment = hello[len(want):].strip().decode()
+
+    def send(self, data):
+        self.p.stdin.write(data)
+        self.p.stdin.flush()
+
+    def fill(self, deadline):
+        fds = {self.p.stdout.fileno(): 1, self.p.stderr.fileno(): 2}
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        r, _, _ = select.select(list(fds), [], [], left)
+        for fd in r:
+            d = os.read(fd, 65536)
+            if not d:
+                raise EOFError("stream %d closed" % fds[fd])
+            self.buf[fds[fd]] += d
+        return True
+
+    def until(self, stream, needle):
+        """Everything on stream up to and including needle (bounded by WAIT_S)."""
+        deadline = time.monotonic() + WAIT_S
+        while needle not in self.buf[stream]:
+            if not self.fill(deadline):
+                die("no %r on stream %d within %d s; have %r" % (needle, stream, WAIT_S,
+                                                                   self.buf[stream][-300:]))
+        i = self.buf[stream].index(needle) + len(needle)
+        out, self.buf[stream] = self.buf[stream][:i], self.buf[stream][i:]
+        return out
+
+    def call(self, command, kill=False):
+        """Runs one call; returns (stdout, end fields) with the markers cut out."""
+        nonce = secrets.token_hex(16).encode()
+        code = ("unset __c\n"
+                'if [ -n "$__rx_in" ]; then exec 0<"$__rx_in" || '
+                '{ builtin echo stdin 1<>"$__rx_st"; exit 1; }; fi\n'
+                'builtin echo ok 1<>"$__rx_st"; unset __rx_st __rx_in\n'
+                + command + "\n").encode()
+        frame = b"C %s 0 -1 %d\n" % (nonce, len(code)) + code
+        self.send(frame + (b"K\n" if kill else b""))
+        mark = b"\036rexec:%s:end" % nonce
+        out = self.until(1, mark + b"\n")[:-len(mark) - 1]
+        return out, self.end_line(mark)
+
+    def end_line(self, mark):
+        self.until(2, mark + b" ")
+        fields = self.until(2, b"\n").decode().split()
+        # phase rc timed_out containment killed started desync (an older runner: no desync)
+        if len(fields) == 6:
+            fields.append("0")
+        if len(fields) != 7:
+            die("end line: %r" % fields)
+        return dict(zip(("phase", "rc", "to", "cont", "killed", "started", "desync"), fields))
+
+    def close(self):
+        """What the controller does to a runner it discards: EOF; the runner stops and goes."""
+        try:
+            self.p.stdin.close()
+        except BrokenPipeError:
+            pass
+        try:
+            self.p.wait(WAIT_S)
+        except subprocess.TimeoutExpired:
+            die("a runner given EOF did not exit within %d s" % WAIT_S)
+
+
+def trace(name):
+    return os.path.join(TMP, "trace-" + name)
+
+
+def check_own(r, tag, out, end):
+    if end["desync"] != "0" or end["phase"] != "cmd" or out != tag.encode() + b"\n":
+        die("call %s on a %s runner printed %r, ended %r" % (tag, r.containment, out, end))
+
+
+def kill_then_calls(rounds, big):
+    """C immediately followed by K, then ordinary calls: each prints only its own value, and a
+    stopped call's code never runs later (its trace exists only if its own end said started)."""
+    r = Runner()
+    pad = "#" * (100 * 1024) + "\n" if big else ""
+    n = 0
+    for i in range(rounds):
+        t = trace("killed-%d" % i)
+        out, end = r.call(pad + "touch %s; echo KILLED-%d" % (t, i), kill=True)
+        if end["desync"] != "0":
+            die("a call stopped at once left the runner out of step: %r" % end)
+        ran = os.path.exists(t)
+        if ran and end["started"] != "1":
+            die("the stopped call ran but its end says not started: %r" % end)
+        for j in range(2):
+            n += 1
+            tag = "V%d" % n
+            out, end = r.call("echo %s" % tag)
+            check_own(r, tag, out, end)
+            if os.path.exists(t) != ran:
+                die("call %s ran the code of the call stopped before it" % tag)
+    r.close()
+    print("kill-then-calls rounds=%d big=%s containment=%s: every call printed its own value"
+          % (rounds, big, r.containment))
+
+
+def plant(where):
+    """A call's command writes into its runner's FIFOs what the runner never wrote there: later
+    calls run their own code or end as desync (then the runner is discarded, as the
+    controller does); the planted code never runs."""
+    r = Runner()
+    r.call("echo warm")  # the second slot starts with the first call
+    d = "$(for d in \"$TMPDIR\"/.rexec-*/r.* \"$TMPDIR\"/.rexec-runner.*; do " \
+        "read -r o _ <\"$d/owner\" && [ \"$o\" = %d ] && echo \"$d\"; done 2>/dev/null)" % r.p.pid
+    # Where a command can write: the FIFOs by name (a runner whose slots hold them open has
+    # removed the names: the writes then make plain files), and the slots' open FIFOs through
+    # /proc/PID/fd (the slot's fds: 3 c<k>, 4 n<k>, 6 g<k>).
+    slots = "for p in /proc/[0-9]*; do a=$(tr '\\0' ' ' <$p/cmdline 2>/dev/null); " \
+            "case $a in \"bash $d/slot $d \"*) k=${a#\"bash $d/slot $d \"}; eval f${k%% *}=$p/fd;; " \
+            "esac; done; [ -n \"$f0\" ] && [ -n \"$f1\" ] || exit 8"
+    planted = trace("planted")
+    fake, fake2, fake3 = (secrets.token_hex(16) for _ in range(3))
+    body = "echo PLANTED; touch %s\n" % planted
+    frame = "%s %d\\n%s" % (fake, len(body), body.replace("\n", "\\n"))
+    # (a go-ahead or an "n" line with the frame's own made-up nonce would make a whole forged
+    # call: docs/remote-contract.md says what a command of the same account can still do)
+    def put(what, fd, name):
+        return "for t in \"$d/%s0\" \"$d/%s1\" \"$f0/%d\" \"$f1/%d\"; do printf '%s' >\"$t\"; done" \
+            % (name, name, fd, fd, what)
+    writes = {
+        "c": put(frame, 3, "c"),
+        "n": put("n %s\\n" % fake2, 4, "n"),
+        "g": put("%s\\n" % fake3, 6, "g"),
+        "junk": put("garbage\\n", 4, "n") + "; " + put("xx", 3, "c"),
+    }
+    cmd = "; ".join(v for k, v in writes.items() if where == "all" or k == where)
+    out, end = r.call("d=%s; [ -n \"$d\" ] || exit 9; %s; %s; echo planted" % (d, slots, cmd))
+    if end["phase"] != "cmd" or end["rc"] != "0":
+        die("the planting call itself failed: %r %r" % (out, end))
+    desyncs = 1 if end["desync"] != "0" else 0
+    if desyncs:
+        r.close()
+        r = Runner()
+    for n in range(6):
+        tag = "P%d" % n
+        out, end = r.call("echo %s" % tag)
+        if b"PLANTED" in out or os.path.exists(planted):
+            die("planted code ran (%s): %r %r" % (where, out, end))
+        if end["desync"] != "0":
+            if end["phase"] == "desync" and end["started"] != "0":
+                die("a desync call says started: %r" % end)
+            desyncs += 1
+            r.close()
+            r = Runner()
+            continue
+        check_own(r, tag, out, end)
+    r.close()
+    if os.path.exists(planted):
+        die("planted code ran (%s)" % where)
+    print("plant %s containment=%s: planted code never ran; %d desync(s) discarded the runner"
+          % (where, r.containment, desyncs))
+
+
+def mixed(n):
+    """Ordinary calls, calls killed at once and calls killed a moment later, in random order:
+    every ordinary call prints its own value."""
+    r = Runner()
+    rnd = random.Random(int.from_bytes(os.urandom(4), "big"))
+    for i in range(n):
+        k = rnd.random()
+        if k < 0.2:
+            r.call("echo K%d" % i, kill=True)
+        elif k < 0.3:
+            nonce = secrets.token_hex(16).encode()
+            code = (b'unset __c\nbuiltin echo ok 1<>"$__rx_st"; unset __rx_st __rx_in\n'
+                    b"echo L%d; exec sleep 5\n" % i)
+            r.send(b"C %s 0 -1 %d\n" % (nonce, len(code)) + code)
+            r.until(2, b"\036rexec:%s:start\n" % nonce)
+            r.send(b"K\n")
+            mark = b"\036rexec:%s:end" % nonce
+            r.until(1, mark + b"\n")
+            end = r.end_line(mark)
+            if end["desync"] != "0":
+                die("a kill after the start left the runner out of step: %r" % end)
+        else:
+            out, end = r.call("echo M%d" % i)
+            check_own(r, "M%d" % i, out, end)
+    r.close()
+    print("mixed %d calls containment=%s: every ordinary call printed its own value"
+          % (n, r.containment))
+
+
+if SCENARIO == "kill":
+    kill_then_calls(40, False)
+    kill_then_calls(5, True)
+elif SCENARIO.startswith("plant-"):
+    plant(SCENARIO[len("plant-"):])
+elif SCENARIO == "mixed":
+    mixed(150)
+else:
+    die("unknown scenario " + SCENARIO)
