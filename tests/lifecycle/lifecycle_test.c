@@ -25,7 +25,7 @@
  * the same run. The last line counts seeds, calls and violations; the exit status is CTest's.
  *
  * Environment: REXEC_LIFECYCLE_SEEDS (default 2000), REXEC_LIFECYCLE_SEED=N (that seed only),
- * REXEC_LIFECYCLE_TRACE=1 (print every event as it happens), REXEC_LIFECYCLE_STRICT=1 (P4 also
+ * REXEC_LIFECYCLE_TRACE=1 (print every event as it happens; 2: with rexec's debug log), REXEC_LIFECYCLE_STRICT=1 (P4 also
  * asks for REXEC_ECANCELLED), REXEC_LIFECYCLE_KNOWN_BUGS=1 (strict, and P4 for calls on a runner).
  *
  * KNOWN (issue 30, bug b, unfixed when this test was written): a call on a runner cancelled while
@@ -73,6 +73,7 @@ typedef struct lc_call {
     char ran_how[32];
     int cancelled, cancel_early, lagged;
     int on_runner; /* its frame reached a runner's channel (a byte of it, at least) */
+    int paused;    /* rx_pool_pause(job, 1) is in force */
 } lc_call;
 
 static lc_call calls[MAX_CALLS + 1];
@@ -230,6 +231,15 @@ static rx_pool *pool;
 static rx_host hosts[2];
 static int cur_host;
 
+/* REXEC_LIFECYCLE_TRACE=2: rexec's own debug log (exec, runner and pool transitions) in the trace */
+static void on_log(void *ud, int level, const char *msg)
+{
+    (void)ud, (void)level;
+    lc_trace("rexec: %s", msg);
+}
+
+static const rx_logger trace_logger = {on_log, NULL};
+
 static void on_pool_closed(void *ud)
 {
     (void)ud;
@@ -283,6 +293,23 @@ static void cancel_one(int target)
     }
     c->cancelled++; /* again: rx_pool_cancel is idempotent */
     rx_pool_cancel(c->job);
+}
+
+/* Pauses a call that runs or waits, or resumes a paused one (rx_pool_pause: its output is not
+ * read while paused; serve does this for a slow client). resume_only: a paused one, if any. */
+static int pause_toggle(int resume_only)
+{
+    int cand[MAX_CALLS], n = 0;
+    for (int i = 1; i <= n_submitted; i++)
+        if (!calls[i].done && calls[i].job && (!resume_only || calls[i].paused))
+            cand[n++] = i;
+    if (n == 0)
+        return 0;
+    lc_call *c = &calls[cand[lc_below((unsigned)n)]];
+    c->paused = !c->paused;
+    lc_trace("call %d: %s", c->id, c->paused ? "pause" : "resume");
+    rx_pool_pause(c->job, c->paused);
+    return 1;
 }
 
 /* The clock to the next timer or peer deadline; 0 if there is none. */
@@ -419,6 +446,7 @@ static long long run_seed(uint64_t seed)
     unsigned loss_rate = lc_permille(400) ? lc_below(4) : 0;
     unsigned cancel_rate = lc_permille(300) ? lc_below(300) : lc_below(40);
     unsigned open_cancel = lc_permille(300) ? lc_below(500) : 0;
+    unsigned pause_rate = lc_permille(300) ? lc_below(60) : 0;
     unsigned jump_rate = 2 + lc_below(30);
     int max_losses = (int)lc_below(4);
     int close_early = lc_permille(100);
@@ -443,7 +471,8 @@ static long long run_seed(uint64_t seed)
 
     uv_loop_init(&loop);
     rx_pool_opts po = {.known_hosts = "/nonexistent", .connect_timeout_s = 5, .keepalive_s = 0,
-                       .default_channels = 0, .runner_idle_s = 0.2 + lc_below(50) / 10.0};
+                       .default_channels = 0, .runner_idle_s = 0.2 + lc_below(50) / 10.0,
+                       .log = opt_trace >= 2 ? &trace_logger : NULL};
     pool = rx_pool_new(&loop, &po);
     int closing = 0, losses = 0;
     long steps = 0;
@@ -490,6 +519,10 @@ static long long run_seed(uint64_t seed)
             cancel_one((int)lc_below(2));
             continue;
         }
+        if (!closing && r >= 800 && r < 800 + pause_rate) {
+            pause_toggle(0);
+            continue;
+        }
         if (!closing && open_hint && lc_permille(open_cancel)) {
             open_hint = 0;
             cancel_one(2);
@@ -519,6 +552,8 @@ static long long run_seed(uint64_t seed)
             submit();
             continue;
         }
+        if (!closing && lc_below(2) && pause_toggle(1)) /* a paused consumer reads again */
+            continue;
         if (!time_jump() && !closing) {
             violation("nothing can happen any more, and not every call has ended");
             lc_world_dump();
@@ -548,7 +583,7 @@ int main(void)
 {
     const char *e;
     long seeds = (e = getenv("REXEC_LIFECYCLE_SEEDS")) ? atol(e) : 2000;
-    opt_trace = (e = getenv("REXEC_LIFECYCLE_TRACE")) && *e == '1';
+    opt_trace = (e = getenv("REXEC_LIFECYCLE_TRACE")) ? atoi(e) : 0;
     opt_known = (e = getenv("REXEC_LIFECYCLE_KNOWN_BUGS")) && *e == '1';
     opt_strict = opt_known || ((e = getenv("REXEC_LIFECYCLE_STRICT")) && *e == '1');
     long long first = 1, total_calls = 0;
