@@ -569,17 +569,17 @@ static int audit_grant_used(void *ud, const char *id, int64_t created, int *used
                             rexec_error *err)
 {
     rexec_call *c = ud;
-    return rx_audit_grant_used(c->ctx->ws->dir, id, (time_t)created, used, err);
+    return rx_audit_grant_used(c->ws_pin->dir, id, (time_t)created, used, err);
 }
 
 static int call_decide(rexec_call *c, rexec_error *err)
 {
-    rx_gate_input in = {.ws = c->ctx->ws, .host = c->host, .action = c->action,
+    rx_gate_input in = {.ws = c->ws_pin, .host = c->host, .action = c->action,
                         .values = c->values, .rendered = (const char *)c->rendered.data,
                         .stdin_data = c->stdin_data, .stdin_len = c->stdin_len,
                         .stdin_hash = c->stdin_path ? call_stdin_hash : NULL,
                         .grant_id = c->grant_id, .eval_only = c->eval_only,
-                        .redactor = rx_ctx_redactor(c->ctx), .on_challenge = audit_challenge,
+                        .redactor = rx_call_redactor(c), .on_challenge = audit_challenge,
                         .grant_used = audit_grant_used, .ud = c};
     int r = rx_gate_decide(&in, &c->dec, err);
     if (r != 0)
@@ -746,6 +746,46 @@ static int call_send(rexec_call *c, rexec_error *err)
     return r;
 }
 
+/* The gate decided (r: 0 allowed, else the refusal in c->err): the secrets, the redactor, the
+ * rendering and the intent, or the end. */
+static void call_after_gate(rexec_call *c, int r)
+{
+    if (r == 0 && c->cancelled)
+        r = rx_fail(&c->err, REXEC_ECANCELLED, "%s: cancelled before it started", c->host->name);
+    if (r == 0 && !c->eval_only && (r = call_secrets(c, &c->err)) == 0 &&
+        (r = call_redactor(c, &c->err)) == 0)
+        r = call_send(c, &c->err);
+    if (r != 0 || c->eval_only) {
+        c->err.code = r;
+        call_end_early(c);
+    }
+}
+
+/* The gate reads and writes files when the call brings a grant (approvals/, and the audit log
+ * scanned for the grant's use), needs approval (a challenge file and a refusal record, fsynced)
+ * or binds a --stdin file (hashed whole): then it runs on libuv's thread pool, not on the loop
+ * that every other call and client of serve shares. Everything it touches is the call's own or
+ * pinned by it (its workspace, its secret set) or locked (the audit log: the recorder's mutex). */
+static int call_gate_may_block(const rexec_call *c)
+{
+    return c->grant_id != NULL || c->stdin_path != NULL || c->action->risk > c->host->allow;
+}
+
+static void on_gate_work(uv_work_t *w)
+{
+    rexec_call *c = w->data;
+    c->gate_rc = call_decide(c, &c->err);
+}
+
+static void on_gate_done(uv_work_t *w, int status)
+{
+    rexec_call *c = w->data;
+    if (status != 0) /* the loop is closing: the work never ran */
+        c->gate_rc = rx_fail(&c->err, REXEC_ECANCELLED, "%s: cancelled before it started",
+                             c->host->name);
+    call_after_gate(c, c->gate_rc);
+}
+
 static void call_obj_cancel(rx_ctx_obj *o)
 {
     rexec_call_cancel((rexec_call *)o); /* obj is the call's first member */
@@ -769,6 +809,7 @@ int rexec_call_start(rexec_ctx *ctx, const rexec_request *req, const rexec_callb
     }
     uv_timer_init(ctx->loop, &c->defer);
     c->defer.data = c;
+    c->gate_work.data = c;
     rx_ctx_track(ctx, &c->obj, call_obj_cancel);
     rx_call_secrets_pin(c);
     rx_call_ws_pin(c);
@@ -777,15 +818,17 @@ int rexec_call_start(rexec_ctx *ctx, const rexec_request *req, const rexec_callb
     int r = call_resolve(c, &c->err);
     if (r == 0)
         r = call_timeout(c, &c->err);
-    if (r == 0)
+    if (r == 0 && call_gate_may_block(c)) {
+        if ((r = rx_call_audit_ready(c, &c->err)) == 0 &&
+            (r = uv_queue_work(ctx->loop, &c->gate_work, on_gate_work, on_gate_done)) != 0)
+            r = rx_fail(&c->err, REXEC_ENOMEM, "cannot queue the gate's work: %s",
+                        uv_strerror(r));
+        if (r == 0)
+            return 0; /* goes on in on_gate_done */
+    } else if (r == 0) {
         r = call_decide(c, &c->err);
-    if (r == 0 && !c->eval_only && (r = call_secrets(c, &c->err)) == 0 &&
-        (r = call_redactor(c, &c->err)) == 0)
-        r = call_send(c, &c->err);
-    if (r != 0 || c->eval_only) {
-        c->err.code = r;
-        call_end_early(c);
     }
+    call_after_gate(c, r);
     return 0;
 }
 

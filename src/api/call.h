@@ -139,6 +139,8 @@ struct rexec_call {
     int stdin_piped;       /* the command reads stdin as it arrives (the action's "stdin") */
     rx_buf shown_error, shown_rendered; /* redacted copies handed to the caller */
     uv_timer_t defer;
+    uv_work_t gate_work; /* the gate, off the loop, when it may block (call.c) */
+    int gate_rc;
 };
 
 /* call_record.c: the audit records and evidence of a call, and its public result.
@@ -150,6 +152,9 @@ struct rexec_call {
  * c (the path, or the error when c has none) and returns 1 when the outcome record was part of
  * it (then its append's error, if any, is in c), 0 when the outcome is still to be written. */
 int rx_call_audit(rexec_call *c, const char *phase, rexec_error *err);
+/* Opens the context's audit log and recorder now if they are not open: before the gate runs on
+ * the thread pool, which then only appends through the recorder (thread-safe). */
+int rx_call_audit_ready(rexec_call *c, rexec_error *err);
 int rx_call_audit_submit(rexec_call *c, const char *phase, void (*done)(rx_record_job *),
                          rexec_error *err);
 int rx_call_evidence_submit(rexec_call *c, void (*done)(rx_record_job *), rexec_error *err);

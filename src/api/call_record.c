@@ -248,6 +248,11 @@ static int call_audit_open(rexec_ctx *ctx, rexec_error *err)
     return r;
 }
 
+int rx_call_audit_ready(rexec_call *c, rexec_error *err)
+{
+    return c->ctx->rec == NULL ? call_audit_open(c->ctx, err) : 0;
+}
+
 /* phase: "intent" (before anything runs), "outcome" (after), or "refused". *text: the record,
  * rendered and scanned for secrets (rx_audit_render), for the recorder. */
 static int call_audit_text(rexec_call *c, const char *phase, char **text, rexec_error *err)

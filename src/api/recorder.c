@@ -26,7 +26,9 @@ struct rx_recorder {
     size_t queued;
     rx_record_job *batch; /* the drain's jobs (touched only by the drain until it reports) */
     unsigned long batch_appends; /* the drain's appends (written by the drain) */
-    unsigned long appends, records;
+    /* counts: atomic, as rx_recorder_append_now may run on a thread of the pool (a call's gate,
+     * call.c) while the loop counts a drain */
+    _Atomic unsigned long appends, records;
 };
 
 int rx_recorder_new(rx_recorder **out, uv_loop_t *loop, rx_audit *a, rexec_error *err)

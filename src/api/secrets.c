@@ -172,7 +172,9 @@ const rx_redactor *rx_ctx_redactor(const rexec_ctx *ctx)
     return ctx->sset->redactor;
 }
 
+/* The call's own redactor once built, before that the set it pinned at its start (not the
+ * context's current one: a reload may replace that while the gate runs on another thread). */
 const rx_redactor *rx_call_redactor(const rexec_call *c)
 {
-    return c->redactor ? c->redactor : c->ctx->sset->redactor;
+    return c->redactor ? c->redactor : (c->sset ? c->sset : c->ctx->sset)->redactor;
 }

@@ -4,8 +4,10 @@
 # ping on the same connection (before the recorder, the loop itself waited in flock and the ping
 # hung). A cancel that arrives while the intent is being written ends the call as cancelled:
 # nothing runs on the VM, and once the lock is free the audit holds its intent and an outcome
-# with executed false, and verifies.
-tid="recorder: audit writes off the loop, a cancel while the intent is written"
+# with executed false, and verifies. The gate's own writes (a call that needs approval writes its
+# refusal record and a challenge file) are off the loop too: while the lock is held, such a call
+# waits on the thread pool and a ping on another connection is answered.
+tid="recorder: audit writes off the loop, a cancel while the intent is written, the gate off the loop"
 . "${REXEC_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/e2e/lib.sh"
 
 lab_start 1
@@ -64,6 +66,36 @@ assert_contains "$OUT" '"executed":false'
 assert_contains "$OUT" '"error":"lab1: cancelled before it started"'
 assert_contains "$OUT" '"exit_status":130'
 assert_eq 1 "$(wc -l <"$RAN")" "runs after the cancelled call (it never ran)"
+wait "$HOLDER" 2>/dev/null || true
+HOLDER=
+
+# ---- the gate off the loop: a call that needs approval while another process holds the lock ---
+rm -f "$RX_TMP/held" "$RX_TMP/release"
+mkfifo "$RX_TMP/release"
+setsid flock "$WS/audit/.lock" bash -c 'echo held >"$1/held"; read -r _ <"$1/release"' _ "$RX_TMP" \
+    </dev/null >/dev/null 2>&1 &
+HOLDER=$!
+wait_until 20 test -s "$RX_TMP/held"
+timeout 60 "$RX_PYTHON" - "$SOCK" "$RX_TMP/release" >"$RX_TMP/gate.out" 2>&1 <<'PY' || fail "gate off the loop: $(cat "$RX_TMP/gate.out")"
+import json, socket, sys
+def conn():
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); s.settimeout(20); s.connect(sys.argv[1])
+    return s, s.makefile("rb")
+a, af = conn()
+a.sendall(b'{"op": "run", "id": "g1", "targets": "lab1", "action": "svc.restart", "params": {"unit": "x"}}\n')
+b, bf = conn()
+b.sendall(b'{"op": "ping", "id": "p2"}\n')
+o = json.loads(bf.readline())           # answered while the gate waits for the audit lock
+assert o.get("type") == "pong", o
+with open(sys.argv[2], "w") as rel:
+    rel.write("go\n")
+while True:
+    o = json.loads(af.readline())
+    if o.get("id") == "g1" and o.get("type") == "done":
+        break
+assert o.get("exit_status") == 75, o      # held for approval, once the refusal was written
+print("ok")
+PY
 wait "$HOLDER" 2>/dev/null || true
 HOLDER=
 
