@@ -494,12 +494,18 @@ int rx_audit_render(const cJSON *rec, const rx_redactor *r, char **text, rexec_e
     return rc;
 }
 
-/* Whether a rendered record is an intent that does not name its writer yet. A nested object
- * with "phase":"intent" would match too; none of rexec's records has one, and the cost of a
- * false match is only a writer named on another record. */
+/* Whether a rendered record is an intent. A nested object with "phase":"intent" would match
+ * too; none of rexec's records has one, and a false match only names a writer on another
+ * record. */
 static int audit_is_intent(const char *text)
 {
-    return strstr(text, "\"phase\":\"intent\"") != NULL && strstr(text, "\"writer\":") == NULL;
+    return strstr(text, "\"phase\":\"intent\"") != NULL;
+}
+
+/* An intent that does not name its writer yet (a caller's own "writer" is kept). */
+static int audit_needs_writer(const char *text)
+{
+    return audit_is_intent(text) && strstr(text, "\"writer\":") == NULL;
 }
 
 /* The line: text with "seq" and "prev" added as its last members, then "hash" over that
@@ -512,7 +518,7 @@ static int audit_line(const rx_audit *a, const char *text, long long seq, const 
 
     /* text is an object with at least run_id and phase: "{...}" with a member before "}". */
     if ((r = rx_buf_add(line, text, tl - 1)) != 0 ||
-        (a->writer[0] && audit_is_intent(text) &&
+        (a->writer[0] && audit_needs_writer(text) &&
          (r = rx_buf_addf(line, ",\"writer\":\"%s\"", a->writer)) != 0) ||
         (r = rx_buf_addf(line, ",\"seq\":%lld,\"prev\":\"%s\"}", seq, prev)) != 0)
         return rx_fail(err, r, "audit record too large");
@@ -853,15 +859,28 @@ static void audit_copy_lines(rx_audit *a, const rx_buf *line, const audit_batch 
 }
 
 /* The head an earlier append could not update, brought up to the chain's end t before more
- * records go after it (a head that stays behind would anchor less and less of the log). */
-static int audit_head_catch_up(rx_audit *a, const rx_audit_tail *t, rexec_error *err)
+ * records go after it (a head that stays behind would anchor less and less of the log). If it
+ * still fails, a batch of intents only is refused: nothing has run yet, and the caller says so
+ * (exit 74). Any other record (an outcome, a refusal, an abandoned record) tells what already
+ * happened and goes in with the head behind, a state verify accepts: refusing it would lose the
+ * truth to protect the aid. */
+static int audit_head_catch_up(rx_audit *a, char *const *texts, size_t n,
+                               const rx_audit_tail *t, rexec_error *err)
 {
+    size_t intents = 0;
+    rexec_error e;
     if (!a->head_behind || t->seq <= 0)
         return 0;
-    if (rx_audit_head_update(a->dir, &a->key, t->seq, t->hash, err) != 0)
-        return rx_fail_prefix(err, "the audit head is behind the log since an earlier append: ");
-    a->head_behind = 0;
-    return 0;
+    if (rx_audit_head_update(a->dir, &a->key, t->seq, t->hash, &e) == 0) {
+        a->head_behind = 0;
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++)
+        intents += audit_is_intent(texts[i]);
+    if (intents < n)
+        return 0;
+    *err = e;
+    return rx_fail_prefix(err, "the audit head is behind the log since an earlier append: ");
 }
 
 static int audit_append_locked(rx_audit *a, char *const *texts, size_t n, rx_buf *line,
@@ -876,7 +895,7 @@ static int audit_append_locked(rx_audit *a, char *const *texts, size_t n, rx_buf
         goto out;
     r = size > 0 ? audit_tail(fd, size, a->path, &t, err) : audit_rotated_tail(a->dir, &t, err);
     if (r != 0 || (r = rx_audit_head_prepare(a->dir, &a->key, &t, err)) != 0 ||
-        (r = audit_head_catch_up(a, &t, err)) != 0 ||
+        (r = audit_head_catch_up(a, texts, n, &t, err)) != 0 ||
         (r = audit_next_seq(a, &t, &seq, err)) != 0 ||
         (r = audit_lines(a, texts, n, &t, seq, line, b, err)) != 0)
         goto out;
@@ -930,7 +949,7 @@ int rx_audit_append_begin(rx_audit *a, char *const *texts, size_t n, rx_audit_pe
         return rx_fail(err, REXEC_ENOMEM, "out of memory appending to the audit log");
     rx_buf_init(&line, (size_t)RX_AUDIT_LINE_MAX * n);
     for (size_t i = 0; i < n && a->writer_pid != getpid(); i++)
-        if (audit_is_intent(texts[i]) && (rc = audit_writer_start(a, err)) != 0)
+        if (audit_needs_writer(texts[i]) && (rc = audit_writer_start(a, err)) != 0)
             goto out; /* an intent must name a writer whose lock is held */
     if ((rc = audit_lock(a, &lock_fd, err)) == 0) {
         rc = audit_append_locked(a, texts, n, &line, b, p, err);

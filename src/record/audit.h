@@ -43,7 +43,8 @@ int rx_audit_append_texts(rx_audit *a, char *const *texts, size_t n, rexec_error
  * head must name; on failure nothing is held and nothing partial remains. end: the head
  * (rewritten in place, rx_audit_head_update), then the lock is released; it always releases.
  * A head that cannot be written leaves it behind the log, which is a state appends and verify
- * accept; the next append retries it and is refused (REXEC_EAUDIT) if it fails again. */
+ * accept; the next append retries it and, if it fails again, is refused (REXEC_EAUDIT) when it
+ * holds intents only (an outcome still goes in). */
 typedef struct rx_audit_pending {
     int lock_fd;
     long long seq;   /* the last record's */

@@ -1379,8 +1379,9 @@ static int set_immutable(const char *path, int on)
 
 /* The head is written after the records are durable (rx_audit_append_end), in place, 512 bytes.
  * A head that cannot be written then leaves the records (they are the truth) and the head one
- * append behind, which verify accepts; the next append first tries the head again and is refused
- * while it still fails, and catches it up once it can. */
+ * append behind, which verify accepts; the next append first tries the head again: while it
+ * still fails, a new intent is refused (nothing has run yet), but an outcome goes in (it tells
+ * what already happened), and the head catches up once it can. */
 static void test_head_after_records(void **state)
 {
     fixture *f = *state;
@@ -1414,22 +1415,31 @@ static void test_head_after_records(void **state)
     assert_int_equal(verify(f, NULL, 0, &report), RX_AUDIT_VERIFY_INCOMPLETE); /* head behind: fine */
     free(report);
 
-    cJSON *r2 = mkrec("run-9", "outcome", "lab1");
-    assert_int_equal(rx_audit_append(a, r2, NULL, &e), REXEC_EAUDIT);
+    cJSON *r1 = mkrec("run-10", "intent", "lab1");
+    assert_int_equal(rx_audit_append(a, r1, NULL, &e), REXEC_EAUDIT);
     assert_contains(e.msg, "the audit head is behind the log since an earlier append");
     v = lines_of(f->log, &n);
     assert_int_equal(n, 3); /* refused: nothing written */
     free_lines(v, n);
+    cJSON *r2 = mkrec("run-9", "outcome", "lab1");
+    assert_int_equal(rx_audit_append(a, r2, NULL, &e), 0); /* what happened is written */
+    cJSON_Delete(r2);
+    v = lines_of(f->log, &n);
+    assert_int_equal(n, 4);
+    free_lines(v, n);
+    assert_int_equal(verify(f, NULL, 0, &report), RX_AUDIT_VERIFY_OK); /* head behind: fine */
+    free(report);
 
     assert_int_equal(set_immutable(head_path, 0), 0);
-    assert_int_equal(rx_audit_append(a, r2, NULL, &e), 0);
-    cJSON_Delete(r2);
+    assert_int_equal(rx_audit_append(a, r1, NULL, &e), 0);
+    cJSON_Delete(r1);
     char *head = head_now(f, NULL, &e);
     assert_non_null(head);
     cJSON *h = cJSON_Parse(head);
-    assert_int_equal(cJSON_GetObjectItem(h, "seq")->valueint, 4);
+    assert_int_equal(cJSON_GetObjectItem(h, "seq")->valueint, 5);
     cJSON_Delete(h);
     free(head);
+    append(a, "run-10", "outcome");
     assert_int_equal(verify(f, NULL, 0, &report), RX_AUDIT_VERIFY_OK);
     free(report);
     free(texts[0]);
