@@ -122,7 +122,7 @@ def kill_then_calls(rounds, big):
     pad = "#" * (100 * 1024) + "\n" if big else ""
     n = 0
     for i in range(rounds):
-        t = trace("killed-%d" % i)
+        t = trace("killed-%s-%d" % (r.rnonce, i))
         out, end = r.call(pad + "touch %s; echo KILLED-%d" % (t, i), kill=True)
         if end["desync"] != "0":
             die("a call stopped at once left the runner out of step: %r" % end)
