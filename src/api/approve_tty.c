@@ -18,37 +18,35 @@
 #include "buf.h"
 #include "err.h"
 #include "fsutil.h"
+#include "unicode_vis.h"
 #include "utf8.h"
 
 #define AP_ANSWER_MAX 64 /* a longer answer is wrong anyway */
 #define AP_SHOW_MAX (64u << 20)
 
-/* Characters that move the cursor, recolour, reorder or hide text: a value must not be able
- * to make the command the operator reads differ from the one that runs. */
-static int hidden_cp(unsigned c)
-{
-    return c < 0x20 || c == 0x7F || (c >= 0x80 && c <= 0x9F) || (c >= 0x200B && c <= 0x200F) ||
-           (c >= 0x2028 && c <= 0x202E) || (c >= 0x2060 && c <= 0x206F) || c == 0xFEFF ||
-           (c >= 0xFFF9 && c <= 0xFFFB);
-}
-
-/* Appends s with every control or invisible character shown as an escape (\n, \x1b, \u202e). */
-static int put_clean(rx_buf *b, const char *s)
+/* Appends s with every character a person cannot see shown as an escape (\n, \x1b, \u202e,
+ * \U000e0041): controls, bidirectional and zero-width characters, tags, fillers, blanks other
+ * than the space, unassigned code points (unicode_vis.h), and a combining mark with no base to
+ * sit on. A value must not be able to make the command the operator reads differ from the one
+ * that runs. */
+int rx_approval_clean(rx_buf *b, const char *s)
 {
     const unsigned char *p = (const unsigned char *)(s ? s : "");
     const unsigned char *end = p + strlen((const char *)p);
-    int r = 0;
+    int r = 0, base = 0; /* base: the last thing shown is a visible character a mark can sit on */
     while (p < end && r == 0) {
         unsigned c = 0;
         size_t n = rx_utf8_decode(p, (size_t)(end - p), &c);
+        int shown = 0;
         if (n == 0)
             r = rx_buf_addf(b, "\\x%02x", *p), n = 1;
         else if (c == '\n' || c == '\t' || c == '\r')
             r = rx_buf_addf(b, "\\%c", c == '\n' ? 'n' : c == '\t' ? 't' : 'r');
-        else if (hidden_cp(c))
-            r = rx_buf_addf(b, c < 0x80 ? "\\x%02x" : "\\u%04x", c);
+        else if (rx_uni_hidden(c) || (rx_uni_combining(c) && !base))
+            r = rx_buf_addf(b, c < 0x80 ? "\\x%02x" : c <= 0xFFFF ? "\\u%04x" : "\\U%08x", c);
         else
-            r = rx_buf_add(b, p, n);
+            r = rx_buf_add(b, p, n), shown = c != ' ';
+        base = shown;
         p += n;
     }
     return r;
@@ -58,7 +56,7 @@ static int put_line(rx_buf *b, const char *label, const char *value)
 {
     int r = rx_buf_addf(b, "  %-10s ", label);
     if (r == 0)
-        r = put_clean(b, value);
+        r = rx_approval_clean(b, value);
     return r ? r : rx_buf_adds(b, "\n");
 }
 
@@ -80,8 +78,8 @@ static int show_lists(rx_buf *b, const rx_challenge *c)
         r = put_line(b, "params:", "none");
     for (size_t i = 0; r == 0 && i < c->n_params; i++) {
         r = rx_buf_addf(b, "  %-10s ", i ? "" : "params:");
-        if (r == 0 && (r = put_clean(b, c->param_names[i])) == 0 && (r = rx_buf_adds(b, "=")) == 0)
-            r = put_clean(b, c->param_values[i]);
+        if (r == 0 && (r = rx_approval_clean(b, c->param_names[i])) == 0 && (r = rx_buf_adds(b, "=")) == 0)
+            r = rx_approval_clean(b, c->param_values[i]);
         r = r ? r : rx_buf_adds(b, "\n");
     }
     for (size_t i = 0; r == 0 && i < c->n_secrets; i++)

@@ -9,9 +9,15 @@
 #ifndef RX_APPROVE_TTY_H
 #define RX_APPROVE_TTY_H
 
+#include "buf.h"
 #include "rexec.h"
 #include "workspace.h"
 
 int rx_approve_tty(const rx_ws *ws, const char *challenge_id, rexec_error *err);
+
+/* Appends s as the prompt shows it: every character a person cannot see escaped (\n, \x1b,
+ * \u202e, \U000e0041; unicode_vis.h), and a combining mark with no base before it. 0, or the
+ * rx_buf error. */
+int rx_approval_clean(rx_buf *b, const char *s);
 
 #endif
