@@ -19,7 +19,10 @@
  *   P4 a call cancelled before a byte of its script or frame was written never runs, and is
  *      reported not sent (and, with REXEC_LIFECYCLE_STRICT=1, as REXEC_ECANCELLED);
  *   P5 a call's on_data bytes are a prefix of what its command wrote, per stream (nobody
- *      else's bytes, no marker bytes), and all of it when the call ended normally.
+ *      else's bytes, no marker bytes), and all of it when the call ended normally;
+ *   P6 a call whose end came says started exactly when its command ran on the VM;
+ *   P7 a call nobody cancelled (before the pool was closed) is not reported cancelled: a kill
+ *      line or an EOF meant for one call never stops another.
  *
  * A violation prints the seed and the last events of its run (the trace); the same seed replays
  * the same run. The last line counts seeds, calls and violations; the exit status is CTest's.
@@ -74,6 +77,7 @@ typedef struct lc_call {
     int cancelled, cancel_early, lagged;
     int on_runner; /* its frame reached a runner's channel (a byte of it, at least) */
     int paused;    /* rx_pool_pause(job, 1) is in force */
+    int after_close; /* reported after rx_pool_close (which cancels what runs) */
 } lc_call;
 
 static lc_call calls[MAX_CALLS + 1];
@@ -81,7 +85,7 @@ static int n_calls, n_submitted;
 static uint64_t cur_seed;
 static int violations_seed, violations_total;
 static int opt_trace, opt_known, opt_strict;
-static int pool_closed;
+static int pool_closed, pool_closing;
 
 /* ---- the trace ---------------------------------------------------------------------------------- */
 
@@ -180,6 +184,7 @@ static void on_done(void *ud, const rx_exec_result *res)
     }
     c->res = *res;
     c->job = NULL; /* freed by the pool */
+    c->after_close = pool_closing;
     if (!res->sent && c->ran)
         violation("call %d ran on the VM, but is reported not run (err %s)", c->id,
                   rexec_err_name(res->err));
@@ -375,6 +380,14 @@ static void check_call(lc_call *c)
         return;
     if (c->ran && !c->res.sent)
         violation("call %d ran but is reported not sent (err %s)", c->id, rexec_err_name(c->res.err));
+    if (c->res.ended && c->ran != c->res.started)
+        violation("call %d: %s on the VM, but its end says started %d", c->id,
+                  c->ran ? "ran" : "never ran", c->res.started);
+    /* (on a channel of its own, cancelled 1 also follows the backstop's EOF: not a cancel) */
+    if (!c->cancelled && !c->after_close &&
+        (c->res.err == REXEC_ECANCELLED || (c->res.cancelled && strcmp(c->ran_how, "runner") == 0)))
+        violation("call %d was never cancelled, but is reported cancelled (%s, cancelled %d)",
+                  c->id, rexec_err_name(c->res.err), c->res.cancelled);
     if (c->cancel_early && (opt_known || !c->on_runner)) { /* KNOWN (b): see main */
         if (c->ran || c->res.sent)
             violation("call %d, cancelled before a byte of it was sent: ran %d, sent %d (%s)",
@@ -414,6 +427,7 @@ static long long run_seed(uint64_t seed)
     violations_seed = 0;
     trace_n = 0;
     pool_closed = 0;
+    pool_closing = 0;
     open_hint = 0;
     lc_rng_seed(seed);
     lc_clock_reset();
@@ -499,7 +513,7 @@ static long long run_seed(uint64_t seed)
             all_done = calls[i].done > 0;
         if (!closing && (all_done || (close_early && n_submitted == n_calls && lc_permille(5)))) {
             lc_trace("pool: close (%s)", all_done ? "all calls done" : "calls in flight");
-            closing = 1;
+            closing = pool_closing = 1;
             rx_pool_close(pool, on_pool_closed, NULL);
             continue;
         }
@@ -557,7 +571,7 @@ static long long run_seed(uint64_t seed)
         if (!time_jump() && !closing) {
             violation("nothing can happen any more, and not every call has ended");
             lc_world_dump();
-            closing = 1;
+            closing = pool_closing = 1;
             rx_pool_close(pool, on_pool_closed, NULL);
         } else if (closing && !pool_closed && !uv_loop_alive(&loop)) {
             violation("the pool never finished closing");
