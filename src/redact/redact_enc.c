@@ -139,6 +139,21 @@ static int hex_form(form_ctx *f, const unsigned char *v, size_t n, const char *d
     return emit(f);
 }
 
+/* The value in ASCII lower (upper) case: what a normaliser prints back (a host name, a scheme,
+ * scope.c's messages). The same bytes when it has no letter of that case: deduplicated later. */
+static int case_form(form_ctx *f, const unsigned char *v, size_t n, int upper)
+{
+    rx_buf_reset(&f->t);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = v[i];
+        if (upper ? (c >= 'a' && c <= 'z') : (c >= 'A' && c <= 'Z'))
+            c ^= 0x20;
+        if (rx_buf_addc(&f->t, c) != 0)
+            return REXEC_ENOMEM;
+    }
+    return emit(f);
+}
+
 /* Percent-encoding: RFC 3986 unreserved bytes stay, plus `keep` (encoders disagree: Python's
  * quote() keeps '/', JavaScript's encodeURIComponent keeps !'()*); forms encode a space as '+'. */
 static int url_form(form_ctx *f, const unsigned char *v, size_t n, const char *keep,
@@ -303,6 +318,10 @@ static int shell_forms(form_ctx *f, const unsigned char *v, size_t n)
 static int one_value(form_ctx *f, const unsigned char *v, size_t n)
 {
     int r = add_form(f, v, n);
+    if (r == 0)
+        r = case_form(f, v, n, 0);
+    if (r == 0)
+        r = case_form(f, v, n, 1);
     f->wrap = 1;
     if (r == 0)
         r = b64_forms(f, v, n, b64_std);

@@ -587,13 +587,29 @@ static void test_secret_in_runs(void **state)
         assert_memory_equal(out.data, want, m);
         rx_buf_free(&out);
     }
-    /* 12 Q inside 40 q (the run folds to one gram): the Q's are replaced, the q's kept */
+    /* 12 Q inside 40 z (the run folds to one gram): the Q's are replaced, the z's kept (not q:
+     * the value in lower case is one of its forms) */
     char text[64];
-    memset(text, 'q', 40), text[40] = 0;
+    memset(text, 'z', 40), text[40] = 0;
     memcpy(text + 16, secret, 12);
     char expect[80];
     snprintf(expect, sizeof(expect), "%.16s[REDACTED:Q]%s", text, text + 28);
     assert_string_equal(redact_agree(r, text), expect);
+    rx_redactor_free(r);
+}
+
+/* A value printed back in another case (a host name lowercased by the scope check, an id upper-
+ * cased) is redacted in both spellings; other bytes are untouched. */
+static void test_case_forms(void **state)
+{
+    (void)state;
+    rx_redactor *r = mk("H", "Sup3rSecret-Host", NULL);
+    assert_string_equal(redact_agree(r, "target http://Sup3rSecret-Host.example.com/: "
+                                        "sup3rsecret-host.example.com is not in scope"),
+                        "target http://[REDACTED:H].example.com/: [REDACTED:H].example.com is "
+                        "not in scope");
+    assert_string_equal(redact_agree(r, "ID SUP3RSECRET-HOST sup3rsecret-hos"),
+                        "ID [REDACTED:H] sup3rsecret-hos");
     rx_redactor_free(r);
 }
 
@@ -839,6 +855,7 @@ int main(void)
         cmocka_unit_test(test_secret_inside_shape_merges),
         cmocka_unit_test(test_binary_around_secret),
         cmocka_unit_test(test_secret_in_runs),
+        cmocka_unit_test(test_case_forms),
         cmocka_unit_test(test_refuses_short_and_nul),
         cmocka_unit_test(test_contains_secret),
         cmocka_unit_test(test_holds_back_only_possible_prefixes),
