@@ -164,7 +164,7 @@ d=$(umask 077 && mktemp -d "$b/r.XXXXXXXX")
 mkfifo -m 600 "$d/c0" "$d/g0"
 true & dead=$!; wait "$dead"; echo "$dead 1" >"$d/owner"
 setsid bash -c 'read -r _ <"$1/g0"; :' rexec-orphan "$d" </dev/null >/dev/null 2>&1 &
-setsid bash -c 'read -r _ <>"$1/fifo"; :' rexec-orphan "$b/r.gone0000" </dev/null >/dev/null 2>&1 &
+setsid bash -c 'read -r _ <>"$2"; :' rexec-orphan "$b/r.gone0000" "$d/c0" </dev/null >/dev/null 2>&1 &
 echo "$d"
 SH
 [[ $(calls "$SOCK" t.ok) == *'"stdout": "ok\n"'* ]] || fail "a call before the kill"
