@@ -54,6 +54,10 @@ typedef struct lc_faults {
     unsigned hang;           /* a command does not end by itself */
     int max_sessions;        /* the server's MaxSessions per connection */
     int connect_fail;        /* per mille: a connection attempt fails (in a random state) */
+    unsigned stray;          /* a call that ran on a runner leaves a process behind that writes
+                              * to the channel after the call's end markers (an escapee; only
+                              * with REXEC_LIFECYCLE_ESCAPEES=1: outside the runner's contract
+                              * under pid-namespace containment) */
     int loss_prefix;         /* on a connection loss, a random prefix of the bytes in flight to
                               * the peer still reaches it (else none does) */
 } lc_faults;

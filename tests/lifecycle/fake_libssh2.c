@@ -85,6 +85,7 @@ struct _LIBSSH2_CHANNEL {
     call_state cs;
     long long code_len;
     int frame_token;
+    int stray_token; /* an escapee of this call will write after its markers */
     int cur_token; /* the call whose bytes this channel carries now (lag notes) */
     struct _LIBSSH2_CHANNEL *next;
 };
@@ -350,6 +351,8 @@ static void runner_call_end(lc_chan *ch, const char *phase, int rc, int killed, 
 {
     peer_marker(ch, 0, ch->cmd.nonce, "end");
     peer_marker(ch, 1, ch->cmd.nonce, "end %s %d 0 pid-namespace %d %d", phase, rc, killed, started);
+    if (started && lc_permille(lc_f.stray))
+        ch->stray_token = ch->cmd.token;
     ch->cs = CALL_NONE;
     ch->running = 0;
 }
@@ -483,6 +486,14 @@ static int runner_input(lc_chan *ch)
 static int runner_call_step(lc_chan *ch)
 {
     lc_cmd *cmd = &ch->cmd;
+    if (ch->stray_token && (ch->cs == CALL_NONE || lc_below(2))) {
+        char b[64];
+        int n = snprintf(b, sizeof(b), "<stray output of call %d>", ch->stray_token);
+        lc_trace("peer: chan %d: an escapee of call %d writes after its end", ch->id, ch->stray_token);
+        peer_emit(ch, (int)lc_below(2), b, (size_t)n);
+        ch->stray_token = 0;
+        return 1;
+    }
     if (ch->cs == CALL_SLOT) {
         cmd_start(ch, cmd, "runner");
         ch->cs = CALL_RUN;
@@ -517,6 +528,8 @@ static int runner_input_ready(const lc_chan *ch)
 
 static int runner_call_ready(const lc_chan *ch)
 {
+    if (ch->stray_token)
+        return 1;
     if (ch->cs == CALL_SLOT)
         return 1;
     if (ch->cs != CALL_RUN)

@@ -84,7 +84,7 @@ static lc_call calls[MAX_CALLS + 1];
 static int n_calls, n_submitted;
 static uint64_t cur_seed;
 static int violations_seed, violations_total;
-static int opt_trace, opt_known, opt_strict;
+static int opt_trace, opt_known, opt_strict, opt_escapees;
 static int pool_closed, pool_closing;
 
 /* ---- the trace ---------------------------------------------------------------------------------- */
@@ -457,6 +457,7 @@ static long long run_seed(uint64_t seed)
     lc_f.max_sessions = 1 + (int)lc_below(10);
     lc_f.connect_fail = lc_permille(300) ? (int)lc_below(300) : 0;
     lc_f.loss_prefix = (int)lc_below(2);
+    lc_f.stray = opt_escapees && lc_permille(500) ? lc_below(300) : 0;
     unsigned loss_rate = lc_permille(400) ? lc_below(4) : 0;
     unsigned cancel_rate = lc_permille(300) ? lc_below(300) : lc_below(40);
     unsigned open_cancel = lc_permille(300) ? lc_below(500) : 0;
@@ -599,6 +600,7 @@ int main(void)
     long seeds = (e = getenv("REXEC_LIFECYCLE_SEEDS")) ? atol(e) : 2000;
     opt_trace = (e = getenv("REXEC_LIFECYCLE_TRACE")) ? atoi(e) : 0;
     opt_known = (e = getenv("REXEC_LIFECYCLE_KNOWN_BUGS")) && *e == '1';
+    opt_escapees = (e = getenv("REXEC_LIFECYCLE_ESCAPEES")) && *e == '1';
     opt_strict = opt_known || ((e = getenv("REXEC_LIFECYCLE_STRICT")) && *e == '1');
     long long first = 1, total_calls = 0;
     if ((e = getenv("REXEC_LIFECYCLE_SEED")) != NULL) {
