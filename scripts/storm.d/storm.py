@@ -85,6 +85,10 @@ def one_call(a, rnd, sock, f, value, stats):
     r = results[0]
     out = r.get("stdout") or ""
     stats.add("status_%s" % r.get("exit_status"))
+    stats.add("%s_status_%s" % (how, r.get("exit_status")))
+    if r.get("exit_status") not in (0, 124, 130):
+        stats.note("%s (%s): exit %s: %s" % (value, how, r.get("exit_status"),
+                                                 (r.get("error") or "")[:160]))
     if not r.get("executed", True):
         with stats.lock:
             stats.not_run.add(value)
@@ -150,6 +154,10 @@ def main():
                                   a.clients, secs, a.seed))
     print("exit statuses: " + ", ".join("%s x%d" % (k[7:], v) for k, v in sorted(c.items())
                                         if k.startswith("status_")))
+    for how in ("normal", "timeout", "cancel"):
+        pre = how + "_status_"
+        print("  %s calls: " % how + ", ".join("%s x%d" % (k[len(pre):], v)
+                                               for k, v in sorted(c.items()) if k.startswith(pre)))
     print("reported not run: %d; ran although reported not run: %d; ran twice: %d" % (
         len(stats.not_run), len(ran_not_run), len(twice)))
     print("wrong outputs: %d; missing results: %d; duplicate results: %d; lost: %d; hung: %d; "

@@ -47,6 +47,17 @@ static int wrapper_failure(rexec_call *c)
     if (strcmp(x->phase, "cancel") == 0) /* EOF reached the wrapper before the command started */
         return rx_fail(&c->err, REXEC_ECANCELLED,
                        "%s: cancelled before the command started; the command did not run", h);
+    /* Stopped before its command began (a runner's slot killed the call's shell while it was
+     * still setting up): the stop, not a failure of the host. */
+    if (x->cancelled || (c->cancelled && strcmp(x->phase, "setup") == 0))
+        return rx_fail(&c->err, REXEC_ECANCELLED,
+                       "%s: cancelled before the command started; the command did not run", h);
+    if (x->timed_out) {
+        c->timed_out = 1;
+        return rx_fail(&c->err, REXEC_ETIMEDOUT,
+                       "%s: the call's timeout (%.10g s) passed before the command started; the "
+                       "command did not run", h, c->timeout_s);
+    }
     if (strcmp(x->phase, "stdin") == 0)
         return rx_fail(&c->err, REXEC_EHOST,
                        "%s: could not stage the call's stdin (is TMPDIR writable? does the VM "
@@ -401,6 +412,8 @@ void rx_call_result(rexec_call *c, rexec_result *res)
     res->err = c->err.code;
     res->error = c->err.code ? shown(c, &c->shown_error, c->err.msg) : NULL;
     res->exit_status = c->err.code ? rexec_err_exit_code(c->err.code) : c->ran ? c->exit_code : 0;
+    if (c->timed_out && !c->ran) /* its timeout passed before the command began */
+        res->exit_status = 124;
     res->cap_killed = c->cap_killed;
     if (c->capture && c->script_sent) {
         const call_stream *o = &c->out[0], *e = &c->out[1];
