@@ -69,10 +69,16 @@ for f in forms:
 PY
 no_secret_in() { # FILE...: no form, with line breaks taken out
     "$RX_PYTHON" - "$RX_TMP/forms" "$@" <<'PY' || fail "a secret survived (see above)"
-import binascii, sys
+import binascii, os, sys
 forms = [binascii.unhexlify(l.strip()) for l in open(sys.argv[1]) if l.strip()]
 bad = 0
-for path in sys.argv[2:]:
+paths = []
+for p in sys.argv[2:]:                  # a directory (audit/writers/) is read whole
+    if os.path.isdir(p):
+        paths += [os.path.join(d, f) for d, _, fs in os.walk(p) for f in fs]
+    else:
+        paths.append(p)
+for path in paths:
     data = open(path, "rb").read()
     joined = data.replace(b"\r", b"").replace(b"\n", b"")
     for f in forms:
