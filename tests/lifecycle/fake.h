@@ -58,6 +58,8 @@ typedef struct lc_faults {
                               * to the channel after the call's end markers (an escapee; only
                               * with REXEC_LIFECYCLE_ESCAPEES=1: outside the runner's contract
                               * under pid-namespace containment) */
+    unsigned pull_other;     /* a read of one channel pulls another channel's packets into
+                              * libssh2's queue, with no poll event for them (lost wake-ups) */
     int loss_prefix;         /* on a connection loss, a random prefix of the bytes in flight to
                               * the peer still reaches it (else none does) */
 } lc_faults;

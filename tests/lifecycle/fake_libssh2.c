@@ -840,6 +840,25 @@ int lc_world_touched(const char *head)
     return 0;
 }
 
+/* A channel of a live connection holding data or an EOF that libssh2 has queued and nobody
+ * reads, while the controller has nothing left to do: a lost wake-up. Returns the channel's
+ * number (0: none); *token says whose call it carries. held(token): that call's consumer
+ * paused it (its output is left unread on purpose). */
+int lc_world_unread(int (*held)(int token), int *token)
+{
+    for (lc_conn *c = lc_conns; c; c = c->next) {
+        if (c->s == NULL || c->dead)
+            continue;
+        for (lc_chan *ch = c->chans; ch; ch = ch->next)
+            if (!ch->closing && (ch->rd[0].len || ch->rd[1].len || ch->rd_eof) &&
+                !held(ch->cur_token)) {
+                *token = ch->cur_token;
+                return ch->id;
+            }
+    }
+    return 0;
+}
+
 /* Ends the run: the peers finish what they can (with EOF: every session is closed by now), and
  * everything is freed. */
 void lc_world_drain(void)
@@ -986,6 +1005,20 @@ ssize_t libssh2_channel_write_ex(LIBSSH2_CHANNEL *ch, int stream, const char *bu
     return (ssize_t)k;
 }
 
+/* libssh2 reads the socket for whichever channel asks: what it reads may be another channel's
+ * packets (or EOF), which then wait in its queue while the socket is quiet: no poll comes for
+ * them, and only the drive loop's pending() check finds them. */
+static void pull_other(lc_chan *self)
+{
+    lc_chan *cand[64];
+    int n = 0;
+    for (lc_chan *o = self->conn->chans; o && n < 64; o = o->next)
+        if (o != self && (o->fl[0].len || o->fl[1].len || (o->fl_eof && !o->rd_eof)))
+            cand[n++] = o;
+    if (n > 0)
+        net_to_ctrl(cand[lc_below((unsigned)n)]);
+}
+
 ssize_t libssh2_channel_read_ex(LIBSSH2_CHANNEL *ch, int stream, char *buf, size_t n)
 {
     lc_conn *c = ch->conn;
@@ -993,6 +1026,8 @@ ssize_t libssh2_channel_read_ex(LIBSSH2_CHANNEL *ch, int stream, char *buf, size
         abort();
     if (c->dead)
         return dead_err(c);
+    if (lc_permille(lc_f.pull_other))
+        pull_other(ch);
     lc_bytes *rd = &ch->rd[stream];
     if (rd->len == 0) {
         if (ch->rd_eof && ch->fl[stream].len == 0)

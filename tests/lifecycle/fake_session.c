@@ -11,6 +11,8 @@
  * kicks run the drive from a zero timer; a network event of the
  * fake server runs it as on_poll would (lc_session_poll, with on_poll's error and idle-EOF
  * paths); rx_session_close fails and finishes every user, then frees from the loop (on_freed).
+ * st_ready and session_drive are copies of session.c's: a change there must be made here too
+ * (the test cannot link session.c, which owns the socket and libssh2's session).
  * Not modelled: resolving, sockets, host keys, authentication, keepalives and pings, pause's
  * poll bookkeeping, proxy_jump (the rx_jump_* entry points abort). */
 #include <stdarg.h>
