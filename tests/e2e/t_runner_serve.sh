@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# Runners through `rexec serve`, with calls stopped right after they were accepted:
+#  - 200 calls, 4 at a time, each printing its own value; one in five has timeout_s 0.001, one
+#    in ten is cancelled as soon as it was sent: no call prints anything but its own value (a
+#    killed call's code never reaches a later call), and the ordinary calls all succeed;
+#  - kill -9 of serve while calls run (and runners start): within 10 s nothing of any runner is
+#    left on the VM (no process naming a runner directory, no runner, no command);
+#  - kill -9 of the runners while calls run: the same.
+tid="runner via serve: stopped calls, kill -9 of serve and of the runners"
+. "${REXEC_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/e2e/lib.sh"
+
+lab_start 1
+ws_edit 'c.setdefault("limits", {})["connect_timeout_s"] = 60'
+ws_add_action t.val '{"risk": "L0", "command": "echo val-{v}", "params": {"v": {"type": "int", "min": 0, "max": 100000}}}'
+ws_add_action t.long '{"risk": "L0", "command": "echo started; exec sleep 2724"}'
+
+SERVE_PID=
+trap '_t_rc=$?; stop_gently ${SERVE_PID:-}; if (exit "$_t_rc"); then _rx_cleanup; else _rx_cleanup; fi' EXIT
+start_serve() {
+    rm -f "$SOCK"
+    "$REXEC_BIN" --workspace "$WS" serve --socket "$SOCK" 2>>"$RX_TMP/serve.err" &
+    SERVE_PID=$!
+    wait_until 20 test -S "$SOCK"
+}
+SOCK=$RX_TMP/rexec.sock
+
+CLIENT=$RX_TMP/client.py
+cat >"$CLIENT" <<'PY'
+import json, random, socket, sys, time
+sock, n, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.settimeout(120)
+s.connect(sock)
+f = s.makefile("rb")
+rnd = random.Random(int(time.time() * 1000))
+def send(o):
+    s.sendall((json.dumps(o) + "\n").encode())
+if mode == "long":  # n long calls, then wait for each to have started: kill -9 comes from outside
+    for i in range(n):
+        send({"op": "run", "id": i, "targets": "lab1", "action": "t.long", "stream": True})
+    seen = set()
+    while len(seen) < n:
+        o = json.loads(f.readline())
+        if "started" in json.dumps(o):
+            seen.add(o.get("id"))
+    print("started", flush=True)
+    sys.stdin.read()  # until the test is done with us
+    sys.exit(0)
+inflight, nxt, wrong, kinds = {}, 0, [], {"plain": 0, "timeout": 0, "cancel": 0, "ok": 0, "stopped": 0, "failed": 0}
+while nxt < n or inflight:
+    while nxt < n and len(inflight) < 4:
+        k = rnd.random()
+        kind = "timeout" if k < 0.2 else "cancel" if k < 0.3 else "plain"
+        kinds[kind] += 1
+        req = {"op": "run", "id": nxt, "targets": "lab1", "action": "t.val", "params": {"v": nxt}}
+        if kind == "timeout":
+            req["timeout_s"] = 0.001
+        send(req)
+        if kind == "cancel":
+            send({"op": "cancel", "id": "c%d" % nxt, "target": nxt})
+        inflight[nxt] = [kind, None]
+        nxt += 1
+    o = json.loads(f.readline())
+    i = o.get("id")
+    if i not in inflight:
+        continue
+    if o.get("type") == "result":
+        inflight[i][1] = o
+    elif o.get("type") in ("done", "error"):
+        kind, r = inflight.pop(i)
+        r = r or o
+        out = r.get("stdout") or ""
+        if out not in ("", "val-%d\n" % i):
+            wrong.append((i, kind, out, r.get("error")))
+        if kind == "plain" and (r.get("exit_code") != 0 or out != "val-%d\n" % i):
+            wrong.append((i, kind, out, r.get("error")))
+        how = "ok" if r.get("exit_code") == 0 else "stopped" if r.get("timed_out") or "cancel" in (r.get("error") or "") else "failed"
+        kinds[how] += 1
+        if how == "failed":
+            e = "%s %s %s" % (kind, r.get("exit_code"), (r.get("error") or "")[:90])
+            kinds.setdefault("errors", {}).setdefault(e, 0)
+            kinds["errors"][e] += 1
+print(json.dumps(kinds))
+for w in wrong:
+    print("WRONG", json.dumps(w))
+sys.exit(1 if wrong else 0)
+PY
+
+# ---- 200 calls, some stopped at once ---------------------------------------------------------
+start_serve
+timeout 600 "$RX_PYTHON" "$CLIENT" "$SOCK" 200 mixed >"$OUT" 2>"$ERR" ||
+    fail "calls printed what was not theirs: $(cat "$OUT" "$ERR")"
+echo "  200 calls: $(head -n1 "$OUT")" >&2
+
+# ---- kill -9 of serve, then of the runners, while calls run ---------------------------------
+runner_left() { remote_pgrep '(^bash -s$|\.rexec-[0-9]+/r\.|sleep 2724)' >/dev/null; }
+nothing_left() { ! runner_left; }
+for victim in serve runners; do
+    if [[ -z $SERVE_PID ]]; then # a new serve: runners start with a host's second call
+        start_serve
+        timeout 120 "$RX_PYTHON" "$CLIENT" "$SOCK" 2 mixed >/dev/null || fail "$victim: the first calls"
+    fi
+    coproc LONG { timeout 300 "$RX_PYTHON" "$CLIENT" "$SOCK" 6 long; }
+    read -r -t 120 line <&"${LONG[0]}" || fail "$victim: the long calls did not start"
+    assert_eq started "$line" "$victim: the long calls"
+    runner_left || fail "$victim: no runner on the VM (the test proves nothing)"
+    if [[ $victim == serve ]]; then
+        kill -KILL "$SERVE_PID"
+        wait "$SERVE_PID" 2>/dev/null || true
+        SERVE_PID=
+    else
+        for p in $(remote_pgrep '^bash -s$'); do kill -KILL "$p" 2>/dev/null || true; done
+    fi
+    wait_until 10 nothing_left || fail "$victim killed: left on the VM: $(lab ps '.')"
+    kill "$LONG_PID" 2>/dev/null || true
+    wait "$LONG_PID" 2>/dev/null || true
+done
+pass
