@@ -39,6 +39,7 @@ struct rx_session {
     int unanswered;        /* keepalive probes sent since the last bytes read from the server */
     int open_handles;      /* handles whose close callback is still due */
     int gai_pending;
+    int hk_pending;        /* a known_hosts append runs on the thread pool (hk_append) */
     rx_chan_user *users;   /* attached channel users (execs), running or queued */
     rx_auth *auth;         /* AUTH state: agent connection, passphrase (auth.c) */
     int driving, again;    /* the drive loop is running / must run once more */
@@ -71,7 +72,7 @@ static void session_fail(rx_session *s, int code, const char *fmt, ...)
 
 static void session_maybe_free(rx_session *s)
 {
-    if (s->open_handles > 0 || s->gai_pending)
+    if (s->open_handles > 0 || s->gai_pending || s->hk_pending)
         return;
     if (s->addrs)
         uv_freeaddrinfo(s->addrs);
@@ -414,35 +415,87 @@ static void knownhost_name(const rx_host *h, char *out, size_t n)
         snprintf(out, n, "[%s]:%d", h->address, h->port);
 }
 
-/* Trust on first use: appends the key to known_hosts under an exclusive lock, one write. */
-/* Appends the new key's line to known_hosts. 0, or -1 with *why saying what failed. */
-static int knownhost_append(rx_session *s, LIBSSH2_KNOWNHOSTS *kh, const char *key, size_t klen,
-                            int bits, const char **why)
+/* Trust on first use: the key's line is appended to known_hosts under an exclusive lock, one
+ * write, then fsync: on libuv's thread pool, because flock waits for whoever else holds the file
+ * (an ssh-keygen -R, another rexec) and fsync for the disk, and every other connection and serve
+ * client would wait with them on the loop. The session stays in HOSTKEY meanwhile (st_hostkey
+ * waits) and is not freed before the append has reported (hk_pending). */
+typedef struct hk_append {
+    uv_work_t work;
+    rx_session *s;
+    char path[4096];
+    char line[4096];
+    size_t len;
+    char fp[80];
+    const char *why; /* NULL: appended */
+    int err;
+} hk_append;
+
+static void hk_append_work(uv_work_t *w)
 {
-    char name[300], line[4096];
-    size_t outlen = 0;
-    struct libssh2_knownhost *entry = NULL;
-    knownhost_name(s->opts.host, name, sizeof(name));
-    *why = "libssh2 cannot write the line";
-    if (libssh2_knownhost_addc(kh, name, NULL, key, klen, "added by rexec (accept-new)", 27,
-                               LIBSSH2_KNOWNHOST_TYPE_PLAIN | LIBSSH2_KNOWNHOST_KEYENC_RAW | bits,
-                               &entry) != 0 ||
-        libssh2_knownhost_writeline(kh, entry, line, sizeof(line), &outlen,
-                                    LIBSSH2_KNOWNHOST_FILE_OPENSSH) != 0)
-        return -1;
-    int fd = open(s->opts.known_hosts, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    hk_append *a = w->data;
+    int fd = open(a->path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0) {
-        *why = errno == ELOOP ? "it is a symbolic link" : strerror(errno);
-        return -1;
+        a->err = errno;
+        a->why = errno == ELOOP ? "it is a symbolic link" : "open";
+        return;
     }
     errno = 0;
-    int r = flock(fd, LOCK_EX) == 0 && write(fd, line, outlen) == (ssize_t)outlen ? 0 : -1;
-    if (r == 0)
-        r = fsync(fd);
-    if (r != 0)
-        *why = errno ? strerror(errno) : "short write";
+    if (flock(fd, LOCK_EX) != 0 || write(fd, a->line, a->len) != (ssize_t)a->len || fsync(fd) != 0)
+        a->why = "write", a->err = errno;
     close(fd);
-    return r;
+}
+
+static void hk_append_done(uv_work_t *w, int status)
+{
+    hk_append *a = w->data;
+    rx_session *s = a->s;
+    s->hk_pending = 0;
+    if (s->closing) {
+        session_maybe_free(s);
+    } else if (status != 0 || a->why != NULL) {
+        session_fail(s, REXEC_EHOSTKEY, "cannot record the new host key %s in %s: %s", a->fp,
+                     s->opts.known_hosts,
+                     status != 0 ? uv_strerror(status)
+                     : a->err == 0 ? "short write"
+                     : a->err == ELOOP ? a->why : strerror(a->err));
+    } else {
+        session_set_state(s, RX_SS_AUTH);
+        session_drive(s);
+    }
+    free(a);
+}
+
+/* Renders the new key's line and starts its append (hk_append_work). 0, or -1 with *why. */
+static int knownhost_append(rx_session *s, LIBSSH2_KNOWNHOSTS *kh, const char *key, size_t klen,
+                            int bits, const char *fp, const char **why)
+{
+    char name[300];
+    struct libssh2_knownhost *entry = NULL;
+    hk_append *a = calloc(1, sizeof(*a));
+    knownhost_name(s->opts.host, name, sizeof(name));
+    *why = "libssh2 cannot write the line";
+    if (a == NULL || strlen(s->opts.known_hosts) >= sizeof(a->path) ||
+        libssh2_knownhost_addc(kh, name, NULL, key, klen, "added by rexec (accept-new)", 27,
+                               LIBSSH2_KNOWNHOST_TYPE_PLAIN | LIBSSH2_KNOWNHOST_KEYENC_RAW | bits,
+                               &entry) != 0 ||
+        libssh2_knownhost_writeline(kh, entry, a->line, sizeof(a->line), &a->len,
+                                    LIBSSH2_KNOWNHOST_FILE_OPENSSH) != 0) {
+        *why = a == NULL ? "out of memory" : *why;
+        free(a);
+        return -1;
+    }
+    snprintf(a->path, sizeof(a->path), "%s", s->opts.known_hosts);
+    snprintf(a->fp, sizeof(a->fp), "%s", fp);
+    a->s = s;
+    a->work.data = a;
+    if (uv_queue_work(s->loop, &a->work, hk_append_work, hk_append_done) != 0) {
+        *why = "cannot start the write";
+        free(a);
+        return -1;
+    }
+    s->hk_pending = 1;
+    return 0;
 }
 
 /* Reads known_hosts: plain lines into kh, markers into marks (knownhosts.c). */
@@ -505,14 +558,14 @@ static int hostkey_check_file(rx_session *s, const char *key, size_t klen, int t
     }
     if (rc == LIBSSH2_KNOWNHOST_CHECK_NOTFOUND && h->hostkey == RX_HK_ACCEPT_NEW) {
         const char *why = NULL;
-        rc = knownhost_append(s, kh, key, klen, bits, &why) == 0 ? LIBSSH2_KNOWNHOST_CHECK_MATCH
-                                                                 : -1;
-        if (rc != LIBSSH2_KNOWNHOST_CHECK_MATCH) {
-            libssh2_knownhost_free(kh);
+        int r = knownhost_append(s, kh, key, klen, bits, fp, &why);
+        libssh2_knownhost_free(kh);
+        if (r != 0) {
             session_fail(s, REXEC_EHOSTKEY, "cannot record the new host key %s in %s: %s", fp,
                          s->opts.known_hosts, why);
             return ST_FAILED;
         }
+        return ST_AGAIN; /* hk_append_done goes on to AUTH */
     }
     libssh2_knownhost_free(kh);
     if (rc == LIBSSH2_KNOWNHOST_CHECK_MATCH)
@@ -537,6 +590,8 @@ static int st_hostkey(rx_session *s)
 {
     size_t klen = 0;
     int type = 0, r;
+    if (s->hk_pending)
+        return ST_AGAIN; /* the new key is being recorded (hk_append_done) */
     const char *key = libssh2_session_hostkey(s->ssh, &klen, &type);
     char fp[80];
     if (key == NULL) {

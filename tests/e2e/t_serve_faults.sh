@@ -5,8 +5,11 @@
 #   gone, because poll() reported the full socket as not writable, and its call was cancelled);
 # - a connection serve has no memory for is accepted and closed at once, and serve goes on
 #   accepting (it used to leave it unaccepted, and libuv then stopped watching the listener for
-#   good). The test build fails the first N client allocations when REXEC_TEST_SERVE_NOMEM=N.
-tid="serve: a half-closed slow reader, no memory for a connection"
+#   good). The test build fails the first N client allocations when REXEC_TEST_SERVE_NOMEM=N;
+# - a new host key (accept-new) recorded while another process holds known_hosts locked: serve
+#   answers other clients meanwhile (the append runs on libuv's thread pool), and the call goes
+#   on once the lock is released.
+tid="serve: a half-closed slow reader, no memory for a connection, a locked known_hosts"
 . "${REXEC_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/e2e/lib.sh"
 
 lab_start 1
@@ -97,5 +100,66 @@ assert got == mib << 20, got
 print("half-close ok")
 PY
 assert_contains "$OUT" "half-close ok"
+
+# ---- a new host key recorded while someone holds known_hosts locked ----------------------------
+# accept-new appends under flock: on the loop, a lock held elsewhere (ssh-keygen -R, another
+# rexec) stopped serve for every client until it was released. The append runs on the thread
+# pool: serve answers meanwhile, and the call goes on once the lock is released.
+: >"$WS/known_hosts"
+ws_edit 'c["hosts"]["lab1"]["host_key"] = "accept-new"'
+timeout 120 "$RX_PYTHON" - "$SOCK" "$WS/known_hosts" >"$OUT" 2>"$ERR" <<'PY' || fail "known_hosts lock: $(cat "$ERR")"
+import fcntl, json, os, socket, sys, time
+path, kh = sys.argv[1], sys.argv[2]
+
+def connect():
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(30)  # a serve blocked in flock answers nothing until the lock goes
+    s.connect(path)
+    return s, s.makefile("rb")
+
+lock = os.open(kh, os.O_RDWR)
+fcntl.flock(lock, fcntl.LOCK_EX)
+r, rf = connect()
+r.sendall(b'{"op":"reload","id":"r"}\n')
+assert json.loads(rf.readline())["type"] == "reloaded"
+r.sendall(json.dumps({"op": "run", "id": "k", "targets": "lab1", "action": "t.big"}).encode()
+          + b"\n")
+assert json.loads(rf.readline())["type"] == "accepted"
+# serve reaches the append (the connection is up to HOSTKEY) while we hold the lock: wait until
+# its process holds known_hosts open for appending
+def serve_has_kh():
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or pid == str(os.getpid()):
+            continue
+        try:
+            for fd in os.listdir("/proc/%s/fd" % pid):
+                if os.readlink("/proc/%s/fd/%s" % (pid, fd)) != kh:
+                    continue
+                with open("/proc/%s/fdinfo/%s" % (pid, fd)) as f:
+                    flags = int(f.read().split("flags:")[1].split()[0], 8)
+                if flags & os.O_APPEND:  # the append's descriptor, not the read's
+                    return True
+        except OSError:
+            pass
+    return False
+deadline = time.monotonic() + 60
+while not serve_has_kh():
+    assert time.monotonic() < deadline, "serve never opened known_hosts to append"
+    time.sleep(0.01)
+p, pf = connect()
+p.sendall(b'{"op":"ping","id":"p"}\n')
+assert json.loads(pf.readline())["type"] == "pong"   # answered while the append waits
+assert os.path.getsize(kh) == 0
+fcntl.flock(lock, fcntl.LOCK_UN)
+while True:
+    o = json.loads(rf.readline())
+    if o["type"] == "done":
+        assert o["exit_status"] == 0, o
+        break
+assert os.path.getsize(kh) > 0
+print("known_hosts ok")
+PY
+assert_contains "$OUT" "known_hosts ok"
+assert_contains "$WS/known_hosts" "added by rexec (accept-new)"
 assert_exit 0 rx audit verify
 pass
