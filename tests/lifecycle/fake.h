@@ -50,7 +50,7 @@ typedef struct lc_faults {
     unsigned open_refuse;    /* a channel open refused (LIBSSH2_ERROR_CHANNEL_FAILURE) */
     unsigned exec_refuse;    /* an exec request refused */
     unsigned runner_none;    /* a runner answers ":none setup" */
-    unsigned runner_die;     /* a runner dies (SIGKILL) at a peer step */
+    unsigned runner_die;     /* a runner, or a call's bash -s, dies (SIGKILL) at a peer step */
     unsigned hang;           /* a command does not end by itself */
     int max_sessions;        /* the server's MaxSessions per connection */
     int connect_fail;        /* per mille: a connection attempt fails (in a random state) */

@@ -577,8 +577,14 @@ static int peer_step(lc_chan *ch)
         else
             return 0;
     }
-    if (ch->kind == PEER_WRAPPER)
+    if (ch->kind == PEER_WRAPPER) {
+        if (ch->ws == W_RUN && lc_permille(lc_f.runner_die)) {
+            lc_trace("peer: chan %d: bash -s is killed (SIGKILL)", ch->id);
+            peer_exit(ch, 0, 1);
+            return 1;
+        }
         return wrapper_step(ch);
+    }
     if (ch->kind == PEER_RUNNER) {
         if (lc_permille(lc_f.runner_die)) {
             lc_trace("peer: chan %d: the runner is killed (SIGKILL)", ch->id);

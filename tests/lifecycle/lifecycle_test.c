@@ -26,6 +26,8 @@
  *   P6 a call whose end came says started exactly when its command ran on the VM;
  *   P7 a call nobody cancelled (before the pool was closed) is not reported cancelled: a kill
  *      line or an EOF meant for one call never stops another;
+ *   P9 a call is reported timed out only once its timeout has passed (on the virtual clock)
+ *      since it was submitted: a deadline meant for one call never ends another;
  *   P8 no lost wake-up: when nothing can happen but a timer, no channel holds data or an EOF
  *      that libssh2 has queued for a consumer that did not pause (a read of one channel pulls
  *      another's packets into libssh2's queue without a poll event: session.c's pending());
@@ -97,6 +99,7 @@ typedef struct lc_call {
     int on_runner; /* its frame reached a runner's channel (a byte of it, at least) */
     int paused;    /* rx_pool_pause(job, 1) is in force */
     int after_close; /* reported after rx_pool_close (which cancels what runs) */
+    uint64_t submit_ms, timeout_ms;
 } lc_call;
 
 static lc_call calls[MAX_CALLS + 1];
@@ -203,6 +206,10 @@ static void on_done(void *ud, const rx_exec_result *res)
     }
     c->res = *res;
     c->job = NULL; /* freed by the pool */
+    if (res->timed_out && lc_clock_ms() - c->submit_ms < c->timeout_ms)
+        violation("call %d is reported timed out %llu ms after it was submitted; its timeout is "
+                  "%llu ms", c->id, (unsigned long long)(lc_clock_ms() - c->submit_ms),
+                  (unsigned long long)c->timeout_ms);
     c->after_close = pool_closing;
     if (!res->sent && c->ran)
         violation("call %d ran on the VM, but is reported not run (err %s)", c->id,
@@ -283,6 +290,8 @@ static void submit(void)
                       .runner_code = q.code, .runner_code_len = q.code_len, .min_rank = 0,
                       .timeout_s = timeout_s};
     rx_exec_cb cb = {on_data, on_done, c};
+    c->submit_ms = lc_clock_ms();
+    c->timeout_ms = (uint64_t)(timeout_s * 1000);
     /* after a reload, a call that started before it reaches the pool under the old (retired)
      * rx_host: src/api/reload.c resolves the host when a call starts */
     int h = cur_host == 1 && lc_below(10) < 3 ? 0 : cur_host;
@@ -638,7 +647,7 @@ int main(void)
     opt_known_c = e && (strcmp(e, "1") == 0 || strchr(e, 'c'));
     opt_escapees = (e = getenv("REXEC_LIFECYCLE_ESCAPEES")) && *e == '1';
     long long first = 1, total_calls = 0;
-    if ((e = getenv("REXEC_LIFECYCLE_SEED")) != NULL) {
+    if ((e = getenv("REXEC_LIFECYCLE_SEED")) != NULL && *e) {
         first = atoll(e);
         seeds = 1;
     }
