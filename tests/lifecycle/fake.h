@@ -46,7 +46,7 @@ void lc_trace(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* ---- fault rates for one seed (per mille, per opportunity) ------------------------------------ */
 typedef struct lc_faults {
     unsigned eagain;         /* any libssh2 call answers EAGAIN */
-    unsigned short_io;       /* a write or read moves fewer bytes than it could */
+    unsigned short_io;       /* a write takes fewer bytes than it could */
     unsigned open_refuse;    /* a channel open refused (LIBSSH2_ERROR_CHANNEL_FAILURE) */
     unsigned exec_refuse;    /* an exec request refused */
     unsigned runner_none;    /* a runner answers ":none setup" */
@@ -60,6 +60,8 @@ typedef struct lc_faults {
                               * under pid-namespace containment) */
     unsigned pull_other;     /* a read of one channel pulls another channel's packets into
                               * libssh2's queue, with no poll event for them (lost wake-ups) */
+    unsigned huge;           /* a command writes 300-700 KB at once (more than one read of an
+                              * exec takes: RX_EXEC_CHUNK): KNOWN (d) only */
     int loss_prefix;         /* on a connection loss, a random prefix of the bytes in flight to
                               * the peer still reaches it (else none does) */
 } lc_faults;

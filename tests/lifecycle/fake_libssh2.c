@@ -208,8 +208,9 @@ static void cmd_chunk(lc_chan *ch, lc_cmd *cmd)
         buf[n++] = (unsigned char)alpha[lc_below(sizeof(alpha) - 1)];
     peer_emit(ch, stream, buf, (size_t)n);
     lc_peer_output(cmd->token, stream, buf, (size_t)n);
-    if (lc_permille(20)) { /* now and then a big piece: several reads of each buffer size */
-        size_t big = 20000 + lc_below(60000);
+    int huge = lc_permille(lc_f.huge);
+    if (huge || lc_permille(20)) { /* now and then a big piece: several reads of each buffer */
+        size_t big = huge ? 300000 + lc_below(400000) : 20000 + lc_below(60000);
         unsigned char *b = malloc(big);
         if (b == NULL)
             abort();
@@ -1040,11 +1041,9 @@ ssize_t libssh2_channel_read_ex(LIBSSH2_CHANNEL *ch, int stream, char *buf, size
             return 0;
         return again(c);
     }
-    if (lc_permille(lc_f.eagain))
-        return spurious(c);
+    /* libssh2 hands over what its queue holds for the stream, up to n: never EAGAIN nor a
+     * short read while it has more (short reads come from the network's pieces instead) */
     size_t k = rd->len < n ? rd->len : n;
-    if (k > 1 && lc_permille(lc_f.short_io))
-        k = 1 + lc_below((unsigned)k - 1);
     memcpy(buf, rd->p, k);
     lc_bytes_drop(rd, k);
     return (ssize_t)k;

@@ -106,7 +106,7 @@ static lc_call calls[MAX_CALLS + 1];
 static int n_calls, n_submitted;
 static uint64_t cur_seed;
 static int violations_seed, violations_total;
-static int opt_trace, opt_known_b, opt_known_c, opt_escapees;
+static int opt_trace, opt_known_b, opt_known_c, opt_known_d, opt_escapees;
 static int pool_closed, pool_closing;
 
 /* ---- the trace ---------------------------------------------------------------------------------- */
@@ -494,6 +494,7 @@ static long long run_seed(uint64_t seed)
     lc_f.connect_fail = lc_permille(300) ? (int)lc_below(300) : 0;
     lc_f.loss_prefix = (int)lc_below(2);
     lc_f.pull_other = lc_permille(500) ? lc_below(300) : 0;
+    lc_f.huge = opt_known_d && lc_permille(500) ? lc_below(60) : 0; /* KNOWN (d) */
     lc_f.stray = opt_escapees && lc_permille(500) ? lc_below(300) : 0;
     unsigned loss_rate = lc_permille(400) ? lc_below(4) : 0;
     unsigned cancel_rate = lc_permille(300) ? lc_below(300) : lc_below(40);
@@ -645,6 +646,7 @@ int main(void)
     e = getenv("REXEC_LIFECYCLE_KNOWN_BUGS"); /* "1": all; else the letters of KNOWN (b), (c) */
     opt_known_b = e && (strcmp(e, "1") == 0 || strchr(e, 'b'));
     opt_known_c = e && (strcmp(e, "1") == 0 || strchr(e, 'c'));
+    opt_known_d = e && (strcmp(e, "1") == 0 || strchr(e, 'd'));
     opt_escapees = (e = getenv("REXEC_LIFECYCLE_ESCAPEES")) && *e == '1';
     long long first = 1, total_calls = 0;
     if ((e = getenv("REXEC_LIFECYCLE_SEED")) != NULL && *e) {
@@ -658,6 +660,7 @@ int main(void)
     }
     printf("lifecycle: %ld seeds, %lld calls, %d violations (%d seeds)%s; %d results end with a "
            "flushed piece of a status line\n", seeds, total_calls, violations_total, bad_seeds,
-           opt_known_b || opt_known_c ? " [known-bug checks on]" : "", partial_markers);
+           opt_known_b || opt_known_c || opt_known_d ? " [known-bug checks on]" : "",
+           partial_markers);
     return violations_total ? 1 : 0;
 }
