@@ -287,9 +287,41 @@ int rexec_ssh_config_import(const char *pattern, char **text, char **notes, rexe
 
 /* Expands TARGETS ("h1", "h1,h2", "@group") into host names. *hosts is a malloc'd array of
  * borrowed strings (valid while ctx lives); the caller frees the array. Unknown names are
- * REXEC_ECONFIG naming the host or group. */
+ * REXEC_ECONFIG naming the host or group, redacted (TARGETS may hold anything). */
 REXEC_API int rexec_ctx_targets(const rexec_ctx *ctx, const char *targets, const char ***hosts, size_t *n,
                       rexec_error *err);
+
+/* ---- Redacting a front end's own text ------------------------------------------------------ */
+
+/* What a front end prints that did not come out of the library already redacted (an argument it
+ * echoes in a message, a field of a serve reply it shows) goes through one of these first
+ * (docs/redaction.md, "Messages"). Each returns text (len bytes) with every secret the workspace
+ * resolved, in every form docs/redaction.md lists, and every secret shape replaced by its marker:
+ * malloc'd, NUL-terminated, *out_len (may be NULL) its length without the NUL; NULL on ENOMEM. */
+
+/* With ctx's redactor (the secrets resolved when ctx was created or last reloaded); ctx NULL:
+ * the secret shapes only. */
+REXEC_API char *rexec_ctx_redact(const rexec_ctx *ctx, const char *text, size_t len,
+                                 size_t *out_len);
+
+/* The same without a context (before one is created, or for commands that need none): loads
+ * workspace_dir's rexec.json and every secret that resolves, opens nothing else. 0, or the
+ * loader's REXEC_ECONFIG (the workspace does not load: no secret is known then) / REXEC_ENOMEM.
+ * rexec_redact with r NULL redacts the shapes only. */
+typedef struct rexec_redactor rexec_redactor;
+REXEC_API int rexec_redactor_open(const char *workspace_dir, rexec_redactor **out,
+                                  rexec_error *err);
+REXEC_API char *rexec_redact(const rexec_redactor *r, const char *text, size_t len,
+                             size_t *out_len);
+REXEC_API void rexec_redactor_close(rexec_redactor *r); /* wipes the values; NULL is fine */
+
+/* `rexec actions --lint`: reads workspace_dir's rexec.json and checks every action's command
+ * template as the loader does (docs/workspace.md, "Where a placeholder may stand"), going on past
+ * the first problem. *json (malloc'd): {"loads": true|false, "error": the loader's message or
+ * null, "problems": [{"action", "line", "column" (1-based; null when the template could be read
+ * but a {name} names no parameter), "why", "error" (the loader's message for it)}, ...]}. Reads
+ * no secret. 0, or REXEC_ENOMEM. */
+REXEC_API int rexec_catalog_lint(const char *workspace_dir, char **json, rexec_error *err);
 
 /* ---- Approvals ------------------------------------------------------------------------------ */
 

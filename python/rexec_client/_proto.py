@@ -15,7 +15,12 @@ RAW_PIECE = 256 * 1024  # a raw piece, to a serve that takes them (at most 1 MiB
 
 class RexecError(Exception):
     """A request refused as a whole, or serve unreachable. exit_status is what `rexec run` would
-    exit with (65 bad request, 78 unknown host/action, 255 serve unreachable, ...)."""
+    exit with (65 bad request, 78 unknown host/action, 255 serve unreachable, ...).
+
+    The message is serve's own (serve redacts every workspace secret from it) or one the client
+    wrote without any of the caller's arguments in it: the client knows no secret, so it never
+    puts back what it was given (a target, an action, a parameter, a socket path), which could be
+    one (docs/python-client.md, "Errors and secrets")."""
 
     def __init__(self, message, exit_status, reply=None):
         super().__init__(message)
@@ -33,6 +38,22 @@ class RexecCallError(RexecError):
                         for r in bad) or "exit status %d" % result["exit_status"]
         super().__init__(msg, result["exit_status"], result)
         self.result = result
+
+
+def unreachable(e):
+    """The message for a socket that cannot be reached: the OS's reason, not the path (which the
+    caller has as Client.socket_path)."""
+    return "cannot reach rexec serve (the socket given): %s" % (
+        getattr(e, "strerror", None) or type(e).__name__)
+
+
+def mask(text, args):
+    """text with every one of args (the caller's own words) that is long enough to be a secret
+    (8 bytes or more: rexec refuses shorter secrets) replaced by [NOT SHOWN]."""
+    for a in sorted({a for a in args if isinstance(a, str) and len(a.encode()) >= 8},
+                    key=len, reverse=True):
+        text = text.replace(a, "[NOT SHOWN]")
+    return text
 
 
 def socket_path(path):

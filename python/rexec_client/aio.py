@@ -2,7 +2,7 @@
 import asyncio
 
 from ._proto import (CANCEL_ID, Collector, RexecError, call_request, cancel_line, decode, encode,
-                     socket_path, stdin_lines, streamed)
+                     socket_path, stdin_lines, streamed, unreachable)
 
 LINE_LIMIT = 64 * 1024 * 1024  # a result line holds up to two capped streams, as JSON
 
@@ -94,7 +94,7 @@ class AsyncClient:
         try:
             return await asyncio.open_unix_connection(self.socket_path, limit=LINE_LIMIT)
         except OSError as e:
-            raise RexecError("cannot reach rexec serve at %s: %s" % (self.socket_path, e), 255)
+            raise RexecError(unreachable(e), 255)
 
     async def start(self, op, targets, action=None, params=None, **kw):
         reader, writer = await self._connect()
@@ -103,7 +103,7 @@ class AsyncClient:
             await writer.drain()
         except OSError as e:
             writer.close()
-            raise RexecError("rexec serve: %s" % e, 255)
+            raise RexecError("rexec serve: %s" % (e.strerror or type(e).__name__), 255)
         call = AsyncCall(reader, writer)
         if streamed(kw.get("stdin")):
             call.upload(kw["stdin"])

@@ -10,12 +10,31 @@ import os
 import signal
 import sys
 
-from ._proto import RexecError
+from ._proto import RexecError, mask
 from .sync import Client
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, whose messages quote the argument at fault ("invalid float value: '...'"): the
+    caller's own words long enough to be a secret are masked, and a usage error exits 64 like
+    rexec's."""
+
+    def __init__(self, argv, **kw):
+        super().__init__(**kw)
+        self._argv = argv
+
+    def error(self, message):
+        self.print_usage(sys.stderr)
+        words = set(self._argv)
+        for w in self._argv:  # --opt=VALUE and NAME=VALUE: the value too
+            words.update(w.split("=", 1))
+        print("%s: error: %s" % (self.prog, mask(message, words)), file=sys.stderr)
+        sys.exit(64)
+
+
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="rexec-client", description=__doc__.splitlines()[0])
+    argv = sys.argv[1:] if argv is None else list(argv)
+    ap = _Parser(argv, prog="rexec-client", description=__doc__.splitlines()[0])
     ap.add_argument("targets", help="a host, h1,h2 or @group")
     ap.add_argument("action", help="a catalog action")
     ap.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE")
@@ -32,7 +51,12 @@ def main(argv=None):
         ap.error("--param wants NAME=VALUE")
     stdin = None  # a file object: streamed to serve in pieces, never read whole
     if a.stdin:
-        stdin = sys.stdin.buffer if a.stdin == "-" else open(a.stdin, "rb")
+        try:
+            stdin = sys.stdin.buffer if a.stdin == "-" else open(a.stdin, "rb")
+        except OSError as e:
+            print("rexec-client: --stdin %s: %s" % (mask(a.stdin, [a.stdin]), e.strerror),
+                  file=sys.stderr)
+            return 65
     try:
         call = Client(a.socket).start("run", a.targets, a.action,
                                       dict(p.split("=", 1) for p in a.param), stdin=stdin,

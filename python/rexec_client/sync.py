@@ -3,7 +3,7 @@ import socket
 import threading
 
 from ._proto import (CANCEL_ID, Collector, RexecError, call_request, cancel_line, decode, encode,
-                     socket_path, stdin_lines, streamed)
+                     socket_path, stdin_lines, streamed, unreachable)
 
 
 class Call:
@@ -98,7 +98,7 @@ class Client:
             s.connect(self.socket_path)
         except OSError as e:
             s.close()
-            raise RexecError("cannot reach rexec serve at %s: %s" % (self.socket_path, e), 255)
+            raise RexecError(unreachable(e), 255)
         return s
 
     def start(self, op, targets, action=None, params=None, **kw):
@@ -109,7 +109,7 @@ class Client:
             s.sendall(encode(call_request(op, targets, action, params, **kw)))
         except OSError as e:
             s.close()
-            raise RexecError("rexec serve: %s" % e, 255)
+            raise RexecError("rexec serve: %s" % (e.strerror or type(e).__name__), 255)
         call = Call(s)
         if streamed(kw.get("stdin")):
             call.upload(kw["stdin"])

@@ -25,8 +25,27 @@ int cli_serve(const cli_global *g, int argc, char **argv);
 int cli_evidence(const cli_global *g, int argc, char **argv); /* evidence prune */
 int cli_complete(const cli_global *g, int argc, char **argv); /* hidden: bash completion */
 
-/* Prints "rexec: <msg>\n" to stderr (the message must already be redacted) and returns code. */
+/* Prints "rexec: <msg>\n" to stderr (and {"error", "exit_status"} on stdout with --json) and
+ * returns code. msg goes through cli_redact first: a message may echo any argument. */
 int cli_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- the one redaction path (output.c; docs/redaction.md, "Messages") ------------------------
+ * Every message the CLI prints and every field of its --json output passes through cli_redact:
+ * with the loaded context's redactor (cli_redact_use), else with one built from the workspace's
+ * rexec.json (cli_redact_workspace: loaded at the first use, every secret that resolves), else,
+ * when the workspace does not load, the secret shapes only. */
+void cli_redact_workspace(const char *dir);
+/* The context whose redactor to use from now on; NULL before it is closed. */
+struct rexec_ctx;
+void cli_redact_use(const struct rexec_ctx *ctx);
+/* s redacted: malloc'd, never NULL ("[REDACTED:UNAVAILABLE]" when memory runs out). */
+char *cli_redact(const char *s);
+/* 1 when the workspace's secrets are known to the redaction path (it loaded). */
+int cli_redact_knows_secrets(void);
+/* An argument the CLI echoes in a message: as it is when the workspace's secrets are known
+ * (cli_error redacts it then); else, when it is long enough to be a secret (8 bytes or more,
+ * docs/redaction.md "Minimum length"), "[NOT SHOWN]": nothing could say whether it is one. */
+const char *cli_arg(const char *s);
 
 /* output.c: what a call prints, the same for direct and serve runs. */
 #include <stddef.h>
@@ -96,6 +115,10 @@ int cli_client_call(const char *socket_path, const char *op, const rexec_request
 /* rexec_ctx_new, and with $REXEC_DEBUG set, the context's log lines on stderr as
  * "rexec: debug: ..." (the library never reads the environment itself). */
 int cli_ctx_new(rexec_ctx **out, uv_loop_t *loop, const char *workspace_dir, rexec_error *err);
+/* rexec_ctx_close, after the redaction path has stopped using ctx's redactor. */
+void cli_ctx_close(rexec_ctx *ctx);
+/* A JSON text with every string (keys too) through cli_redact; malloc'd. */
+char *cli_redact_json_text(const char *text);
 
 /* Help text of a command (NULL for the overview); shared by `rexec help X` and `X --help`. */
 const char *cli_help_text(const char *command);

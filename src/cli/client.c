@@ -44,14 +44,14 @@ static int connect_socket(const char *path)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     if (strlen(path) >= sizeof(sa.sun_path))
-        return -cli_error(64, "socket path too long: %s", path);
+        return -cli_error(64, "socket path too long: %s", cli_arg(path));
     memcpy(sa.sun_path, path, strlen(path) + 1);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
         int e = errno;
         if (fd >= 0)
             close(fd);
-        return -cli_error(255, "cannot reach rexec serve at %s: %s%s", path, strerror(e),
+        return -cli_error(255, "cannot reach rexec serve at %s: %s%s", cli_arg(path), strerror(e),
                           cli_nofile_note(strerror(e)));
     }
     return fd;
@@ -446,7 +446,7 @@ static int upload_setup(const rexec_request *req, upload *up)
     if (req->stdin_path && strcmp(req->stdin_path, "-") == 0)
         up->src = 0;
     else if (req->stdin_path && (up->src = open(req->stdin_path, O_RDONLY | O_CLOEXEC)) < 0)
-        return -cli_error(65, "--stdin %s: %s", req->stdin_path, strerror(errno));
+        return -cli_error(65, "--stdin %s: %s", cli_arg(req->stdin_path), strerror(errno));
     up->mem = req->stdin_data;
     up->mem_len = req->stdin_len;
     up->line = malloc(CLIENT_LINE_MAX); /* a raw piece and its line, or a base64 line */

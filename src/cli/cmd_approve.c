@@ -91,7 +91,7 @@ static int list_args(int argc, char **argv, list_opts *o)
             o->prune = 1;
         else
             return cli_error(64, "approvals: unexpected argument \"%s\" (usage: rexec approvals "
-                             "[--json] [--all] [--prune])", argv[i]);
+                             "[--json] [--all] [--prune])", cli_arg(argv[i]));
     }
     return 0;
 }
@@ -99,11 +99,13 @@ static int list_args(int argc, char **argv, list_opts *o)
 static void print_row(const rexec_approval *a)
 {
     char host[64], action[64], risk[4], by[64];
+    char *h = cli_redact(a->host ? a->host : "-"), *act = cli_redact(a->action ? a->action : "-");
     printf("%-19s %-8s %-16s %-24s %-4s %-20s %-20s %s\n", a->id, a->state,
-           printable(a->host, host, sizeof(host)), printable(a->action, action, sizeof(action)),
+           printable(h, host, sizeof(host)), printable(act, action, sizeof(action)),
            printable(a->risk, risk, sizeof(risk)), a->created ? a->created : "-",
            strcmp(a->state, "used") == 0 || !a->expires ? "-" : a->expires,
            a->approved_by ? printable(a->approved_by, by, sizeof(by)) : "-");
+    free(h), free(act);
 }
 
 static int add_str(cJSON *o, const char *key, const char *v) /* null for NULL */
@@ -122,8 +124,10 @@ static int print_json(const rexec_approval *a)
              add_str(o, "approved_by", a->approved_by) && add_str(o, "used_at", a->used_at) &&
              add_str(o, "request_hash", a->request_hash) &&
              (text = cJSON_PrintUnformatted(o)) != NULL;
-    if (ok)
-        printf("%s\n", text);
+    char *shown = ok ? cli_redact_json_text(text) : NULL;
+    if (shown)
+        printf("%s\n", shown);
+    free(shown);
     free(text);
     cJSON_Delete(o);
     return ok ? 0 : cli_error(71, "approvals: out of memory");

@@ -53,8 +53,8 @@ static int parse_opts(int argc, char **argv, const char *sub, int allow_show, au
         else if (missing)
             return cli_error(EXIT_USAGE, "audit %s: %s needs a value", sub, argv[i]);
         else
-            return cli_error(EXIT_USAGE, "audit %s: unknown argument \"%.64s\" (see rexec "
-                                         "audit --help)", sub, argv[i]);
+            return cli_error(EXIT_USAGE, "audit %s: unknown argument \"%s\" (see rexec "
+                                         "audit --help)", sub, cli_arg(argv[i]));
     }
     return 0;
 }
@@ -71,7 +71,8 @@ static int read_head(const char *h, char **text)
         return (*text = strdup(h)) != NULL ? 0 : cli_error(70, "out of memory");
     FILE *f = strcmp(h, "-") == 0 ? stdin : fopen(h, "r");
     if (f == NULL)
-        return cli_error(EXIT_USAGE, "audit verify: --head %.200s: %s", h, strerror(errno));
+        return cli_error(EXIT_USAGE, "audit verify: --head %s: %s", cli_arg(h),
+                         strerror(errno));
     char *buf = calloc(1, HEAD_TEXT_MAX + 1);
     size_t n = buf ? fread(buf, 1, HEAD_TEXT_MAX + 1, f) : 0;
     int bad = ferror(f);
@@ -81,7 +82,7 @@ static int read_head(const char *h, char **text)
         return cli_error(70, "out of memory");
     if (bad || n > HEAD_TEXT_MAX) {
         free(buf);
-        return cli_error(EXIT_USAGE, "audit verify: --head %.200s: %s", h,
+        return cli_error(EXIT_USAGE, "audit verify: --head %s: %s", cli_arg(h),
                          bad ? "cannot be read" : "longer than a head can be");
     }
     *text = buf;
@@ -150,9 +151,9 @@ static int audit_show_cmd(const cli_global *g, const audit_opts *o)
     if (o->since != NULL) {
         if (rexec_audit_parse_time(o->since, time(NULL), &q.since) != 0)
             return cli_error(EXIT_USAGE,
-                             "audit show: --since \"%.64s\": expected a time like "
+                             "audit show: --since \"%s\": expected a time like "
                              "2026-12-02T10:00:00Z or an age like 30m, 1h, 2d",
-                             o->since);
+                             cli_arg(o->since));
         q.has_since = 1;
     }
     int r = rexec_audit_show(g->workspace, &q, stdout, &err);
@@ -183,8 +184,8 @@ static int audit_prune_cmd(const cli_global *g, const audit_opts *o)
         return cli_error(EXIT_USAGE, "audit prune: --before TIME is required (e.g. 90d, "
                                      "2026-01-01)");
     if (rexec_audit_parse_time(o->before, time(NULL), &before) != 0)
-        return cli_error(EXIT_USAGE, "audit prune: --before \"%.64s\": expected a time like "
-                                     "2026-12-02T10:00:00Z or an age like 90d", o->before);
+        return cli_error(EXIT_USAGE, "audit prune: --before \"%s\": expected a time like "
+                                     "2026-12-02T10:00:00Z or an age like 90d", cli_arg(o->before));
     if ((r = audit_key(g, o, &key, &ws_key, &err)) == 0)
         r = rexec_audit_prune(g->workspace, key ? key : ws_key, before, &files, &records, &err);
     free(ws_key);
@@ -234,6 +235,6 @@ int cli_audit(const cli_global *g, int argc, char **argv)
     if (strcmp(argv[1], "recover") == 0)
         return (r = parse_opts(argc, argv, "recover", 0, &o)) != 0 ? r : audit_recover_cmd(g, &o);
     return cli_error(EXIT_USAGE,
-                     "audit: unknown subcommand \"%.64s\" (expected verify, show, head, prune or "
-                     "recover)", argv[1]);
+                     "audit: unknown subcommand \"%s\" (expected verify, show, head, prune or "
+                     "recover)", cli_arg(argv[1]));
 }

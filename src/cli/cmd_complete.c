@@ -41,7 +41,7 @@ int cli_complete(const cli_global *g, int argc, char **argv)
     if (text)
         print_names(text);
     free(text);
-    rexec_ctx_close(ctx, NULL, NULL);
+    cli_ctx_close(ctx);
     uv_run(&loop, UV_RUN_DEFAULT);
     uv_loop_close(&loop);
     return text ? 0 : 70;

@@ -27,15 +27,15 @@ int cli_evidence(const cli_global *g, int argc, char **argv)
         else if ((v = cli_opt_value(argc, argv, &i, "--keep", &missing)) != NULL) {
             keep = strtod(v, &end);
             if (*end || end == v || !(keep >= 0 && keep <= 1e12) || keep != (double)(long long)keep)
-                return cli_error(64, "evidence prune: --keep wants a count, got \"%.64s\"", v);
+                return cli_error(64, "evidence prune: --keep wants a count, got \"%s\"", cli_arg(v));
         } else if (missing)
             return cli_error(64, "evidence prune: %s needs a value", argv[i]);
         else
-            return cli_error(64, "evidence prune: unknown argument \"%.64s\"", argv[i]);
+            return cli_error(64, "evidence prune: unknown argument \"%s\"", cli_arg(argv[i]));
     }
     if (rexec_audit_parse_time(older, time(NULL), &before) != 0)
-        return cli_error(64, "evidence prune: --older-than \"%.64s\": expected an age like 30d, "
-                             "12h, 1w or a time like 2026-12-01T00:00:00Z", older);
+        return cli_error(64, "evidence prune: --older-than \"%s\": expected an age like 30d, "
+                             "12h, 1w or a time like 2026-12-01T00:00:00Z", cli_arg(older));
     size_t removed = 0, kept = 0;
     uint64_t freed = 0;
     rexec_error e;

@@ -17,7 +17,7 @@ static int want_json(int argc, char **argv, const char *cmd)
             json = 1;
         else
             return -cli_error(64, "%s: unexpected argument \"%s\" (see `rexec help %s`)", cmd,
-                              argv[i], cmd);
+                              cli_arg(argv[i]), cmd);
     }
     return json;
 }
@@ -87,8 +87,9 @@ static int list_cmd(const cli_global *g, int argc, char **argv, const char *what
         uv_loop_close(&loop);
         return cli_lib_error(&e);
     }
-    char *text = rexec_ctx_list_json(ctx, what);
+    char *raw = rexec_ctx_list_json(ctx, what), *text = raw ? cli_redact_json_text(raw) : NULL;
     cJSON *list = text ? cJSON_Parse(text) : NULL;
+    free(raw);
     if (list == NULL)
         rc = cli_error(70, "out of memory");
     else if (json)
@@ -101,7 +102,7 @@ static int list_cmd(const cli_global *g, int argc, char **argv, const char *what
         print_actions(list);
     cJSON_Delete(list);
     free(text);
-    rexec_ctx_close(ctx, NULL, NULL);
+    cli_ctx_close(ctx);
     uv_run(&loop, UV_RUN_DEFAULT);
     uv_loop_close(&loop);
     return rc;
@@ -159,7 +160,7 @@ static void on_checked(void *ud, const rexec_check_result *r)
     if (r->exit_status > k->worst)
         k->worst = r->exit_status;
     if (--k->pending == 0)
-        rexec_ctx_close(k->ctx, NULL, NULL);
+        cli_ctx_close(k->ctx);
 }
 
 /* A host whose check could not start counts as done, with the library's error. */
@@ -169,7 +170,7 @@ static void check_not_started(check_run *k, const rexec_error *e)
     if (code > k->worst)
         k->worst = code;
     if (--k->pending == 0)
-        rexec_ctx_close(k->ctx, NULL, NULL);
+        cli_ctx_close(k->ctx);
 }
 
 /* Names every workspace secret that did not resolve: it cannot be redacted until it does. */
@@ -200,7 +201,7 @@ int cli_check(const cli_global *g, int argc, char **argv)
         else if (targets == NULL && argv[i][0] != '-')
             targets = argv[i];
         else
-            return cli_error(64, "check: unexpected argument \"%s\"", argv[i]);
+            return cli_error(64, "check: unexpected argument \"%s\"", cli_arg(argv[i]));
     }
     if (targets == NULL)
         return cli_error(64, "usage: rexec check TARGETS [--json]");
@@ -216,7 +217,7 @@ int cli_check(const cli_global *g, int argc, char **argv)
     warn_unresolved(k.ctx);
     if (rexec_ctx_targets(k.ctx, targets, &names, &n, &e) != 0) {
         k.worst = cli_error(rexec_err_exit_code(e.code), "%s", e.msg);
-        rexec_ctx_close(k.ctx, NULL, NULL);
+        cli_ctx_close(k.ctx);
     }
     k.pending = n;
     for (size_t i = 0; i < n; i++)

@@ -110,7 +110,9 @@ static int approve_inline(run *r, host_call *h, const rexec_result *res)
         return 0;
     h->approved = 1;
     if (rexec_approve_tty(r->ctx, res->challenge_id, &e) != 0) {
-        dprintf(2, "rexec: %s\n", e.msg);
+        char *m = cli_redact(e.msg);
+        dprintf(2, "rexec: %s\n", m);
+        free(m);
         return 0;
     }
     snprintf(h->grant, sizeof(h->grant), "%s", res->challenge_id);
@@ -145,7 +147,7 @@ static void on_done(void *ud, const rexec_result *res)
         for (size_t i = 0; i < r->n_sigs; i++)
             uv_close((uv_handle_t *)&r->sigs[i], NULL);
         r->n_sigs = 0;
-        rexec_ctx_close(r->ctx, NULL, NULL); /* it goes once every call's memory is released */
+        cli_ctx_close(r->ctx); /* it goes once every call's memory is released */
     }
 }
 
@@ -205,7 +207,7 @@ static int parse_param(run_opts *o, const char *kv)
 {
     const char *eq = strchr(kv, '=');
     if (eq == NULL || eq == kv)
-        return cli_error(64, "--param wants NAME=VALUE, got \"%s\"", kv);
+        return cli_error(64, "--param wants NAME=VALUE, got \"%s\"", cli_arg(kv));
     if (o->n_params == MAX_PARAMS)
         return cli_error(64, "too many --param (at most %d)", MAX_PARAMS);
     char *name = strndup(kv, (size_t)(eq - kv));
@@ -221,7 +223,8 @@ static int parse_number(const char *opt, const char *s, double min, double max, 
     errno = 0;
     double v = strtod(s, &end);
     if (errno || end == s || *end || !(v >= min && v <= max))
-        return cli_error(64, "%s wants a number from %g to %g, got \"%s\"", opt, min, max, s);
+        return cli_error(64, "%s wants a number from %g to %g, got \"%s\"", opt, min, max,
+                         cli_arg(s));
     *out = v;
     return 0;
 }
@@ -256,7 +259,7 @@ static int parse_option(run_opts *o, int argc, char **argv, int *i)
         return o->json = 1, 0;
     if (strcmp(argv[*i], "--approve") == 0)
         return o->approve = 1, 0;
-    return cli_error(64, "unknown option %s (see `rexec help %s`)", argv[*i],
+    return cli_error(64, "unknown option %s (see `rexec help %s`)", cli_arg(argv[*i]),
                      o->eval ? "eval" : "run");
 }
 
@@ -274,7 +277,7 @@ static int parse_args(run_opts *o, int argc, char **argv)
             o->action = argv[i], positional++;
         } else {
             return cli_error(64, "unexpected argument \"%s\" (parameters go as --param NAME=VALUE)",
-                             argv[i]);
+                             cli_arg(argv[i]));
         }
     }
     if (o->targets == NULL)
@@ -296,20 +299,20 @@ static int read_file(const char *path, size_t max, unsigned char **data, size_t 
     size_t cap = 65536, n = 0;
     unsigned char *buf = fd < 0 ? NULL : malloc(cap);
     if (fd < 0 || buf == NULL) {
-        rc = fd < 0 ? cli_error(65, "%s: %s", path, strerror(errno))
-                    : cli_error(71, "%s: out of memory", path);
+        rc = fd < 0 ? cli_error(65, "%s: %s", cli_arg(path), strerror(errno))
+                    : cli_error(71, "%s: out of memory", cli_arg(path));
         goto out;
     }
     for (;;) {
         if (n == cap) {
             if (n > max) {
-                rc = cli_error(65, "%s: larger than %zu bytes", path, max);
+                rc = cli_error(65, "%s: larger than %zu bytes", cli_arg(path), max);
                 goto out;
             }
             /* up to one byte more than max: a file of exactly max bytes is read whole */
             unsigned char *b = realloc(buf, cap = cap * 2 > max ? max + 1 : cap * 2);
             if (b == NULL) {
-                rc = cli_error(71, "%s: out of memory", path);
+                rc = cli_error(71, "%s: out of memory", cli_arg(path));
                 goto out;
             }
             buf = b;
@@ -318,7 +321,7 @@ static int read_file(const char *path, size_t max, unsigned char **data, size_t 
         if (got < 0 && errno == EINTR)
             continue;
         if (got < 0) {
-            rc = cli_error(65, "%s: %s", path, strerror(errno));
+            rc = cli_error(65, "%s: %s", cli_arg(path), strerror(errno));
             goto out;
         }
         if (got == 0)
@@ -353,17 +356,17 @@ static int build_request(run_opts *o, run_inputs *in, rexec_request *req)
     if (o->request_file) {
         int r = read_file(o->request_file, REXEC_REQUEST_MAX_BYTES, &text, &len);
         if (r == 0 && rexec_request_doc_parse((char *)text, len, &in->doc, req, &e) != 0)
-            r = cli_error(rexec_err_exit_code(e.code), "%s: %s", o->request_file, e.msg);
+            r = cli_error(rexec_err_exit_code(e.code), "%s: %s", cli_arg(o->request_file), e.msg);
         free(text);
         if (r)
             return r;
         if (req->action && o->action && strcmp(req->action, o->action) != 0)
-            return cli_error(64, "ACTION %s differs from the request's \"%s\"", o->action,
-                             req->action);
+            return cli_error(64, "ACTION %s differs from the request's \"%s\"", cli_arg(o->action),
+                             cli_arg(req->action));
         /* TARGETS decides where the call goes; a request naming another host is a mistake */
         if (req->host && strcmp(req->host, o->targets) != 0)
-            return cli_error(64, "TARGETS %s differs from the request's host \"%s\"", o->targets,
-                             req->host);
+            return cli_error(64, "TARGETS %s differs from the request's host \"%s\"",
+                             cli_arg(o->targets), cli_arg(req->host));
     }
     if (o->action)
         req->action = o->action;
@@ -507,7 +510,7 @@ int cli_run(const cli_global *g, int argc, char **argv)
             rc = cli_lib_error(&e);
         else if (rexec_ctx_targets(r.ctx, o.targets, &names, &r.n_hosts, &e) != 0) {
             rc = cli_error(rexec_err_exit_code(e.code), "%s", e.msg);
-            rexec_ctx_close(r.ctx, NULL, NULL);
+            cli_ctx_close(r.ctx);
         } else {
             if (o.parallel == 0)
                 o.parallel = rexec_ctx_parallel(r.ctx);

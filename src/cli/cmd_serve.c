@@ -31,7 +31,7 @@ static void signals_close(serve_cli *s)
 static void on_stopped(void *ud)
 {
     serve_cli *s = ud;
-    rexec_ctx_close(s->ctx, NULL, NULL);
+    cli_ctx_close(s->ctx);
     signals_close(s);
 }
 
@@ -111,7 +111,7 @@ static int log_format(const char *s, int *out)
             *out = f[i].v;
             return 0;
         }
-    return cli_error(64, "serve: --log wants auto, json, journal or off, got \"%.40s\"", s);
+    return cli_error(64, "serve: --log wants auto, json, journal or off, got \"%s\"", cli_arg(s));
 }
 
 int cli_serve(const cli_global *g, int argc, char **argv)
@@ -127,17 +127,19 @@ int cli_serve(const cli_global *g, int argc, char **argv)
         else if (strcmp(argv[i], "--idle-timeout") == 0 && i + 1 < argc) {
             opts.idle_timeout_s = strtod(argv[++i], &end);
             if (*end || !(opts.idle_timeout_s >= 0 && opts.idle_timeout_s <= 1e7))
-                return cli_error(64, "--idle-timeout wants seconds (0 = never), got \"%s\"", argv[i]);
+                return cli_error(64, "--idle-timeout wants seconds (0 = never), got \"%s\"",
+                                 cli_arg(argv[i]));
         } else if (strcmp(argv[i], "--stdin-timeout") == 0 && i + 1 < argc) {
             opts.stdin_timeout_s = strtod(argv[++i], &end);
             if (*end || !(opts.stdin_timeout_s > 0 && opts.stdin_timeout_s <= 1e7))
-                return cli_error(64, "--stdin-timeout wants seconds above 0, got \"%s\"", argv[i]);
+                return cli_error(64, "--stdin-timeout wants seconds above 0, got \"%s\"",
+                                 cli_arg(argv[i]));
         } else if (strcmp(argv[i], "--log") == 0 && i + 1 < argc) {
             if (log_format(argv[++i], &opts.log) != 0)
                 return 64;
         } else
             return cli_error(64, "serve: unexpected argument \"%s\" (see `rexec help serve`)",
-                             argv[i]);
+                             cli_arg(argv[i]));
     }
     signal(SIGPIPE, SIG_IGN);
     serve_malloc_policy();
@@ -153,7 +155,7 @@ int cli_serve(const cli_global *g, int argc, char **argv)
         rc = cli_lib_error(&e);
     }
     if (rc != 0) {
-        rexec_ctx_close(s.ctx, NULL, NULL);
+        cli_ctx_close(s.ctx);
         uv_run(&s.loop, UV_RUN_DEFAULT); /* the listener's close, the context's release */
         uv_loop_close(&s.loop);
         return rc;

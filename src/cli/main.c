@@ -18,15 +18,24 @@ static int json_errors;
 
 int cli_error(int code, const char *fmt, ...)
 {
-    char msg[2048];
     va_list ap;
+    /* the whole message, however long: a secret cut short at a fixed size would no longer be
+     * recognised by the redactor */
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "rexec: %s\n", msg);
+    char *msg = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (msg) {
+        va_start(ap, fmt);
+        vsnprintf(msg, (size_t)n + 1, fmt, ap);
+        va_end(ap);
+    }
+    char *shown = cli_redact(msg ? msg : "out of memory");
+    free(msg);
+    fprintf(stderr, "rexec: %s\n", shown);
     if (json_errors) {
         cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "error", msg);
+        cJSON_AddStringToObject(o, "error", shown);
         cJSON_AddNumberToObject(o, "exit_status", code);
         char *t = cJSON_PrintUnformatted(o);
         if (t)
@@ -35,6 +44,7 @@ int cli_error(int code, const char *fmt, ...)
         free(t);
         cJSON_Delete(o);
     }
+    free(shown);
     return code;
 }
 
@@ -43,7 +53,7 @@ static int cli_help(const cli_global *g, int argc, char **argv)
     (void)g;
     const char *text = cli_help_text(argc > 1 ? argv[1] : NULL);
     if (text == NULL)
-        return cli_error(64, "no such command: %s (see `rexec help`)", argv[1]);
+        return cli_error(64, "no such command: %s (see `rexec help`)", cli_arg(argv[1]));
     fputs(text, stdout);
     return 0;
 }
@@ -83,7 +93,7 @@ static int dispatch(const cli_global *g, int argc, char **argv)
         }
         return commands[i].fn(g, argc, argv);
     }
-    return cli_error(64, "unknown command \"%s\" (see `rexec help`)", argv[0]);
+    return cli_error(64, "unknown command \"%s\" (see `rexec help`)", cli_arg(argv[0]));
 }
 
 /* Command options that take a value as the next word: that word is never a global option. */
@@ -106,7 +116,7 @@ static int global_option(cli_global *g, int argc, char **argv, int *i)
     int missing = 0;
     if ((v = cli_opt_value(argc, argv, i, "--workspace", &missing)) ||
         (v = cli_opt_value(argc, argv, i, "-w", &missing)))
-        return g->workspace = v, 1;
+        return g->workspace = v, cli_redact_workspace(v[0] ? v : "."), 1;
     if ((v = cli_opt_value(argc, argv, i, "--socket", &missing)))
         return g->socket = v, 1;
     if (missing)
@@ -171,6 +181,7 @@ int main(int argc, char **argv)
 {
     cli_global g = {.workspace = getenv("REXEC_WORKSPACE"), .socket = getenv("REXEC_SOCKET")};
     int i = 1, r;
+    cli_redact_workspace(g.workspace && g.workspace[0] ? g.workspace : ".");
     std_fds_open();
     raise_nofile();
     for (int k = 1; k < argc && strcmp(argv[k], "--") != 0; k++)
@@ -186,7 +197,7 @@ int main(int argc, char **argv)
         } else if ((r = global_option(&g, argc, argv, &i)) < 0) {
             return -r;
         } else if (r == 0) {
-            return cli_error(64, "unknown option %s (see `rexec help`)", argv[i]);
+            return cli_error(64, "unknown option %s (see `rexec help`)", cli_arg(argv[i]));
         }
     }
     if (i == argc) {
@@ -201,6 +212,7 @@ int main(int argc, char **argv)
         return r;
     if (g.workspace == NULL || g.workspace[0] == 0)
         g.workspace = ".";
+    cli_redact_workspace(g.workspace);
     if (g.socket && g.socket[0] == 0)
         g.socket = NULL;
     return dispatch(&g, sub_argc, sub);

@@ -10,6 +10,8 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "cli.h"
 
 void cli_write_all(int fd, const void *p, size_t n)
@@ -80,8 +82,18 @@ void cli_note_one_user(void)
                "callers as another user through rexec serve (docs/gate.md, \"Two users\")\n");
 }
 
-void cli_show_result(const rexec_result *res, int json, int eval)
+/* The result's text fields through cli_redact (the streams are the library's, or serve's,
+ * redacted already): a direct call's host and action are what the caller typed. */
+#define RESULT_TEXT_FIELDS(X)                                                                   \
+    X(run_id) X(host) X(action) X(decision) X(reason) X(effective_risk) X(signal)               \
+    X(stdout_sha256) X(containment) X(evidence) X(challenge_id) X(rendered) X(error) X(batch_id)
+
+void cli_show_result(const rexec_result *in, int json, int eval)
 {
+    rexec_result shown = *in, *res = &shown;
+#define REDACT_FIELD_(f) shown.f = cli_redact(in->f);
+    RESULT_TEXT_FIELDS(REDACT_FIELD_)
+#undef REDACT_FIELD_
     if (json) {
         char *text = rexec_result_to_json(res);
         if (text) {
@@ -89,27 +101,37 @@ void cli_show_result(const rexec_result *res, int json, int eval)
             cli_write_all(1, "\n", 1);
         }
         free(text);
-        return;
+    } else {
+        if (res->error)
+            dprintf(2, "rexec: %s%s\n", res->error, cli_nofile_note(res->error));
+        if (res->challenge_id)
+            dprintf(2, "rexec: approval required: challenge %s\n"
+                       "rexec: an operator runs `rexec approve %s` at a terminal, then call again "
+                       "with --grant %s\n",
+                    res->challenge_id, res->challenge_id, res->challenge_id);
+        if (res->timed_out)
+            dprintf(2, "rexec: %s: the action hit its timeout and was stopped\n", res->host);
+        if (res->truncated)
+            dprintf(2, "rexec: %s: output truncated at max_output_bytes\n", res->host);
+        if (eval && res->decision)
+            dprintf(1, "%s: %s (%s, %s)%s%s\n", res->host, res->decision,
+                    res->reason ? res->reason : "-",
+                    res->effective_risk ? res->effective_risk : "-",
+                    res->rendered ? "\n  would run: " : "", res->rendered ? res->rendered : "");
     }
-    if (res->error)
-        dprintf(2, "rexec: %s%s\n", res->error, cli_nofile_note(res->error));
-    if (res->challenge_id)
-        dprintf(2, "rexec: approval required: challenge %s\n"
-                   "rexec: an operator runs `rexec approve %s` at a terminal, then call again "
-                   "with --grant %s\n",
-                res->challenge_id, res->challenge_id, res->challenge_id);
-    if (res->timed_out)
-        dprintf(2, "rexec: %s: the action hit its timeout and was stopped\n", res->host);
-    if (res->truncated)
-        dprintf(2, "rexec: %s: output truncated at max_output_bytes\n", res->host);
-    if (eval && res->decision)
-        dprintf(1, "%s: %s (%s, %s)%s%s\n", res->host, res->decision,
-                res->reason ? res->reason : "-", res->effective_risk ? res->effective_risk : "-",
-                res->rendered ? "\n  would run: " : "", res->rendered ? res->rendered : "");
+#define FREE_FIELD_(f) free((char *)shown.f);
+    RESULT_TEXT_FIELDS(FREE_FIELD_)
+#undef FREE_FIELD_
 }
 
-void cli_show_check(const rexec_check_result *r, int json)
+void cli_show_check(const rexec_check_result *in, int json)
 {
+    rexec_check_result shown = *in, *r = &shown;
+    shown.host = cli_redact(in->host);
+    shown.error = cli_redact(in->error);
+    shown.facts = cli_redact(in->facts ? in->facts : "");
+    shown.containment = cli_redact(in->containment);
+    shown.warning = cli_redact(in->warning);
     if (json) {
         char *t = rexec_check_result_to_json(r);
         printf("%s\n", t ? t : "{}");
@@ -129,6 +151,8 @@ void cli_show_check(const rexec_check_result *r, int json)
     if (r->warning && !json)
         fprintf(stderr, "rexec: warning: %s\n", r->warning);
     fflush(stdout);
+    free((char *)shown.host), free((char *)shown.error), free((char *)shown.facts);
+    free((char *)shown.containment), free((char *)shown.warning);
 }
 
 const char *cli_opt_value(int argc, char **argv, int *i, const char *name, int *missing)
@@ -152,16 +176,27 @@ static void log_stderr(void *ud, int level, const char *msg)
 {
     if (level == REXEC_LOG_DEBUG && ud == NULL)
         return;
-    fprintf(stderr, "rexec: %s: %s\n", level == REXEC_LOG_DEBUG ? "debug" : "warning", msg);
+    char *m = cli_redact(msg);
+    fprintf(stderr, "rexec: %s: %s\n", level == REXEC_LOG_DEBUG ? "debug" : "warning", m);
+    free(m);
 }
 
 int cli_ctx_new(rexec_ctx **out, uv_loop_t *loop, const char *workspace_dir, rexec_error *err)
 {
     int r = rexec_ctx_new(out, loop, workspace_dir, err);
     static int debug = 1;
-    if (r == 0)
+    cli_redact_workspace(workspace_dir);
+    if (r == 0) {
         rexec_ctx_set_log(*out, log_stderr, getenv("REXEC_DEBUG") != NULL ? &debug : NULL);
+        cli_redact_use(*out); /* its redactor from now on, until cli_ctx_close */
+    }
     return r;
+}
+
+void cli_ctx_close(rexec_ctx *ctx)
+{
+    cli_redact_use(NULL);
+    rexec_ctx_close(ctx, NULL, NULL);
 }
 
 /* ---- running out of file descriptors ------------------------------------------------------ */
@@ -261,4 +296,102 @@ long cli_fds_free(void)
     closedir(d);
     open_now--; /* the listing's own descriptor */
     return (long)rl.rlim_cur - open_now;
+}
+
+/* ---- the one redaction path ------------------------------------------------------------------ */
+
+static struct {
+    char *dir;                /* the workspace to load secrets from */
+    const rexec_ctx *ctx;     /* the loaded context, while it is open */
+    rexec_redactor *own;      /* built from dir at the first use */
+    int tried, loaded;        /* own was tried; it holds the workspace's secrets */
+} red;
+
+static void redact_release(void)
+{
+    rexec_redactor_close(red.own);
+    red.own = NULL;
+    red.tried = red.loaded = 0;
+}
+
+void cli_redact_workspace(const char *dir)
+{
+    if (red.dir && strcmp(red.dir, dir) == 0)
+        return;
+    if (red.dir == NULL)
+        atexit(redact_release); /* the values are wiped when rexec ends */
+    free(red.dir);
+    red.dir = strdup(dir);
+    redact_release();
+}
+
+void cli_redact_use(const rexec_ctx *ctx)
+{
+    red.ctx = ctx;
+}
+
+static void redact_load(void)
+{
+    rexec_error e;
+    if (red.tried || red.ctx)
+        return;
+    red.tried = 1;
+    red.loaded = red.dir && rexec_redactor_open(red.dir, &red.own, &e) == 0;
+}
+
+int cli_redact_knows_secrets(void)
+{
+    redact_load();
+    return red.ctx != NULL || red.loaded;
+}
+
+char *cli_redact(const char *s)
+{
+    char *t;
+    if (s == NULL)
+        return NULL;
+    redact_load();
+    t = red.ctx ? rexec_ctx_redact(red.ctx, s, strlen(s), NULL)
+                : rexec_redact(red.own, s, strlen(s), NULL); /* own NULL: the shapes only */
+    return t ? t : strdup("[REDACTED:UNAVAILABLE]");
+}
+
+const char *cli_arg(const char *s)
+{
+    if (s == NULL || strlen(s) < 8 || cli_redact_knows_secrets())
+        return s;
+    return "[NOT SHOWN]";
+}
+
+/* Every string (values and keys) of a JSON tree, redacted in place. */
+static void redact_json(cJSON *o)
+{
+    for (cJSON *it = o; it; it = it->next) {
+        if (it->string) {
+            char *k = cli_redact(it->string);
+            if (!(it->type & cJSON_StringIsConst))
+                free(it->string);
+            it->string = k;
+            it->type &= ~cJSON_StringIsConst;
+        }
+        if (cJSON_IsString(it) && !(it->type & cJSON_IsReference)) {
+            char *v = cli_redact(it->valuestring);
+            free(it->valuestring);
+            it->valuestring = v;
+        }
+        if (it->child && !(it->type & cJSON_IsReference))
+            redact_json(it->child);
+    }
+}
+
+char *cli_redact_json_text(const char *text)
+{
+    cJSON *o = text ? cJSON_Parse(text) : NULL;
+    char *out;
+    if (o == NULL)
+        return text ? cli_redact(text) : NULL;
+    redact_json(o);
+    out = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return out ? out : strdup("{}");
 }
