@@ -327,6 +327,8 @@ static void line_err(void *ud, const char *body)
         r->close_req = 1;
         return;
     }
+    rx_log(rx_session_logger(r->s), REXEC_LOG_DEBUG, "%s: runner %p: %s", rx_session_host(r->s)->name,
+           (void *)r, body);
     c->err_mark = 1;
     c->desync = desync != 0;
     x->ended = 1;
