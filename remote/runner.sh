@@ -39,10 +39,11 @@
 # "<nonce> <length in bytes>\n<code>" (read -N in the C locale takes it in one read where a
 # delimiter would make bash read it a byte at a time). A frame whose nonce is not the
 # go-ahead's (what a stopped call left, bytes someone else wrote) is never run: exit 125 before
-# any status, which the slot reports as desync. The fds are closed and the nonce unset before
-# the code runs: its variables, traps, options, functions, cwd and umask are a fresh bash's.
+# any status, which the slot reports as desync (a length that is not a number fails read -N
+# the same way). The fds are closed and the nonce unset before the code runs: its variables,
+# traps, options, functions, cwd and umask are a fresh bash's.
 # (One line: it is the shell's command line, which process listings show.)
-__rx_ns='IFS= read -r __g <&7 && { read -r __h __n && [ "$__h" = "$__g" ] && [[ $__n =~ ^[0-9]+$ ]] && LC_ALL=C IFS= read -r -N "$__n" __c; } <&9 || exit 125; exec 7<&- 9<&-; unset __g __h __n; set --; eval "$__c"'
+__rx_ns='IFS= read -r __g <&7 && { read -r __h __n && [ "$__h" = "$__g" ] && LC_ALL=C IFS= read -r -N "$__n" __c; } <&9 || exit 125; exec 7<&- 9<&-; unset __g __h __n; set --; eval "$__c"'
 
 # The slot: `bash DIR/slot DIR K CONTAINMENT [PREFIX...]` (DIR/slot holds these functions and
 # __rx_ns), where PREFIX starts the call's shell (setsid under process-group containment). As

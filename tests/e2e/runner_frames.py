@@ -234,5 +234,12 @@ elif SCENARIO.startswith("plant-"):
     plant(SCENARIO[len("plant-"):])
 elif SCENARIO == "mixed":
     mixed(150)
+elif SCENARIO == "bench":  # not a test: the runner's own time for 300 calls, without ssh
+    r = Runner()
+    t0 = time.monotonic()
+    for i in range(300):
+        check_own(r, "B%d" % i, *r.call("echo B%d" % i))
+    print("300 calls: %.0f ms" % ((time.monotonic() - t0) * 1000))
+    r.close()
 else:
     die("unknown scenario " + SCENARIO)
