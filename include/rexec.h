@@ -317,8 +317,8 @@ REXEC_API void rexec_redactor_close(rexec_redactor *r); /* wipes the values; NUL
 
 /* `rexec actions --lint`: reads workspace_dir's rexec.json and checks every action's command
  * template as the loader does (docs/workspace.md, "Where a placeholder may stand"), going on past
- * the first problem. *json (malloc'd): {"loads": true|false, "error": the loader's message or
- * null, "problems": [{"action", "line", "column" (1-based; null when the template could be read
+ * the first problem. *json (malloc'd): {"actions": how many were read, "loads": true|false,
+ * "error": the loader's message or null, "problems": [{"action", "line", "column" (1-based; null when the template could be read
  * but a {name} names no parameter), "why", "error" (the loader's message for it)}, ...]}. Reads
  * no secret. 0, or REXEC_ENOMEM. */
 REXEC_API int rexec_catalog_lint(const char *workspace_dir, char **json, rexec_error *err);

@@ -300,6 +300,7 @@ int rexec_catalog_lint(const char *workspace_dir, char **json, rexec_error *err)
                rx_fs_read_file(path, 4 * 1024 * 1024, &text, &len, REXEC_ECONFIG, &re) == 0 &&
                rx_json_parse_strict(text, len, 4 * 1024 * 1024, REXEC_ECONFIG, &root, &re) == 0;
     const cJSON *actions = readable ? cJSON_GetObjectItemCaseSensitive(root, "actions") : NULL, *a;
+    cJSON_AddNumberToObject(o, "actions", cJSON_IsObject(actions) ? cJSON_GetArraySize(actions) : 0);
     if (cJSON_IsObject(actions))
         cJSON_ArrayForEach(a, actions) {
             cJSON *p = cJSON_IsObject(a) ? lint_action(a->string, a) : NULL;

@@ -133,9 +133,66 @@ int cli_hosts(const cli_global *g, int argc, char **argv)
     return list_cmd(g, argc, argv, "hosts");
 }
 
+/* ---- the catalog's templates: `rexec actions --lint`, and `rexec check` when it does not load -- */
+
+/* Every action's template problem ("rexec: actions.X.command: line L, column C: ..." on stderr,
+ * or the JSON object on stdout), then whether the workspace loads. 0 when the catalog has no
+ * problem and the workspace loads, else 78. quiet_ok: say nothing when all is well. */
+static int show_lint(const char *workspace, int json, int quiet_ok)
+{
+    char *raw = NULL, *text;
+    rexec_error e;
+    cJSON *o, *p;
+    if (rexec_catalog_lint(workspace, &raw, &e) != 0)
+        return cli_lib_error(&e);
+    text = cli_redact_json_text(raw);
+    free(raw);
+    if ((o = text ? cJSON_Parse(text) : NULL) == NULL) {
+        free(text);
+        return cli_error(70, "out of memory");
+    }
+    int loads = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "loads"));
+    const cJSON *problems = cJSON_GetObjectItemCaseSensitive(o, "problems");
+    int n = cJSON_GetArraySize(problems), rc = loads && n == 0 ? 0 : 78, named = 0;
+    cJSON_ArrayForEach(p, problems) /* the loader stopped at one of them, or at something else */
+        named |= !loads && strstr(str(o, "error"), str(p, "error")) != NULL;
+    if (json) {
+        printf("%s\n", text);
+    } else {
+        cJSON_ArrayForEach(p, problems)
+            fprintf(stderr, "rexec: %s\n", str(p, "error"));
+        if (!loads && !named)
+            fprintf(stderr, "rexec: the workspace does not load: %s\n", str(o, "error"));
+        if (n > 0)
+            fprintf(stderr, "rexec: %d action(s) with a template problem: the workspace does not "
+                            "load until each is fixed (docs/workspace.md, \"Where a placeholder "
+                            "may stand\")\n", n);
+        else if (loads && !quiet_ok)
+            printf("%d action(s), no template problem\n",
+                   (int)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(o, "actions")));
+    }
+    fflush(stdout);
+    cJSON_Delete(o);
+    free(text);
+    return rc;
+}
+
 int cli_actions(const cli_global *g, int argc, char **argv)
 {
-    return list_cmd(g, argc, argv, "actions");
+    int lint = 0, json = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--lint") == 0)
+            lint = 1;
+        else if (strcmp(argv[i], "--json") == 0)
+            json = 1;
+        else
+            return cli_error(64, "actions: unexpected argument \"%s\" (see `rexec help actions`)",
+                             cli_arg(argv[i]));
+    }
+    if (!lint)
+        return list_cmd(g, argc, argv, "actions");
+    int rc = cli_fds_check("rexec actions --lint", CLI_FDS_LIST);
+    return rc ? rc : show_lint(g->workspace, json, 0);
 }
 
 int cli_groups(const cli_global *g, int argc, char **argv)
@@ -212,7 +269,11 @@ int cli_check(const cli_global *g, int argc, char **argv)
         return k.worst;
     if (cli_ctx_new(&k.ctx, &loop, g->workspace, &e) != 0) {
         uv_loop_close(&loop);
-        return cli_lib_error(&e);
+        if (e.code != REXEC_ECONFIG)
+            return cli_lib_error(&e);
+        /* the same report as `rexec actions --lint`: every template problem, not the first */
+        int rc = show_lint(g->workspace, k.json, 1);
+        return rc ? rc : cli_lib_error(&e);
     }
     warn_unresolved(k.ctx);
     if (rexec_ctx_targets(k.ctx, targets, &names, &n, &e) != 0) {

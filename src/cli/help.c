@@ -12,7 +12,7 @@ static const char overview[] =
     "  run TARGETS ACTION   run an action (exit status = the remote command's)\n"
     "  eval TARGETS ACTION  the gate's decision only; nothing runs\n"
     "  check TARGETS        connect, verify the host key, probe the VM\n"
-    "  hosts | actions      list the inventory | the catalog\n"
+    "  hosts | actions      list the inventory | the catalog (actions --lint: its templates)\n"
     "  groups               list the host groups (@name) and their hosts\n"
     "  approve ID           confirm a pending challenge at a terminal\n"
     "  approvals            list pending challenges and unused grants\n"
@@ -83,6 +83,8 @@ static const char check_help[] =
     "Connects to each host, verifies its host key, authenticates, and probes the VM: bash,\n"
     "coreutils timeout, base64, setsid, unshare, systemd-run, and the strongest containment\n"
     "it offers (pid-namespace or process-group). Nothing from the catalog runs.\n"
+    "When the workspace does not load, it reports what `rexec actions --lint` does: every\n"
+    "template the loader refuses, or why it does not load (exit 78).\n"
     "Exit 0 when every host is fine, 255 when one is unavailable, 78 for an unknown host.\n";
 
 static const char hosts_help[] =
@@ -94,8 +96,15 @@ static const char hosts_help[] =
     "PATTERN, each resolved by `ssh -G NAME` (shown in its description). Exit 1 if none.\n";
 
 static const char actions_help[] =
-    "usage: rexec actions [--json]\n\nLists the catalog: each action's effective risk, its\n"
-    "parameters with their types, and the secrets it receives (by name).\n";
+    "usage: rexec actions [--json]\n"
+    "       rexec actions --lint [--json]\n\nLists the catalog: each action's effective risk, its\n"
+    "parameters with their types, and the secrets it receives (by name).\n\n"
+    "--lint checks every action's command template as the loader does and reports each one it\n"
+    "refuses, not only the first: \"rexec: actions.NAME.command: line L, column C: why\" on\n"
+    "stderr (--json: {\"actions\",\"loads\",\"error\",\"problems\":[{\"action\",\"line\",\n"
+    "\"column\",\"why\",\"error\"}]} on stdout), and says so when the workspace does not load\n"
+    "for another reason. Reads no secret. Exit 0 when the catalog is clean and the workspace\n"
+    "loads, else 78. `rexec check` reports the same when the workspace does not load.\n";
 
 static const char evidence_help[] =
     "usage: rexec evidence prune [--older-than D] [--keep N] [--json]\n"
