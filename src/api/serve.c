@@ -89,6 +89,10 @@ struct serve_client {
     int throttled; /* its calls are paused: the write queue went above SERVE_HIGH_WATER */
     uv_shutdown_t shut;
     rx_peer peer;       /* who connected (SO_PEERCRED) */
+    uv_work_t admit;    /* who it is and what it may do, looked up on the thread pool */
+    int admitting;      /* that lookup has not reported yet: the pipe stays open until it has */
+    int admit_fd, admit_failed;
+    const rx_ws *admit_ws; /* the workspace the verbs are computed against */
     unsigned verbs;     /* what it may do (RX_VERB_*), as of workspace load verbs_gen */
     unsigned verbs_gen;
 };
@@ -971,6 +975,12 @@ static void on_client_handle_closed(uv_handle_t *h)
     server_maybe_done(s);
 }
 
+static void client_close_handles(serve_client *cl)
+{
+    uv_close((uv_handle_t *)&cl->pipe, on_client_handle_closed);
+    uv_close((uv_handle_t *)&cl->idle, on_client_handle_closed);
+}
+
 /* A client that leaves cancels its calls: the remote side stops them per the remote contract. */
 static void client_close(serve_client *cl)
 {
@@ -989,8 +999,9 @@ static void client_close(serve_client *cl)
             req_cancel(q);
     }
     cl->reqs = NULL;
-    uv_close((uv_handle_t *)&cl->pipe, on_client_handle_closed);
-    uv_close((uv_handle_t *)&cl->idle, on_client_handle_closed);
+    if (cl->admitting)
+        return; /* its socket is being asked who is there: admit_done closes the handles */
+    client_close_handles(cl);
 }
 
 static void on_finished(uv_shutdown_t *req, int status)
@@ -1147,25 +1158,75 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
 }
 
 /* The user running serve, and the users and groups serve.clients lists, may talk to it; anyone
- * else gets one line saying why, and the connection closes. 0 when admitted. */
-static int client_admit(serve_client *cl)
+ * else gets one line saying why, and the connection closes. 1 when refused. */
+static int client_refuse(serve_client *cl)
 {
-    uv_os_fd_t fd;
     char m[256];
-    const rexec_ctx *ctx = cl->srv->ctx;
-    if (uv_fileno((uv_handle_t *)&cl->pipe, &fd) != 0 || rx_peer_get(fd, &cl->peer) != 0)
-        return -1;
-    cl->verbs = rx_peer_verbs(ctx->ws, &cl->peer);
-    cl->verbs_gen = ctx->reloads;
     if (cl->verbs != 0)
         return 0;
     snprintf(m, sizeof(m), "user %s (uid %u) is not admitted by this rexec serve (it admits its "
              "own user and serve.clients in rexec.json)", cl->peer.user, (unsigned)cl->peer.uid);
     send_error(cl, NULL, REXEC_EDENIED, m);
     rx_serve_log_who w = who_of(&cl->peer, NULL, NULL);
-    rx_serve_log_request(&cl->srv->log, ctx, &w, 0, rexec_err_exit_code(REXEC_EDENIED), 0, m);
+    rx_serve_log_request(&cl->srv->log, cl->srv->ctx, &w, 0, rexec_err_exit_code(REXEC_EDENIED),
+                         0, m);
     client_finish(cl);
     return 1;
+}
+
+/* Who the peer is (SO_PEERCRED, then its user's name) and what it may do: NSS lookups
+ * (getpwuid_r, getgrouplist, the names serve.clients lists) that may ask LDAP or sssd and wait,
+ * so they run on libuv's thread pool and a slow directory does not stop every other client.
+ * Safe there: the workspace is immutable and outlives serve (a reload retires it, the context
+ * frees it), nothing on the loop touches peer or verbs before admit_done, and the socket stays
+ * open until then (client_close waits), so its descriptor cannot be another connection's. */
+static void admit_work(uv_work_t *w)
+{
+    serve_client *cl = w->data;
+    cl->admit_failed = rx_peer_get(cl->admit_fd, &cl->peer) != 0;
+    if (!cl->admit_failed)
+        cl->verbs = rx_peer_verbs(cl->admit_ws, &cl->peer);
+}
+
+/* Admitted: it is read from now on. */
+static void admit_done(uv_work_t *w, int status)
+{
+    serve_client *cl = w->data;
+    int r;
+    cl->admitting = 0;
+    if (!client_open(cl)) { /* closed meanwhile (serve stopping) */
+        client_close_handles(cl);
+        return;
+    }
+    if (status != 0 || cl->admit_failed) {
+        client_close(cl);
+        return;
+    }
+    if (client_refuse(cl))
+        return;
+    touch(cl);
+    if ((r = uv_read_start((uv_stream_t *)&cl->pipe, on_alloc, on_read)) != 0) {
+        fprintf(stderr, "rexec serve: cannot read from a client: %s\n", uv_strerror(r));
+        client_close(cl);
+    }
+}
+
+static void client_admit(serve_client *cl)
+{
+    uv_os_fd_t fd;
+    if (uv_fileno((uv_handle_t *)&cl->pipe, &fd) != 0) {
+        client_close(cl);
+        return;
+    }
+    cl->admit_fd = fd;
+    cl->admit_ws = cl->srv->ctx->ws;
+    cl->verbs_gen = cl->srv->ctx->reloads; /* a reload meanwhile: client_verbs asks again */
+    cl->admit.data = cl;
+    cl->admitting = 1;
+    if (uv_queue_work(cl->srv->ctx->loop, &cl->admit, admit_work, admit_done) != 0) {
+        admit_work(&cl->admit); /* no thread pool: here, as before */
+        admit_done(&cl->admit, 0);
+    }
 }
 
 /* A client's memory. The test build can be told to fail the first N of these
@@ -1224,7 +1285,6 @@ static void on_connection(uv_stream_t *server, int status)
 {
     rexec_server *s = server->data;
     serve_client *cl;
-    int r;
     if (status < 0 || s->stopping)
         return;
     if ((cl = client_alloc()) == NULL) {
@@ -1244,17 +1304,7 @@ static void on_connection(uv_stream_t *server, int status)
         client_close(cl);
         return;
     }
-    if ((r = client_admit(cl)) != 0) {
-        if (r < 0)
-            client_close(cl);
-        return;
-    }
-    touch(cl);
-    r = uv_read_start((uv_stream_t *)&cl->pipe, on_alloc, on_read);
-    if (r != 0) {
-        fprintf(stderr, "rexec serve: cannot read from a client: %s\n", uv_strerror(r));
-        client_close(cl);
-    }
+    client_admit(cl);
 }
 
 /* ---- the server ----------------------------------------------------------------------------- */
