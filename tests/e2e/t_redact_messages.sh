@@ -109,6 +109,20 @@ expect 65 "$M" rx run lab1 t.echo --request "$RX_TMP/$S.json"
 assert_exit 0 rx run lab1 t.echo -p text=hello
 assert_contains "$OUT" hello
 
+# ---- a secret split between stdout and stderr (docs/redaction.md, "stdout and stderr are
+# redacted apart"): each stream is redacted alone, so each part is shown; with 2>&1 in the
+# action both parts go through one stream and the value is redacted. -------------------------
+ws_edit 'c["actions"]["t.split"] = {"risk": "L0", "secrets": ["SEC"],
+  "command": "printf %s \"${SEC:0:10}\"; printf %s \"${SEC:10}\" >&2"}
+c["actions"]["t.merged"] = {"risk": "L0", "secrets": ["SEC"],
+  "command": "{ printf %s \"${SEC:0:10}\"; printf %s \"${SEC:10}\" >&2; } 2>&1"}'
+assert_exit 0 rx run lab1 t.split
+assert_contains "$OUT" "${S:0:10}"
+assert_contains "$ERR" "${S:10}"
+assert_exit 0 rx run lab1 t.merged
+assert_contains "$OUT" "$M"
+no_secret "$OUT" "$ERR"
+
 # ---- the workspace does not load: only what cannot be a secret is echoed ----------------------
 expect 64 "unknown command \"[NOT SHOWN]\"" "$REXEC_BIN" --workspace "$RX_TMP/nowhere" "$S"
 expect 64 "unknown command \"nope\"" "$REXEC_BIN" --workspace "$RX_TMP/nowhere" nope
