@@ -118,6 +118,14 @@ BASE = [
     ("echo 'x' {v} \"y\"", OK, None),
     ("echo {{v}} {v}", OK, None),
     ("local_x={v}; echo \"$local_x\"", OK, None),
+    ("f() {{ local x={v}; printf '%s' \"$x\"; }}; f", OK, ident),
+    ("declare x={v}; printf '%s' \"$x\"", OK, ident),
+    ("readonly x={v}; printf '%s' \"$x\"", OK, ident),
+    ("declare -i n=0; msg={v}; printf '%s' \"$msg\"", OK, ident),
+    ("find . -maxdepth 0 -name {v}", OK, None),
+    ("grep -r -e {v} . </dev/null", OK, None),
+    ("echo let {v}", OK, None),
+    ("ls . {v}", OK, None),
     ("export X={v}; printenv X", OK, None),
     ("X={v} printenv X", OK, None),
     ("a=(1 2); a[1]={v}; echo \"${a[1]}\"", OK, None),
@@ -282,8 +290,8 @@ BASE = [
 ]
 
 # Wrappers: the same contexts one level down (a function body, a subshell, a condition, a
-# command substitution), for some one-line templates.
-WRAPS = ["f() {{\n%s\n}}; f", "( %s )", "if true; then\n%s\nfi", "y=$(%s); printf '%%s' \"$y\""]
+# command substitution), for some one-line templates. A wrapped template gets the CORE values only.
+WRAPS = ["f() {{\n%s\n}}; f", "( %s )", "y=$(%s); printf '%%s' \"$y\""]
 WRAP_BASES = [
     "printf '%s' {v}", "x={v}; printf '%s' \"$x\"", "cat <<< {v}", "[[ {v} == a* ]]",
     "echo ${x:-{v}}", "bash -c 'printf %s \"$1\"' _ {v}", "eval {v}", "{v} --version",
@@ -319,6 +327,10 @@ KNOWN_BUGS = {
 }
 
 
+def wrapped(templates, tid):
+    return templates[tid][0] != templates[tid][3]
+
+
 def build_templates():
     """[(template, expectation, exact, base)]"""
     exp = {t: (e, x) for t, e, x in BASE}
@@ -352,7 +364,8 @@ HOSTILE = [
     ("backtick", "s", lambda t, w: "`" + t + "`"),
     ("semicolon", "spe", lambda t, w: ";" + t + ";"),
     ("sq-break", "sp", lambda t, w: "';" + t + ";'$(" + t + ")'"),
-    ("dq-break", "s", lambda t, w: "\";" + t + ";\"$(" + t + ")\""),
+    ("dq-break", "s", lambda t, w: "\";" + t + ";\"$(" + t + ")\" ]] && " + t + " && [[ x )$("
+     + t + ")( }$(" + t + ")${x"),
     ("subscript", "spe", lambda t, w: "a[$(" + t + ")]"),
     ("newline", "se", lambda t, w: "x\n" + t + "\n"),
     ("ansi-c", "s", lambda t, w: "$'a'$(" + t + ")"),
@@ -365,35 +378,35 @@ HOSTILE = [
     ("long", "s", lambda t, w: "$(" + t + ")" + "A" * 20000 + "`" + t + "`"),
     ("markers", "s", lambda t, w: MARKERS + "$(" + t + ")\n"),
     ("heredoc-end", "s", lambda t, w: "EOF\n" + t + "\nEOF"),
-    ("closers", "s", lambda t, w: "x ]] && " + t + " && [[ x )$(" + t + ")( }$(" + t + ")${x"),
 ]
 
 
+CORE = {"cmdsub", "semicolon", "sq-break", "dq-break", "subscript", "newline"}
 INTS = ["1", "-9223372036854775808"]
 TYPES = ["s", "p", "i", "e"]
 TYPE_NAME = {"s": "string", "p": "path", "i": "int", "e": "enum"}
 
 
-def values_for(tid, ty):
+def values_for(tid, ty, wrapped=False):
     """[(label, value, witness path or None)] for template number tid and type ty."""
     if ty == "i":
         return [("int" + v, v, None) for v in INTS]
     out = []
     for k, (label, types, make) in enumerate(HOSTILE):
-        if ty in types:
+        if ty in types and (not wrapped or label in CORE):
             w = os.path.join(WIT, "w%d%s%d" % (tid, ty, k))
             out.append((label, make("touch " + w, w), w))
     return out
 
 
-def spec_for(tid, ty):
+def spec_for(tid, ty, wrapped=False):
     if ty == "s":
         return {"type": "string", "pattern": "^.*$", "max_len": 65536}
     if ty == "p":
         return {"type": "path", "max_len": 65536}
     if ty == "i":
         return {"type": "int"}
-    return {"type": "enum", "values": [v for _, v, _ in values_for(tid, ty)]}
+    return {"type": "enum", "values": [v for _, v, _ in values_for(tid, ty, wrapped)]}
 
 
 # ---- the load check --------------------------------------------------------------------------
@@ -418,7 +431,8 @@ def load_type(ty, templates):
     while left:
         doc = {"hosts": {}, "actions": {
             action_name(i, ty): {"risk": "L0", "command": templates[i][0],
-                                 "params": {"v": spec_for(i, ty)}} for i in left}}
+                                 "params": {"v": spec_for(i, ty, wrapped(templates, i))}}
+            for i in left}}
         tmp = os.path.join(d, "rexec.json.tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
@@ -549,8 +563,8 @@ def main():
             continue
         name = action_name(tid, ty)
         acts[name] = {"risk": "L0", "command": templates[tid][0], "cwd": VMCWD, "timeout_s": 20,
-                      "params": {"v": spec_for(tid, ty)}}
-        for label, v, w in values_for(tid, ty):
+                      "params": {"v": spec_for(tid, ty, wrapped(templates, tid))}}
+        for label, v, w in values_for(tid, ty, wrapped(templates, tid)):
             key = (tid, ty, label)
             calls.append((key, name, v))
             meta[key] = (v, w)
@@ -589,11 +603,11 @@ def main():
 
     if not os.path.exists(control):
         problems.append("the control call did not create its witness: %r" % results.get(("control",)))
-    witnesses, known_w, enum_code, executed, refused = [], [], [], 0, 0
+    witnesses, known_w, enum_code, executed, refused, intact = [], [], [], 0, 0, 0
     n_values = {ty: len(values_for(0, ty)) for ty in TYPES}
     for (tid, ty), ok in loaded.items():
         if not ok:
-            refused += n_values[ty]
+            refused += len(values_for(tid, ty, wrapped(templates, tid)))
     for key, (v, w) in meta.items():
         tid, ty, label = key
         t, e, exact, base = templates[tid]
@@ -613,6 +627,7 @@ def main():
                 witnesses.append(what)
         if exact is not None and ty == "s":
             got = out_of(o, "stdout")
+            intact += 1
             if got != exact(v):
                 problems.append("%r (string, %s): stdout %r, expected %r"
                                 % (t, label, got[:200], exact(v)[:200]))
@@ -621,8 +636,9 @@ def main():
     print("param corpus: %d templates x %d values: %d refused at load, %d executed, %d witnesses"
           % (n_t, m_v, refused, executed, len(witnesses)))
     print("  (%d (template, type) loads in %.1fs; %d calls through one serve in %.1fs; values per "
-          "type: %s)" % (loads, t_load, len(calls), t_run,
-                         ", ".join("%s %d" % (TYPE_NAME[k], n) for k, n in n_values.items())))
+          "type: %s (a wrapped template: at most %d); %d outputs checked to be the value intact)"
+          % (loads, t_load, len(calls), t_run,
+             ", ".join("%s %d" % (TYPE_NAME[k], n) for k, n in n_values.items()), len(CORE), intact))
     for t in usability:
         print("  usability: refused at load, though a user would write it: %r" % t)
     for t, hits in group(enum_code):
