@@ -48,10 +48,12 @@ static int already_approved(const cli_global *g, const char *id)
     if (rexec_approvals_get(g->workspace, id, &a, &e) != 0)
         return 0; /* the confirmation reports it */
     if (strcmp(a->state, "approved") == 0) {
+        char *shown_id = cli_redact(a->id);
         fprintf(stderr, "rexec: %s is already approved (by %s); the caller runs it once with "
-                "--grant %s until %s\n", a->id,
-                a->approved_by ? printable(a->approved_by, by, sizeof(by)) : "?", a->id,
+                "--grant %s until %s\n", shown_id,
+                a->approved_by ? printable(a->approved_by, by, sizeof(by)) : "?", shown_id,
                 a->expires ? a->expires : "?");
+        free(shown_id);
         r = 1;
     }
     rexec_approvals_free(a, 1);

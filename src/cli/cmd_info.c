@@ -117,10 +117,12 @@ static int import_ssh_config(int argc, char **argv)
         return cli_error(64, "hosts import-ssh-config: at most one PATTERN (see `rexec help hosts`)");
     if (rexec_ssh_config_import(argc == 3 ? argv[2] : NULL, &text, &notes, &e) != 0)
         return cli_error(rexec_err_exit_code(e.code), "%s", e.msg);
-    fputs(notes, stderr);
+    char *n = cli_redact(notes), *t = cli_redact(text); /* the ssh config's own text */
+    fputs(n, stderr);
     if (*text == '\0')
         fprintf(stderr, "rexec: no Host in the ssh config matches\n");
-    fputs(text, stdout);
+    fputs(t, stdout);
+    free(n), free(t);
     int empty = *text == '\0';
     free(text), free(notes);
     return empty ? 1 : 0;
@@ -237,7 +239,9 @@ static void warn_unresolved(const rexec_ctx *ctx)
     for (const char *p = u; p && *p;) {
         const char *eol = strchr(p, '\n');
         int len = eol ? (int)(eol - p) : (int)strlen(p);
-        fprintf(stderr, "rexec: warning: %.*s (not redacted until it resolves)\n", len, p);
+        char *line = strndup(p, (size_t)len), *m = line ? cli_redact(line) : NULL;
+        fprintf(stderr, "rexec: warning: %s (not redacted until it resolves)\n", m ? m : "?");
+        free(line), free(m);
         p += len + (eol != NULL);
     }
 }

@@ -42,10 +42,12 @@ static void on_sighup(uv_signal_t *h, int signum)
     rexec_error e;
     size_t warm = 0;
     (void)signum;
-    if (rexec_ctx_reload(s->ctx, &warm, &e) != 0)
+    if (rexec_ctx_reload(s->ctx, &warm, &e) != 0) {
+        char *m = cli_redact(e.msg);
         fprintf(stderr, "rexec serve: SIGHUP: reload refused, the configuration is unchanged: %s\n",
-                e.msg);
-    else
+                m);
+        free(m);
+    } else
         fprintf(stderr, "rexec serve: SIGHUP: workspace reloaded (%zu host(s) kept warm)\n", warm);
 }
 
@@ -160,8 +162,9 @@ int cli_serve(const cli_global *g, int argc, char **argv)
         uv_loop_close(&s.loop);
         return rc;
     }
-    fprintf(stderr, "rexec serve: listening on %s (pid %d)\n",
-            opts.socket_path ? opts.socket_path : "the socket systemd passed", (int)getpid());
+    char *where = cli_redact(opts.socket_path ? opts.socket_path : "the socket systemd passed");
+    fprintf(stderr, "rexec serve: listening on %s (pid %d)\n", where, (int)getpid());
+    free(where);
     uv_run(&s.loop, UV_RUN_DEFAULT);
     uv_loop_close(&s.loop);
     return 0;
