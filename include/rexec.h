@@ -307,7 +307,8 @@ REXEC_API char *rexec_ctx_redact(const rexec_ctx *ctx, const char *text, size_t 
 /* The same without a context (before one is created, or for commands that need none): loads
  * workspace_dir's rexec.json and every secret that resolves, opens nothing else. 0, or the
  * loader's REXEC_ECONFIG (the workspace does not load: no secret is known then) / REXEC_ENOMEM.
- * rexec_redact with r NULL redacts the shapes only. */
+ * workspace_dir NULL: a redactor of the shapes only. rexec_redact with r NULL redacts the shapes
+ * only too, building them for that one call. */
 typedef struct rexec_redactor rexec_redactor;
 REXEC_API int rexec_redactor_open(const char *workspace_dir, rexec_redactor **out,
                                   rexec_error *err);

@@ -175,6 +175,11 @@ int rexec_redactor_open(const char *workspace_dir, rexec_redactor **out, rexec_e
     size_t n = 0;
     int rc;
     *out = NULL;
+    if (workspace_dir == NULL) { /* the shapes only */
+        if ((rc = rx_redactor_new(&r, NULL, 0, err)) == 0)
+            *out = (rexec_redactor *)r;
+        return rc;
+    }
     if ((rc = rx_ws_load(&ws, workspace_dir, err)) != 0)
         return rc;
     secrets = calloc(ws->n_secrets + 1, sizeof(*secrets));
