@@ -34,16 +34,17 @@
 # the slot, through the same header, so nothing of it reaches the next call.
 
 # The call's shell. It opens nothing by name: fd 7 is the read end of the slot's go-ahead FIFO
-# g<k>, fd 9 that of the code FIFO c<k>. The go-ahead is the call's nonce (the slot has taken
-# it off n<k>, so the command cannot read it there); the code comes framed as
-# "<nonce> <length in bytes>\n<code>" (read -N in the C locale takes it in one read where a
-# delimiter would make bash read it a byte at a time). A frame whose nonce is not the
+# g<k>, fd 9 that of the code FIFO c<k>. The go-ahead is the call's nonce and a newline (the
+# slot has taken it off n<k>, so the command cannot read it there); the code comes framed as
+# "<nonce> <length in bytes, 10 digits>\n<code>". Each part has a known length, so read -N
+# (in the C locale for the code) takes it in one read, where a delimiter would make bash read
+# it a byte at a time: this is on every call's path. A frame whose nonce is not the
 # go-ahead's (what a stopped call left, bytes someone else wrote) is never run: exit 125 before
 # any status, which the slot reports as desync (a length that is not a number fails read -N
 # the same way). The fds are closed and the nonce unset before the code runs: its variables,
 # traps, options, functions, cwd and umask are a fresh bash's.
 # (One line: it is the shell's command line, which process listings show.)
-__rx_ns='IFS= read -r __g <&7 && { read -r __h __n && [ "$__h" = "$__g" ] && LC_ALL=C IFS= read -r -N "$__n" __c; } <&9 || exit 125; exec 7<&- 9<&-; unset __g __h __n; set --; eval "$__c"'
+__rx_ns='IFS= read -r -N 33 -u 7 __g && IFS= read -r -N 44 -u 9 __h && [ "${__h:0:32}" = "${__g:0:32}" ] && LC_ALL=C IFS= read -r -N "${__h:33:10}" -u 9 __c || exit 125; exec 7<&- 9<&-; unset __g __h; set --; eval "$__c"'
 
 # The slot: `bash DIR/slot DIR K CONTAINMENT [PREFIX...]` (DIR/slot holds these functions and
 # __rx_ns), where PREFIX starts the call's shell (setsid under process-group containment). As
@@ -58,7 +59,7 @@ __rx_slot() {
     trap '[ -z "$incall" ] || { killed=1; __rx_slot_kill "$c"; }' USR1
     # fd 8 is the channel's stderr (the call's, and the end marker's); the slot's own stderr is
     # /dev/null, so its kill and wait need no redirection each (each costs syscalls a call).
-    exec 3<>"$d/c$k" 4<>"$d/n$k" 5<>"$d/s$k" 6<>"$d/g$k" </dev/null 8>&2 2>/dev/null || exit 0
+    exec </dev/null 8>&2 2>/dev/null 3<>"$d/c$k" 4<>"$d/n$k" 5<>"$d/s$k" 6<>"$d/g$k" || exit 0
     exec 4<"$d/n$k" 7<"$d/g$k" 9<"$d/c$k" || exit 0
     # Held open, the FIFOs that carry calls need no name: without one, nothing can be written
     # into them by path (the runner holds n<k> and c<k> already; s<k> keeps its name, which
@@ -263,6 +264,7 @@ __rx_call() {
     case "$nonce/$min/$inlen/$clen" in
     *[!0-9a-f/-]* | *//* | */ | /*) return 1 ;;
     esac
+    [ "${#nonce}" = 32 ] || return 1 # the call's shell reads it with a fixed length
     # The acknowledgement: the controller's set-up deadline (a frozen peer) ends here.
     printf '\036rexec:%s:start\n' "$nonce" >&2
     __rx_read_code "$clen" || return 1
@@ -287,14 +289,14 @@ __rx_call() {
     # The nonce first: the call's shell waits for the slot's go-ahead before it reads the code,
     # and a code larger than a FIFO's buffer is written only as fast as that shell reads it
     # (or, for a call stopped before that, as the slot reads it off). The frame on c<k> is
-    # "<nonce> <length in bytes>\n" and the code, after the line naming the call's status FIFO
-    # and stdin (__rx_fp, with its length in bytes in __rx_fl).
+    # "<nonce> <length in bytes, 10 digits>\n" and the code, after the line naming the call's
+    # status FIFO and stdin (__rx_fp, with its length in bytes in __rx_fl).
     __rx_send "$s" "n $nonce"
     i=$s
     [ -z "$in" ] || i=$((s + 2))
     case $s in
-    0) printf '%s %s\n%s%s' "$nonce" "$((__rx_fl[i] + clen))" "${__rx_fp[i]}" "$code" >&22 ;;
-    1) printf '%s %s\n%s%s' "$nonce" "$((__rx_fl[i] + clen))" "${__rx_fp[i]}" "$code" >&23 ;;
+    0) printf '%s %010d\n%s%s' "$nonce" "$((__rx_fl[i] + clen))" "${__rx_fp[i]}" "$code" >&22 ;;
+    1) printf '%s %010d\n%s%s' "$nonce" "$((__rx_fl[i] + clen))" "${__rx_fp[i]}" "$code" >&23 ;;
     esac
     code=
     unset code

@@ -822,7 +822,7 @@ void rx_runner_cancel(rx_runner *r)
         return;
     /* Not sent yet (or waiting for "ready"): it never will be, and the call did not run. */
     if (c->st == CALL_WAIT_READY || drop_frame(r)) {
-        call_error(c, REXEC_ECANCELLED, "%s: cancelled before it was sent; it did not run",
+        call_error(c, REXEC_ECANCELLED, "%s: cancelled before it started (never sent)",
                    rx_session_host(r->s)->name);
         c->res.sent = 0;
         call_end(r);

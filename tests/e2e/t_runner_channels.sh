@@ -30,7 +30,7 @@ SERVE_PID=$!
 trap '_t_rc=$?; stop_gently "$SERVE_PID"; if (exit "$_t_rc"); then _rx_cleanup; else _rx_cleanup; fi' EXIT
 wait_until 20 test -S "$SOCK"
 SX=("$REXEC_BIN" --workspace "$WS" --socket "$SOCK")
-runners() { remote_pgrep '^bash /.*/\.rexec-runner\.[^/]*/slot ' >/dev/null; }
+runners() { remote_pgrep '^bash /.*/\.rexec-[0-9]+/r\.[^/]*/slot ' >/dev/null; }
 
 # ---- an idle runner gives its channel up to a call that needs one of its own -----------------
 # The first call to a host takes a channel of its own; the second starts the runner, which then
@@ -42,7 +42,7 @@ head -c $((2 * 1024 * 1024)) /dev/urandom >"$RX_TMP/big"
 want=$(sha256sum <"$RX_TMP/big" | cut -d' ' -f1)
 assert_exit 0 timeout 60 "${SX[@]}" run lab1 t.sha --stdin "$RX_TMP/big"
 assert_eq "$want" "$(cat "$OUT")" "sha256 of 2 MiB sent beside a retired runner"
-wait_until 20 bash -c '! "$1" --dir "$2" ps "^bash /.*/\.rexec-runner\.[^/]*/slot " >/dev/null' \
+wait_until 20 bash -c '! "$1" --dir "$2" ps "^bash /.*/\.rexec-[0-9]+/r\.[^/]*/slot " >/dev/null' \
     _ "$RX_LAB" "$LAB_DIR"
 assert_exit 0 timeout 60 "${SX[@]}" run lab1 t.ok
 assert_eq ok "$(cat "$OUT")" "the call after the retired runner"
