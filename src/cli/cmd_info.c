@@ -87,9 +87,10 @@ static int list_cmd(const cli_global *g, int argc, char **argv, const char *what
         uv_loop_close(&loop);
         return cli_lib_error(&e);
     }
-    char *raw = rexec_ctx_list_json(ctx, what), *text = raw ? cli_redact_json_text(raw) : NULL;
+    /* rexec.json as written (secrets by name): whoever can list it can read the file, and the
+     * shapes would mangle a template such as curl -H 'Authorization: Bearer $TOKEN' */
+    char *text = rexec_ctx_list_json(ctx, what);
     cJSON *list = text ? cJSON_Parse(text) : NULL;
-    free(raw);
     if (list == NULL)
         rc = cli_error(70, "out of memory");
     else if (json)
