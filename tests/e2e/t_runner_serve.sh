@@ -5,7 +5,10 @@
 #    killed call's code never reaches a later call), and the ordinary calls all succeed;
 #  - kill -9 of serve while calls run (and runners start): within 10 s nothing of any runner is
 #    left on the VM (no process naming a runner directory, no runner, no command);
-#  - kill -9 of the runners while calls run: the same.
+#  - kill -9 of the runners while calls run: the same;
+#  - on a VM whose runners' directory is another's symlink (lab1's sshd gives its sessions a
+#    TMPDIR where ${TMPDIR}/.rexec-<uid> links elsewhere): calls run all the same, each on a
+#    channel of its own (one warning), at once, and nothing is written through the link.
 tid="runner via serve: stopped calls, kill -9 of serve and of the runners"
 . "${REXEC_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/e2e/lib.sh"
 
@@ -115,4 +118,25 @@ for victim in serve runners; do
     kill "$LONG_PID" 2>/dev/null || true
     wait "$LONG_PID" 2>/dev/null || true
 done
+
+# ---- a runners' directory that cannot be trusted -----------------------------------------------
+stop_gently "$SERVE_PID"
+SERVE_PID=
+mkdir -m 700 "$RX_TMP/vmtmp" "$RX_TMP/elsewhere"
+ln -s "$RX_TMP/elsewhere" "$RX_TMP/vmtmp/.rexec-$(id -u)"
+cfg=$LAB_DIR/hosts/lab1/sshd_config
+sed -i "s|^SetEnv SHLVL=1 |SetEnv TMPDIR=$RX_TMP/vmtmp SHLVL=1 |" "$cfg"
+grep -q "^SetEnv TMPDIR=" "$cfg" || fail "lab1's sshd_config has no SetEnv line to extend"
+kill -HUP "$(cat "$LAB_DIR/hosts/lab1/sshd.pid")" # sshd re-executes itself, reading the config
+# shellcheck disable=SC2016,SC2317 # expanded on the VM; called by wait_until
+tmpdir_is() { [[ $(lab_ssh lab1 'echo $TMPDIR' 2>/dev/null) == "$1" ]]; }
+wait_until 20 tmpdir_is "$RX_TMP/vmtmp"
+: >"$RX_TMP/serve.err"
+start_serve
+t0=$(date +%s)
+timeout 120 "$RX_PYTHON" "$CLIENT" "$SOCK" 6 mixed >"$OUT" 2>"$ERR" ||
+    fail "calls beside a planted runners' directory: $(cat "$OUT" "$ERR")"
+(( $(date +%s) - t0 < 30 )) || fail "calls beside a planted runners' directory took $(( $(date +%s) - t0 )) s"
+assert_contains "$RX_TMP/serve.err" "lab1: no runner on this host"
+[[ -z $(ls -A "$RX_TMP/elsewhere") ]] || fail "written through the planted link: $(ls -A "$RX_TMP/elsewhere")"
 pass
