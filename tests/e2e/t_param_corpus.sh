@@ -12,10 +12,15 @@ tid="params: corpus of templates x hostile values, no witness"
 . "${REXEC_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/e2e/lib.sh"
 
 lab_start 1
-# REXEC_CORPUS_REPORT=FILE keeps the whole report (the failure display shows 200 lines).
-# (then lib.sh's cleanup, with the test's status in $?: it goes through an if)
-trap '_t_rc=$?; [[ -z ${REXEC_CORPUS_REPORT:-} ]] || cp -- "$OUT" "$REXEC_CORPUS_REPORT"
-      if (exit "$_t_rc"); then _rx_cleanup; else _rx_cleanup; fi' EXIT
+# REXEC_CORPUS_REPORT=FILE keeps the whole report (the failure display shows 200 lines); then
+# lib.sh's cleanup, with the test's status in $? (it goes through an if).
+# shellcheck disable=SC2317 # run by the EXIT trap
+_t_exit() {
+    local rc=$?
+    [[ -z ${REXEC_CORPUS_REPORT:-} ]] || cp -- "$OUT" "$REXEC_CORPUS_REPORT" || true
+    if (exit "$rc"); then _rx_cleanup; else _rx_cleanup; fi
+}
+trap _t_exit EXIT
 timeout 240 "$RX_PYTHON" "$REXEC_SRC/tests/e2e/param_corpus.py" "$REXEC_BIN" "$WS" "$RX_TMP" \
     >"$OUT" 2>"$ERR" || { rc=$?; _rx_show stdout "$OUT"; _rx_show stderr "$ERR"; fail "param_corpus.py exited $rc"; }
 cat "$OUT"
