@@ -33,6 +33,8 @@ typedef struct rx_tmpl_diag {
     size_t line, col; /* 1-based: the placeholder refused, or what could not be read */
     const char *why;  /* static text: "stands inside single quotes, ..." */
     int unsure;       /* the template has a construct this reader cannot classify */
+    int flow;         /* a value could flow (through a variable) to ref_line:ref_col */
+    size_t ref_line, ref_col;
 } rx_tmpl_diag;
 
 /* Reads template t as bash would (template_ctx.c) and gives, for each placeholder in order, the

@@ -48,12 +48,17 @@ enum {
     D_ARITHOP = 1 << 6,  /* -eq -ne -lt -le -gt -ge: operands evaluated as arithmetic in [[ ]] */
     D_SHELL = 1 << 7,    /* bash, sh, ... su: a -c argument is code */
     D_WAIT = 1 << 8,     /* wait (-p names a variable) */
+    D_INTERP = 1 << 9,   /* the command word is an interpreter: python, perl, awk, sed, ... */
+    D_RUNS = 1 << 10,    /* the command word runs its arguments as a command: env, xargs, ssh */
+    D_FIND_EXEC = 1 << 11, /* find ... -exec / -execdir / -ok */
 };
 
 typedef struct sh_ph {
     size_t at;           /* offset of the '{' */
     rx_tmpl_kind kind;
-    unsigned cmd_pos : 1, after_c : 1, subscript : 1, assign : 1;
+    int word;            /* the index of its word in the command */
+    unsigned cmd_pos : 1, after_c : 1, after_e : 1, after_v : 1, subscript : 1, assign : 1,
+        redir_in : 1, first_arg : 1, embedded : 1;
 } sh_ph;
 
 /* One code level (the template itself, $( ), <( ), backticks): its current simple command. */
@@ -64,9 +69,23 @@ typedef struct sh_cmd {
     char word[40];    /* the current word's literal text, when it is plain so far */
     size_t wlen;
     int prev_c;       /* the previous word was -c (or -lc, -ec, ...) */
+    int prev_e;       /* the previous word gives an interpreter code: -e, -c, --eval, ... */
+    int prev_v;       /* the previous word is -v, -R or -p (a name follows) */
+    int in_array;     /* inside NAME=( ... ): array elements */
+    int args;         /* words after the command word that are not options */
+    int word_other;   /* the current word holds something besides a placeholder and quotes */
+    int redir_in;     /* the pending redirection reads (<, <<<) */
+    int wrapper_skip; /* words a wrapper (nohup, timeout 5, sudo) puts before its command */
+    int pipe_out;     /* the command ends with | */
+    size_t start_at;  /* where its first word began */
+    size_t word_at;   /* where the current word began */
+    size_t let_at;    /* a let word (offset + 1) */
     unsigned flags;
     int n_ph;
     sh_ph ph[SH_MAX_PH];
+    /* placeholders of earlier commands of this pipeline, which feed this one's stdin */
+    int n_pipe;
+    size_t pipe_at[SH_MAX_PH];
 } sh_cmd;
 
 typedef struct sh_lex {
@@ -78,6 +97,11 @@ typedef struct sh_lex {
     size_t start[SH_DEPTH]; /* where each frame opened (a ${...}'s "${") */
     sh_cmd *cmd[SH_DEPTH + 1]; /* cmd[0]: the template's own level; others per code frame */
     int top, esc, pending, dash, quoted_delim, int_decl;
+    unsigned hd_flags;   /* what the commands of a heredoc's line are (its body feeds them) */
+    size_t arith_var_at; /* an arithmetic context that reads a variable (0: none; offset + 1) */
+    int n_data;          /* data placeholders seen */
+    size_t pos;          /* the byte being read */
+    size_t first_data_at;
     size_t skip;
     char delim[64];
     /* the result */
@@ -128,6 +152,7 @@ static sh_cmd *sh_code_cmd(sh_lex *l)
 }
 
 static void cmd_end(sh_lex *l, sh_cmd *c);
+static void arith_reads(sh_lex *l, size_t at);
 
 static void sh_push(sh_lex *l, int s, size_t at)
 {
@@ -179,6 +204,22 @@ static const char *const w_names[] = {"declare", "typeset", "local", "export", "
 static const char *const w_shells[] = {"bash", "sh", "dash", "zsh", "ksh", "mksh", "busybox", "su",
                                        "runuser", NULL}; /* by the last path component */
 static const char *const w_arithop[] = {"-eq", "-ne", "-lt", "-le", "-gt", "-ge", NULL};
+/* Programs whose arguments include code of their own language, or a script to run. */
+static const char *const w_interp[] = {
+    "python", "python2", "python3", "perl", "ruby", "node", "nodejs", "php", "lua", "luajit",
+    "awk", "gawk", "mawk", "nawk", "busybox", "sed", "tclsh", "wish", "expect", "Rscript", "R",
+    "julia", "pwsh", "osascript", "deno", "bun", "irb", "guile", "racket", "gdb", "jshell",
+    "groovy", "scala", "swift", "vim", "vi", "nvim", "emacs", "ed", "ex", "m4", "make", NULL};
+/* Programs that run their arguments (or stdin's words) as a command. */
+static const char *const w_runs[] = {"env", "xargs", "watch", "ssh", "parallel", "script",
+                                     "nsenter", "chroot", "run-parts", "dbus-send", NULL};
+/* Prefixes that run the command that follows them: the command word is the next non-option
+ * word (after their own operand, for those that take one). */
+static const char *const w_wrappers[] = {"nohup", "sudo", "doas", "exec", "command", "builtin",
+                                         "nice", "ionice", "setsid", "stdbuf", "strace", "ltrace",
+                                         "taskset", "chrt", "unshare", "time", "caffeinate",
+                                         "unbuffer", "fakeroot", "eatmydata", NULL};
+static const char *const w_wrappers1[] = {"timeout", "flock", NULL}; /* one operand first */
 
 /* An assignment word so far: NAME= or NAME[...]= (then the rest is its value). */
 static int word_is_assignment(const sh_cmd *c)
@@ -201,60 +242,136 @@ static int word_in_subscript(const sh_cmd *c)
            word_is_assignment(c);
 }
 
+static int base_is(const char *word, const char *const *list)
+{
+    const char *b = strrchr(word, '/');
+    b = b ? b + 1 : word;
+    for (; *list; list++)
+        if (strcmp(b, *list) == 0 ||
+            (strncmp(b, *list, strlen(*list)) == 0 && strspn(b + strlen(*list), "0123456789.") ==
+                                                          strlen(b + strlen(*list))))
+            return 1; /* python3.11, perl5.36 */
+    return 0;
+}
+
+/* An option word: -x, --long (a lone - is stdin, an operand). */
+static int is_option(const sh_cmd *c)
+{
+    return c->wlen > 1 && c->word[0] == '-';
+}
+
+static int code_option(const sh_cmd *c)
+{
+    static const char *const opts[] = {"--eval", "--command", "--expression", "--exec", "-ex",
+                                       "--execute", "--script", "-E", "-r", "--run", NULL};
+    return (c->word[0] == '-' && c->word[1] != '-' && c->wlen >= 2 &&
+            (c->word[c->wlen - 1] == 'c' || c->word[c->wlen - 1] == 'e')) ||
+           word_is(c, opts);
+}
+
+/* The placeholders in the word that just ended: was there more to the word than them? */
+static void word_mark_embedded(sh_cmd *c)
+{
+    for (int i = c->n_ph - 1; i >= 0 && c->ph[i].word == c->words; i--)
+        if (c->word_other)
+            c->ph[i].embedded = 1;
+}
+
+/* A plain argument word's meaning for the command. */
+static void word_flags(sh_lex *l, sh_cmd *c)
+{
+    if (strcmp(c->word, "-v") == 0 || strcmp(c->word, "-R") == 0 || strcmp(c->word, "-p") == 0)
+        c->flags |= D_OPT_V;
+    if (word_is(c, w_arithop))
+        c->flags |= D_ARITHOP;
+    if (strcmp(c->word, "-exec") == 0 || strcmp(c->word, "-execdir") == 0 ||
+        strcmp(c->word, "-ok") == 0 || strcmp(c->word, "-okdir") == 0)
+        c->flags |= D_FIND_EXEC;
+    /* declare -i x / local -ia ...: assignments to x evaluate their value as arithmetic */
+    if ((c->flags & D_NAMES) && (c->word[0] == '-' || c->word[0] == '+') && strchr(c->word, 'i'))
+        l->int_decl = 1, arith_reads(l, c->word_at);
+}
+
+/* The command word (or, after a wrapper, the command it runs): what kind of program runs. */
+static void command_word(sh_cmd *c, int plain)
+{
+    if (!plain) {
+        c->cmd_seen = 1; /* an expansion or quoted word: judged by its placeholders */
+        return;
+    }
+    if (base_is(c->word, w_wrappers) || base_is(c->word, w_wrappers1)) {
+        c->wrapper_skip = base_is(c->word, w_wrappers1) ? 1 : 0;
+        return; /* the next non-option word is the command */
+    }
+    if (c->wrapper_skip > 0 && !is_option(c)) {
+        c->wrapper_skip--;
+        return;
+    }
+    if (is_option(c) || (c->wlen > 0 && strchr(c->word, '=') && !word_is_assignment(c)))
+        return; /* sudo -u x, env-style settings after a wrapper */
+    c->cmd_seen = 1;
+    if (word_is(c, w_eval))
+        c->flags |= D_EVAL;
+    if (strcmp(c->word, "let") == 0)
+        c->let_at = c->word_at + 1;
+    if (word_is(c, w_names))
+        c->flags |= D_NAMES;
+    if (strcmp(c->word, "printf") == 0)
+        c->flags |= D_PRINTF;
+    if (strcmp(c->word, "wait") == 0)
+        c->flags |= D_WAIT;
+    if (strcmp(c->word, "test") == 0 || strcmp(c->word, "[") == 0)
+        c->flags |= D_TEST;
+    if (base_is(c->word, w_shells))
+        c->flags |= D_SHELL;
+    if (base_is(c->word, w_interp))
+        c->flags |= D_INTERP;
+    if (base_is(c->word, w_runs))
+        c->flags |= D_RUNS;
+}
+
 static void word_end(sh_lex *l, sh_cmd *c)
 {
-    (void)l;
     if (!c->in_word)
         return;
     c->word[c->wlen < sizeof(c->word) ? c->wlen : sizeof(c->word) - 1] = 0;
     int plain = c->plain && c->wlen < sizeof(c->word);
-    int was_c = 0;
+    int was_c = 0, was_e = 0, was_v = 0, was_cmd = c->cmd_seen;
+    word_mark_embedded(c);
     if (c->redir_word) {
         /* a redirection's target: not a command word */
     } else if (plain) {
-        if (word_is(c, w_eval))
-            c->flags |= D_EVAL;
-        if (word_is(c, w_names))
-            c->flags |= D_NAMES;
-        const char *base = strrchr(c->word, '/');
-        for (const char *const *w = w_shells; *w; w++)
-            if (strcmp(base ? base + 1 : c->word, *w) == 0)
-                c->flags |= D_SHELL;
-        if (strcmp(c->word, "printf") == 0)
-            c->flags |= D_PRINTF;
-        if (strcmp(c->word, "wait") == 0)
-            c->flags |= D_WAIT;
-        if (strcmp(c->word, "test") == 0 || strcmp(c->word, "[") == 0)
-            c->flags |= D_TEST;
-        if (strcmp(c->word, "-v") == 0 || strcmp(c->word, "-R") == 0 ||
-            strcmp(c->word, "-p") == 0)
-            c->flags |= D_OPT_V;
-        if (word_is(c, w_arithop))
-            c->flags |= D_ARITHOP;
+        word_flags(l, c);
         if (c->word[0] == '-' && c->word[1] != '-' && c->wlen >= 2 && c->word[c->wlen - 1] == 'c')
             was_c = 1;
-        /* declare -i x / local -ia ...: assignments to x evaluate their value as arithmetic */
-        if ((c->flags & D_NAMES) && (c->word[0] == '-' || c->word[0] == '+') &&
-            strchr(c->word, 'i') != NULL)
-            l->int_decl = 1;
+        was_e = code_option(c);
+        was_v = strcmp(c->word, "-v") == 0 || strcmp(c->word, "-R") == 0 ||
+                strcmp(c->word, "-p") == 0;
     }
-    if (!c->cmd_seen && !c->redir_word) {
+    if (c->in_array) {
+        /* an element of NAME=( ... ) */
+    } else if (!c->cmd_seen && !c->redir_word) {
         if (plain && strcmp(c->word, "[[") == 0) {
             c->flags |= D_DBRACKET;
             c->in_dbl = 1;
             c->cmd_seen = 1;
         } else if (!(plain && word_is(c, w_reserved)) && !word_is_assignment(c)) {
-            c->cmd_seen = 1;
+            command_word(c, plain);
         }
+    } else if (was_cmd && !c->redir_word && !(plain && is_option(c))) {
+        c->args++;
     }
     if (plain && c->in_dbl && strcmp(c->word, "]]") == 0)
         c->in_dbl = 0;
     c->prev_c = was_c;
+    c->prev_e = was_e;
+    c->prev_v = was_v;
     c->words++;
     c->in_word = 0;
     c->redir_word = 0;
     c->wlen = 0;
     c->plain = 1;
+    c->word_other = 0;
 }
 
 /* The reason a data placeholder of this command may not stand where it does, or NULL. */
@@ -267,17 +384,24 @@ static const char *ph_danger(const sh_lex *l, const sh_cmd *c, const sh_ph *p)
     if (c->flags & D_EVAL)
         return "is an argument of eval, source, trap, let or a like builtin, which run their "
                "arguments as code";
-    if (p->after_c && (c->flags & D_SHELL))
-        return "follows -c of a shell: the value would run as code";
-    if (c->flags & D_NAMES)
+    if ((c->flags & D_SHELL) && (p->after_c || p->first_arg || p->redir_in))
+        return "is given to a shell as its script (after -c, as its script file, or on its "
+               "stdin): the value would run as code";
+    if ((c->flags & D_INTERP) && (p->after_e || p->first_arg || p->embedded || p->redir_in))
+        return "is given to an interpreter (python, perl, awk, sed, ...) as part of its program "
+               "or script: the value would run as code";
+    if (c->flags & (D_RUNS | D_FIND_EXEC))
+        return "is an argument of a program that runs its arguments as a command (env, xargs, "
+               "ssh, watch, find -exec, ...)";
+    if ((c->flags & D_NAMES) && !(p->assign && !l->int_decl) && !p->redir_in)
         return "is an argument of declare, read, unset or a like builtin, which take names "
-               "(bash evaluates a name's subscript)";
-    if ((c->flags & D_PRINTF) && (c->flags & D_OPT_V))
-        return "stands in a printf -v command, whose -v takes a name";
-    if ((c->flags & D_TEST) && (c->flags & D_OPT_V))
-        return "stands in a test -v, which takes a name";
-    if ((c->flags & D_WAIT) && (c->flags & D_OPT_V))
-        return "stands in a wait -p, which takes a name";
+               "(bash evaluates a name's subscript); NAME={v} is fine";
+    if ((c->flags & D_PRINTF) && p->after_v)
+        return "follows printf -v, which takes a name";
+    if ((c->flags & D_TEST) && p->after_v)
+        return "follows test -v, which takes a name";
+    if ((c->flags & D_WAIT) && p->after_v)
+        return "follows wait -p, which takes a name";
     if ((c->flags & D_DBRACKET) && (c->flags & (D_ARITHOP | D_OPT_V)))
         return "stands in [[ ]] with -eq/-ne/-lt/-le/-gt/-ge or -v, which evaluate their "
                "operands as arithmetic or names";
@@ -287,27 +411,57 @@ static const char *ph_danger(const sh_lex *l, const sh_cmd *c, const sh_ph *p)
     return NULL;
 }
 
-/* The simple command is over: its data placeholders are judged by all of its words. */
+static const char *const pipe_why =
+    "is written into a pipe read by a shell or an interpreter, which runs what it reads";
+
+/* The simple command is over: its data placeholders are judged by all of its words, and the
+ * ones of the earlier commands of its pipeline by what this one is. */
 static void cmd_end(sh_lex *l, sh_cmd *c)
 {
     word_end(l, c);
+    int feeds_code = (c->flags & (D_SHELL | D_INTERP | D_EVAL | D_RUNS)) != 0;
+    for (int i = 0; i < c->n_pipe; i++)
+        if (feeds_code)
+            sh_bad(l, c->pipe_at[i], pipe_why);
     for (int i = 0; i < c->n_ph; i++) {
         const sh_ph *p = &c->ph[i];
         const char *why = p->kind == RX_TK_DATA ? ph_danger(l, c, p) : NULL;
         if (why)
             sh_bad(l, p->at, why);
     }
+    if (l->pending)
+        l->hd_flags |= c->flags; /* this line's heredoc feeds these commands */
+    if (((c->flags & D_DBRACKET) && (c->flags & (D_ARITHOP | D_OPT_V))) || c->let_at)
+        arith_reads(l, c->let_at ? c->let_at - 1 : c->start_at);
+    /* the next command of the pipeline reads what this one writes */
+    size_t carry[SH_MAX_PH];
+    int n = 0;
+    if (c->pipe_out) {
+        for (int i = 0; i < c->n_pipe && n < SH_MAX_PH; i++)
+            carry[n++] = c->pipe_at[i];
+        for (int i = 0; i < c->n_ph && n < SH_MAX_PH; i++)
+            if (c->ph[i].kind == RX_TK_DATA)
+                carry[n++] = c->ph[i].at;
+    }
     memset(c, 0, sizeof(*c));
     c->plain = 1;
+    memcpy(c->pipe_at, carry, (size_t)n * sizeof(*carry));
+    c->n_pipe = n;
 }
 
-static void word_add(sh_cmd *c, char ch, int plain)
+static void word_add(sh_lex *l, sh_cmd *c, char ch, int plain)
 {
     if (!c->in_word) {
+        c->word_at = l->pos;
+        if (c->words == 0)
+            c->start_at = l->pos;
         c->in_word = 1;
         c->plain = 1;
         c->wlen = 0;
+        c->word_other = 0;
     }
+    if (ch != '"' && ch != '\'' && !(ch == '{' && !plain))
+        c->word_other = 1;
     if (!plain)
         c->plain = 0;
     if (c->wlen < sizeof(c->word) - 1)
@@ -318,24 +472,41 @@ static void word_add(sh_cmd *c, char ch, int plain)
 /* A byte at a code level that is not a quote or substitution opener. */
 static void code_word_byte(sh_lex *l, sh_cmd *c, const char *p)
 {
-    char ch = *p;
+    char ch = *p, prev = p > l->t ? p[-1] : 0, next = p[1];
     if (ch == ' ' || ch == '\t') {
         word_end(l, c);
+    } else if (ch == '&' && (prev == '>' || prev == '<' || next == '>')) {
+        word_end(l, c); /* >&2, <&0, &>file: a redirection, not a separator */
+        c->redir_next = !c->in_dbl;
     } else if (ch == '\n' || ch == ';' || ch == '&' || ch == '|' || ch == '(' || ch == ')') {
         if (c->in_dbl && ch != '\n' && ch != ';') {
             word_end(l, c); /* && || ( ) inside [[ ]] are its own operators */
             return;
         }
+        if (ch == '(' && c->in_word && c->wlen > 0 && c->word[c->wlen - 1 < sizeof(c->word) ? c->wlen - 1 : 0] == '=' &&
+            word_is_assignment(c)) {
+            word_end(l, c); /* NAME=( elements ): an array's values, not a subshell */
+            c->in_array = 1;
+            return;
+        }
+        if (ch == ')' && c->in_array) {
+            word_end(l, c);
+            c->in_array = 0;
+            return;
+        }
+        if (ch == '|' && next != '|' && prev != '|')
+            c->pipe_out = 1; /* | or |&: the next command reads this one's output */
         cmd_end(l, c);
     } else if (ch == '<' || ch == '>') {
         word_end(l, c);
         c->redir_next = !c->in_dbl;
+        c->redir_in = ch == '<';
     } else {
         if (!c->in_word && c->redir_next) {
             c->redir_word = 1;
             c->redir_next = 0;
         }
-        word_add(c, ch, 1);
+        word_add(l, c, ch, 1);
     }
 }
 
@@ -347,6 +518,7 @@ static void sh_heredoc(sh_lex *l, const char *p)
     size_t k = 0, at = (size_t)(p - l->t);
     if (l->pending)
         sh_unsure(l, at, "has two heredocs on one line");
+    l->hd_flags = 0; /* from here to the line's end: the commands its body feeds */
     l->dash = *p == '-';
     p += l->dash;
     while (*p == ' ' || *p == '\t')
@@ -414,31 +586,65 @@ static int sh_dollar(sh_lex *l, const char *p, int s, int in_code)
     return 1;
 }
 
+/* An arithmetic context, subscript, offset or indirection reads a variable here: a value bound
+ * to a variable could reach it, and bash would evaluate it (see rx_template_forms). */
+static void arith_reads(sh_lex *l, size_t at)
+{
+    if (l->arith_var_at == 0)
+        l->arith_var_at = at + 1;
+}
+
+static int is_name_byte(char c)
+{
+    return c == '_' || c == '$' || ((c | 32) >= 'a' && (c | 32) <= 'z');
+}
+
+/* A ${...} closes at end: an offset, a subscript or an indirection that names a variable reads
+ * it as arithmetic (or as a name). */
+static void param_close(sh_lex *l, size_t start, size_t end)
+{
+    const char *p = l->t + start + 2, *e = l->t + end;
+    if (p < e && *p == '!') {
+        arith_reads(l, start);
+        return;
+    }
+    while (p < e && (*p == '_' || (*p >= '0' && *p <= '9') || ((*p | 32) >= 'a' && (*p | 32) <= 'z')))
+        p++;
+    if (p < e && (*p == '[' || (*p == ':' && p + 1 < e && !strchr("-+=?", p[1]))))
+        for (const char *q = p + 1; q < e; q++)
+            if (is_name_byte(*q) && !(*p == '[' && (*q == '@' || *q == '*'))) {
+                arith_reads(l, start);
+                return;
+            }
+}
+
 static void sh_code(sh_lex *l, const char *p, int s)
 {
     char c = p[0], d = p[1];
     const char *prev = p > l->t ? p - 1 : NULL;
     size_t at = (size_t)(p - l->t);
+    if (s == SH_ARITH && is_name_byte(c))
+        arith_reads(l, at);
     sh_cmd *cmd = is_code_frame(s) ? sh_code_cmd(l) : NULL;
     if (c == '\\') {
         if (d == '\n')
             sh_unsure(l, at, "has a backslash-newline (a line continuation can join any token)");
         l->esc = 1;
         if (cmd)
-            word_add(cmd, c, 0);
+            word_add(l, cmd, c, 0);
     } else if (c == '\'') {
         sh_push(l, SH_SQ, at);
         if (cmd)
-            word_add(cmd, c, 0);
+            word_add(l, cmd, c, 0);
     } else if (c == '"') {
         sh_push(l, SH_DQ, at);
         if (cmd)
-            word_add(cmd, c, 0);
+            word_add(l, cmd, c, 0);
     } else if ((c == '<' || c == '>') && d == '(' && cmd) {
         word_end(l, cmd);
         sh_push(l, SH_CMD, at), l->skip = 1; /* <(...) >(...): a command of its own */
-        word_add(cmd, c, 0);
-    } else if ((c == '$' || c == '`') && (cmd ? word_add(cmd, c, 0), 1 : 1) &&
+        word_add(l, cmd, c, 0);
+    } else if ((c == '$' || c == '`') && (cmd ? word_add(l, cmd, c, 0), 1 : 1) &&
                sh_dollar(l, p, s, 1)) {
         /* the substitution is part of the enclosing word (added first: a closing backtick
          * frees the inner command's state) */
@@ -457,6 +663,7 @@ static void sh_code(sh_lex *l, const char *p, int s)
     } else if (c == ']' && s == SH_ARITH) {
         sh_pop(l);
     } else if (c == '}' && s == SH_PARAM) {
+        param_close(l, l->start[l->top - 1], at);
         sh_pop(l);
     } else if (c == '#' && (prev == NULL || strchr(" \t\n;&|()", *prev))) {
         if (cmd)
@@ -468,9 +675,9 @@ static void sh_code(sh_lex *l, const char *p, int s)
             word_end(l, cmd), cmd->redir_next = 1;
         l->skip = 1;
     } else if (c == '\n' && l->pending) {
-        l->pending = 0;
         if (cmd)
-            cmd_end(l, cmd);
+            cmd_end(l, cmd); /* while pending: its flags go to hd_flags */
+        l->pending = 0;
         if (!sh_heredoc_ends(l, p))
             sh_push(l, l->quoted_delim ? SH_HEREDOC_Q : SH_HEREDOC, at);
     } else if (cmd) {
@@ -485,6 +692,7 @@ static void sh_code(sh_lex *l, const char *p, int s)
 static void sh_byte(sh_lex *l, const char *p)
 {
     int s = sh_cur(l);
+    l->pos = (size_t)(p - l->t);
     if (l->skip) {
         l->skip--;
         return;
@@ -492,7 +700,7 @@ static void sh_byte(sh_lex *l, const char *p)
     if (l->esc) { /* the escaped byte is literal */
         l->esc = 0;
         if (is_code_frame(s))
-            word_add(sh_code_cmd(l), *p, 0);
+            word_add(l, sh_code_cmd(l), *p, 0);
         return;
     }
     switch (s) {
@@ -586,48 +794,83 @@ static int param_word_ok(const sh_lex *l, size_t start, size_t at)
     return p < end && strchr("-+=?#%", *p) != NULL;
 }
 
+/* Adds the placeholder to command c, whose current word holds it (directly, or inside quotes or
+ * a substitution whose output becomes part of the word). */
+static void ph_register(sh_lex *l, sh_cmd *c, size_t at, rx_tmpl_kind k)
+{
+    if (c->n_ph == SH_MAX_PH) {
+        sh_bad(l, at, "is one placeholder too many in one simple command");
+        return;
+    }
+    /* starts: nothing but quotes before it in its word ("{v}" stands where {v} does) */
+    int starts = !c->in_word || !c->word_other, assign = c->in_word && word_is_assignment(c);
+    int redir = c->redir_word || (starts && c->redir_next);
+    c->ph[c->n_ph++] = (sh_ph){
+        .at = at, .kind = k, .word = c->words,
+        .cmd_pos = !c->cmd_seen && !redir && !assign && !c->in_array,
+        .after_c = c->prev_c && starts, .after_e = c->prev_e && starts,
+        .after_v = c->prev_v && starts,
+        .subscript = c->in_word && (word_in_subscript(c) ||
+                                    (c->in_array && c->word[0] == '[' && !memchr(c->word, ']', c->wlen))),
+        .assign = assign || c->in_array,
+        .redir_in = redir && c->redir_in,
+        .first_arg = c->cmd_seen && !redir && c->args == 0 && !(c->plain && is_option(c) && c->in_word)};
+    if (!c->in_word && c->redir_next) {
+        c->redir_word = 1;
+        c->redir_next = 0;
+    }
+    word_add(l, c, '{', 0); /* the word holds an expansion: not a plain word any more */
+}
+
+/* A placeholder is judged at every level that holds it, innermost first: the quoting it stands
+ * in (which also gives the form), each enclosing ${...} and arithmetic context, each enclosing
+ * command (a substitution's output is part of the word around it: `eval "$(echo {v})"`), and a
+ * heredoc body by the commands of its line. */
+static void ph_judge(sh_lex *l, size_t at, rx_tmpl_kind k)
+{
+    int skip_code = 0; /* the code level right outside a heredoc: its command is over */
+    for (int i = l->top; i >= 0; i--) {
+        int s = i > 0 ? l->st[i - 1] : 0;
+        if (s == SH_ARITH && k != RX_TK_INT)
+            sh_bad(l, at, sh_names[SH_ARITH]);
+        else if (s == SH_PARAM && k != RX_TK_INT && !param_word_ok(l, l->start[i - 1], at))
+            sh_bad(l, at, "stands inside ${...} where it is not the word of a -, +, =, ?, # or "
+                          "% operator (a substring offset, a subscript or an indirection is "
+                          "evaluated as code)");
+        else if (s == SH_HEREDOC) {
+            if (k == RX_TK_DATA && (l->hd_flags & (D_SHELL | D_INTERP | D_EVAL | D_RUNS)))
+                sh_bad(l, at, "stands in a heredoc read by a shell or an interpreter, which runs "
+                              "what it reads");
+            skip_code = 1;
+        } else if (is_code_frame(s)) {
+            if (!skip_code)
+                ph_register(l, l->cmd[i], at, k);
+            skip_code = 0;
+        }
+    }
+}
+
 static int sh_param(void *ctx, const char *name, size_t n)
 {
     sh_lex *l = ctx;
     size_t at = (size_t)(name - 1 - l->t);
     rx_tmpl_kind k = l->kind_fn(l->ud, name, n);
+    l->pos = at;
     int s = sh_cur(l);
     rx_tmpl_form form = RX_TF_QUOTED;
     if (l->skip)
         l->skip = 0; /* look-ahead never spans a placeholder */
+    if (k == RX_TK_DATA && l->n_data++ == 0)
+        l->first_data_at = at;
     if (l->esc) {
         sh_bad(l, at, "stands right after a backslash");
         l->esc = 0;
     } else if (s == SH_SQ || s == SH_ANSI || s == SH_COMMENT || s == SH_HEREDOC_Q) {
         sh_bad(l, at, sh_names[s]);
-    } else if (s == SH_ARITH) {
-        if (k != RX_TK_INT)
-            sh_bad(l, at, sh_names[SH_ARITH]);
-        form = RX_TF_BARE;
-    } else if (s == SH_DQ || s == SH_HEREDOC) {
-        form = RX_TF_BARE; /* already inside quotes: no word splitting, no globbing */
-    } else if (s == SH_PARAM) {
-        if (k != RX_TK_INT && !param_word_ok(l, l->start[l->top - 1], at))
-            sh_bad(l, at, "stands inside ${...} where it is not the word of a -, +, =, ?, # or "
-                          "% operator (a substring offset, a subscript or an indirection is "
-                          "evaluated as code)");
     } else {
-        sh_cmd *c = sh_code_cmd(l);
-        if (c->n_ph == SH_MAX_PH) {
-            sh_bad(l, at, "is one placeholder too many in one simple command");
-        } else {
-            int at_cmd_pos = !c->cmd_seen && !c->redir_next && !c->redir_word &&
-                             !(c->in_word && word_is_assignment(c));
-            c->ph[c->n_ph++] = (sh_ph){.at = at, .kind = k, .cmd_pos = at_cmd_pos,
-                                       .after_c = c->prev_c && !c->in_word,
-                                       .subscript = c->in_word && word_in_subscript(c),
-                                       .assign = c->in_word && word_is_assignment(c)};
-        }
-        if (!c->in_word && c->redir_next) {
-            c->redir_word = 1;
-            c->redir_next = 0;
-        }
-        word_add(c, '{', 0); /* the word holds an expansion: not a plain word any more */
+        if (s == SH_ARITH || s == SH_DQ || s == SH_HEREDOC)
+            form = RX_TF_BARE; /* already inside quotes (or arithmetic): no splitting */
+        ph_judge(l, at, k);
     }
     if (k == RX_TK_SHELL)
         form = RX_TF_RAW;
@@ -670,6 +913,15 @@ int rx_template_forms(const char *t, tmpl_kind_fn kind, void *ud, unsigned char 
         free(l.forms);
         return -1;
     }
+    int flow = 0;
+    if (l.why == NULL && l.unsure == NULL && l.n_data > 0 && l.arith_var_at > 0) {
+        sh_bad(&l, l.first_data_at,
+               "may reach, through a variable or a positional parameter, what reads a variable "
+               "as arithmetic or as a name at the position named after (an arithmetic context, "
+               "[[ -eq ]], let, declare -i, a subscript, an offset or ${!x}), where bash would "
+               "evaluate it; only int and enum parameters may be used in such a template");
+        flow = 1;
+    }
     /* What this reader could not read may have misled it about everything after: that first. */
     if (l.unsure != NULL && l.n_forms > 0) {
         l.why = l.unsure;
@@ -680,6 +932,9 @@ int rx_template_forms(const char *t, tmpl_kind_fn kind, void *ud, unsigned char 
         free(l.forms);
         position(t, l.bad_at < end ? l.bad_at : end, &d->line, &d->col);
         d->why = l.why;
+        d->flow = flow;
+        if (flow)
+            position(t, l.arith_var_at - 1, &d->ref_line, &d->ref_col);
         return 1;
     }
     *forms = l.forms;

@@ -713,6 +713,11 @@ int rx_ws_check_template(const rx_action *a, rexec_error *err)
     free(forms);
     if (r < 0)
         return rx_fail(err, REXEC_ENOMEM, "out of memory");
+    if (r > 0 && d.flow)
+        return rx_fail(err, REXEC_ECONFIG,
+                       "actions.%s.command: line %zu, column %zu: a {placeholder} %s: line %zu, "
+                       "column %zu (docs/workspace.md, \"Where a placeholder may stand\")",
+                       a->name, d.line, d.col, d.why, d.ref_line, d.ref_col);
     if (r > 0 && d.unsure)
         return rx_fail(err, REXEC_ECONFIG,
                        "actions.%s.command: line %zu, column %zu: the template %s; a template "

@@ -190,13 +190,30 @@ static void test_template_contexts(void **state)
         {"[[ {v} -eq 1 ]]", "[[ ]]", 4},
         {"echo ${x:{v}}", "${...}", 10},
         {"echo ${a[{v}]}", "${...}", 10},
-        {"bash -c {v}", "-c of a shell", 9},
+        {"bash -c {v}", "given to a shell", 9},
         {"printf -v {v} x", "printf -v", 11},
         {"read {v}", "declare, read", 6},
         {"test -v {v}", "test -v", 9},
         {"a[{v}]=1", "array subscript", 3},
         {"cat <\\\\\\n<EOF\\n{v}\\nEOF", "backslash-newline", 6},
         {"cat <<A <<B\\n{v}\\nA\\nB", "two heredocs", 11},
+        /* inside "..." and ${x:-...} a placeholder is judged by its command too */
+        {"eval \\\"{v}\\\"", "eval", 7},
+        {"\\\"{v}\\\" x", "command word", 2},
+        {"[[ ${x:-{v}} -eq 1 ]]", "[[ ]]", 9},
+        {"echo $(( ${x:-{v}} ))", "arithmetic", 15},
+        /* a substitution's output is part of the enclosing word */
+        {"eval $(echo {v})", "eval", 13},
+        /* a value reaching arithmetic through a variable */
+        {"x={v}; echo $(( x + 1 ))", "line 1, column 17", 3},
+        {"set -- {v}; echo $(( $1 ))", "line 1, column 22", 8},
+        /* interpreters fed by the template */
+        {"echo {v} | sh", "pipe", 6},
+        {"bash <<< {v}", "given to a shell", 10},
+        {"bash <<EOF\\n{v}\\nEOF", "heredoc read by a shell", 1},
+        {"python3 -c \\\"print('{v}')\\\"", "interpreter", 20},
+        {"env {v}", "runs its arguments", 5},
+        {"timeout 5 {v}", "command word", 11},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
         char json[512], want[64];
@@ -214,7 +231,10 @@ static void test_template_contexts(void **state)
         "echo $((1 + 2)) {v}", "echo ${x:-{v}}", "x # c\\necho {v}", "echo {{v}} {v}", "f() { echo {v}; }",
         "echo \\\"v={v}\\\"", "echo `cat {v}`", "echo $(cat {v})", "echo \\\"${x:-{v}}\\\"",
         "cat <<EOF\\nv={v}\\nEOF", "echo \\\"$(cat {v})\\\"", "[[ {v} == a* ]]", "test {v} = x",
-        "bash -c 'echo $1' _ {v}", "printf '%s' {v}", "x={v}; echo \\\"$x\\\"", "diff <(cat {v}) /dev/null"};
+        "bash -c 'echo $1' _ {v}", "printf '%s' {v}", "x={v}; echo \\\"$x\\\"", "diff <(cat {v}) /dev/null",
+        "sudo systemctl restart {v}", "python3 script.py {v}", "awk '{print $1}' {v}",
+        "sed -i 's/a/b/' {v}", "cat {v} | grep x", "grep x {v} 2>&1", "timeout 5 cat {v}",
+        "nice -n 5 tar -C /tmp -xf {v}", "echo \\\"$(basename {v})\\\"", "case {v} in a) echo a;; esac"};
     for (size_t i = 0; i < sizeof(good) / sizeof(*good); i++) {
         char json[512];
         snprintf(json, sizeof(json),
