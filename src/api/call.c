@@ -189,6 +189,8 @@ static void call_free(rexec_call *c)
     call_forms_free(c);
     rx_buf_free(&c->shown_error);
     rx_buf_free(&c->shown_rendered);
+    rx_buf_free(&c->shown_host);
+    rx_buf_free(&c->shown_action);
     free(c->host_name), free(c->action_name), free(c->grant_id);
     free(c->rationale), free(c->hypothesis_id), free(c->evidence), free(c->batch_id);
     free(c->client_user);

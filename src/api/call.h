@@ -138,6 +138,7 @@ struct rexec_call {
     char stdin_hex[65];    /* the gate's hash of stdin_path, when it asked for one */
     int stdin_piped;       /* the command reads stdin as it arrives (the action's "stdin") */
     rx_buf shown_error, shown_rendered; /* redacted copies handed to the caller */
+    rx_buf shown_host, shown_action;
     uv_timer_t defer;
     uv_work_t gate_work; /* the gate, off the loop, when it may block (call.c) */
     int gate_rc;

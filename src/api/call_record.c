@@ -400,8 +400,9 @@ void rx_call_result(rexec_call *c, rexec_result *res)
     memset(res, 0, sizeof(*res));
     res->run_id = c->run_id;
     res->batch_id = c->batch_id;
-    res->host = c->host_name;
-    res->action = c->action_name;
+    /* the caller's text: a name typed wrong may be a secret pasted in the wrong field */
+    res->host = shown(c, &c->shown_host, c->host_name);
+    res->action = shown(c, &c->shown_action, c->action_name);
     res->decision = c->decided ? rx_verdict_name(c->dec.verdict) : NULL;
     /* the caller's result: no decision, no reason (the audit record keeps INVALID_*) */
     res->reason = c->decided ? call_reason(c) : NULL;

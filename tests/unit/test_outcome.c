@@ -43,6 +43,8 @@ static void finish(fixture *f)
 {
     rx_buf_free(&f->c.shown_error);
     rx_buf_free(&f->c.shown_rendered);
+    rx_buf_free(&f->c.shown_host);
+    rx_buf_free(&f->c.shown_action);
     rx_redactor_free(f->r);
 }
 
