@@ -355,7 +355,8 @@ static uint64_t wrapper_deadline(const lc_chan *ch)
 static void runner_call_end(lc_chan *ch, const char *phase, int rc, int killed, int started)
 {
     peer_marker(ch, 0, ch->cmd.nonce, "end");
-    peer_marker(ch, 1, ch->cmd.nonce, "end %s %d 0 pid-namespace %d %d", phase, rc, killed, started);
+    /* desync 0: remote/runner.sh's 7th field (a runner.c that reads 6 ignores it) */
+    peer_marker(ch, 1, ch->cmd.nonce, "end %s %d 0 pid-namespace %d %d 0", phase, rc, killed, started);
     if (started && lc_permille(lc_f.stray))
         ch->stray_token = ch->cmd.token;
     ch->cs = CALL_NONE;

@@ -479,6 +479,20 @@ static void check_call(lc_call *c)
     }
 }
 
+/* How many calls that ran ended with their end seen (res.ended), by where they ran: a fake whose
+ * protocol no longer matches runner.c or exec.c (a changed end line, say) makes every call fail
+ * without breaking a property above, so the run checks that most calls still end. */
+static long ran_on[2], ended_on[2];
+
+static void count_ends(const lc_call *c)
+{
+    if (!c->ran || c->done != 1)
+        return;
+    int k = strcmp(c->ran_how, "runner") == 0;
+    ran_on[k]++;
+    ended_on[k] += c->res.ended;
+}
+
 static long long run_seed(uint64_t seed)
 {
     cur_seed = seed;
@@ -649,8 +663,10 @@ static long long run_seed(uint64_t seed)
     for (int i = 1; i <= n_calls; i++)
         calls[i].on_runner = lc_world_touched(calls[i].head_runner);
     lc_world_drain();
-    for (int i = 1; i <= n_calls; i++)
+    for (int i = 1; i <= n_calls; i++) {
         check_call(&calls[i]);
+        count_ends(&calls[i]);
+    }
     if (uv_loop_close(&loop) != 0)
         violation("handles left on the loop");
     for (int i = 1; i <= n_calls; i++)
@@ -680,8 +696,18 @@ int main(void)
         total_calls += run_seed((uint64_t)(first + i));
         bad_seeds += violations_seed > 0;
     }
-    printf("lifecycle: %ld seeds, %lld calls, %d violations (%d seeds)%s; %d results end with a "
-           "flushed piece of a status line\n", seeds, total_calls, violations_total, bad_seeds,
+    for (int k = 0; k < 2; k++)
+        if (ran_on[k] >= 200 && ended_on[k] * 2 < ran_on[k]) {
+            fprintf(stderr, "lifecycle: only %ld of the %ld calls that ran on %s ended with their "
+                    "end seen: does the fake peer still speak the protocol of %s?\n", ended_on[k],
+                    ran_on[k], k ? "a runner" : "a channel of their own",
+                    k ? "runner.c (remote/runner.sh)" : "exec.c (remote/wrapper.sh)");
+            violations_total++;
+        }
+    printf("lifecycle: %ld seeds, %lld calls (ran: %ld on a channel, %ld ended; %ld on a runner, "
+           "%ld ended), %d violations (%d seeds)%s; %d results end with a flushed piece of a "
+           "status line\n", seeds, total_calls, ran_on[0], ended_on[0], ran_on[1], ended_on[1],
+           violations_total, bad_seeds,
            opt_known_c || opt_known_d ? " [known-bug checks on]" : "",
            partial_markers);
     return violations_total ? 1 : 0;
