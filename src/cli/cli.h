@@ -24,6 +24,7 @@ int cli_approvals(const cli_global *g, int argc, char **argv);
 int cli_serve(const cli_global *g, int argc, char **argv);
 int cli_evidence(const cli_global *g, int argc, char **argv); /* evidence prune */
 int cli_complete(const cli_global *g, int argc, char **argv); /* hidden: bash completion */
+int cli_interface(const cli_global *g, int argc, char **argv); /* hidden: the table as JSON */
 
 /* Prints "rexec: <msg>\n" to stderr (and {"error", "exit_status"} on stdout with --json) and
  * returns code. msg goes through cli_redact first: a message may echo any argument. */

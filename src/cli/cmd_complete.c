@@ -1,7 +1,10 @@
 /* `rexec __complete hosts|groups|actions`: names from the workspace, one a line, for the bash
  * completion (completions/rexec). Hidden from help and not a stable interface; it reads the
  * workspace only (no connection, no audit) and prints nothing when the workspace does not load,
- * so a half-typed command line never shows an error. */
+ * so a half-typed command line never shows an error.
+ * `rexec __complete commands | subcommands CMD | flags [CMD [SUB]] | valued`: the names of the
+ * one interface table (interface.c), so the completion has no list of its own to drift.
+ * `rexec __interface`: that table as JSON (tests/install/t_interface.sh). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +12,7 @@
 #include <cjson/cJSON.h>
 
 #include "cli.h"
+#include "interface.h"
 #include "rexec.h"
 
 static void print_names(const char *text)
@@ -23,11 +27,80 @@ static void print_names(const char *text)
     cJSON_Delete(list);
 }
 
+static int same(const char *a, const char *b)
+{
+    return (a == NULL && b == NULL) || (a && b && strcmp(a, b) == 0);
+}
+
+static void print_opt(const cli_opt *o)
+{
+    printf("%s\n", o->name);
+    if (o->alias)
+        printf("%s\n", o->alias);
+}
+
+static void print_opts(const cli_opt *o)
+{
+    for (; o->name; o++)
+        print_opt(o);
+}
+
+/* Names from the table; -1 when words is not a table query. */
+static int table_names(int argc, char **argv)
+{
+    const char *what = argv[1], *cmd = argc > 2 ? argv[2] : NULL, *sub = argc > 3 ? argv[3] : NULL;
+    if (strcmp(what, "commands") == 0 && argc == 2) {
+        for (unsigned i = 0; i < cli_n_entries; i++)
+            if (i == 0 || strcmp(cli_entries[i].command, cli_entries[i - 1].command) != 0)
+                printf("%s\n", cli_entries[i].command);
+    } else if (strcmp(what, "subcommands") == 0 && argc == 3) {
+        for (unsigned i = 0; i < cli_n_entries; i++)
+            if (strcmp(cli_entries[i].command, cmd) == 0 && cli_entries[i].sub)
+                printf("%s\n", cli_entries[i].sub);
+    } else if (strcmp(what, "flags") == 0 && argc <= 4) {
+        if (cmd == NULL)
+            print_opts(cli_global_opts);
+        for (unsigned i = 0; cmd && i < cli_n_entries; i++)
+            if (strcmp(cli_entries[i].command, cmd) == 0 && same(cli_entries[i].sub, sub))
+                print_opts(cli_entries[i].opts);
+        if (cmd)
+            printf("--help\n");
+    } else if (strcmp(what, "valued") == 0 && argc == 2) {
+        for (const cli_opt *o = cli_global_opts; o->name; o++)
+            if (o->value)
+                print_opt(o);
+        for (unsigned i = 0; i < cli_n_entries; i++)
+            for (const cli_opt *o = cli_entries[i].opts; o->name; o++)
+                if (o->value)
+                    print_opt(o);
+    } else {
+        return -1;
+    }
+    return 0;
+}
+
+int cli_interface(const cli_global *g, int argc, char **argv)
+{
+    (void)g, (void)argv;
+    if (argc != 1)
+        return cli_error(64, "usage: rexec __interface");
+    char *text = cli_interface_json();
+    if (text == NULL)
+        return cli_error(71, "out of memory");
+    printf("%s\n", text);
+    free(text);
+    return 0;
+}
+
 int cli_complete(const cli_global *g, int argc, char **argv)
 {
+    int r = argc >= 2 ? table_names(argc, argv) : -1;
+    if (r >= 0)
+        return r;
     if (argc != 2 || (strcmp(argv[1], "hosts") != 0 && strcmp(argv[1], "groups") != 0 &&
                       strcmp(argv[1], "actions") != 0))
-        return cli_error(64, "usage: rexec __complete hosts|groups|actions");
+        return cli_error(64, "usage: rexec __complete hosts|groups|actions|commands|valued, "
+                             "subcommands CMD, flags [CMD [SUB]]");
     uv_loop_t loop;
     rexec_ctx *ctx;
     rexec_error e;

@@ -5,6 +5,7 @@
 
 static const char overview[] =
     "usage: rexec [--workspace DIR] [--socket PATH] [--no-progress] COMMAND [ARGS]\n"
+    "       rexec help [COMMAND] | rexec COMMAND --help | rexec --version\n"
     "\n"
     "Runs operator-approved actions on tool VMs over SSH.\n"
     "\n"
@@ -25,7 +26,8 @@ static const char overview[] =
     "  --workspace DIR, -w  the workspace (default $REXEC_WORKSPACE, else .)\n"
     "  --socket PATH        hand run/eval/check to `rexec serve` (default $REXEC_SOCKET)\n"
     "  --no-progress        no fan-out progress line on a terminal\n"
-    "  --version            print the version\n"
+    "  --version, -V        print the version\n"
+    "  --help, -h           this text (rexec COMMAND --help: the command's)\n"
     "  (global options may also come after the command, up to a --)\n"
     "\n"
     "exit codes: 0-254 the remote status (a remote 255 shows as 254, 124 = timeout),\n"
@@ -37,6 +39,7 @@ static const char overview[] =
 static const char run_help[] =
     "usage: rexec run TARGETS ACTION [--param NAME=VALUE]... [--request FILE] [--stdin FILE]\n"
     "                 [--approve | --grant ID] [--timeout S] [--json] [--parallel N]\n"
+    "                 [--socket PATH]\n"
     "\n"
     "Runs ACTION from the catalog on each target host. TARGETS is a host name, a\n"
     "comma-separated list, or @group. The redacted remote stdout and stderr go to rexec's\n"
@@ -59,6 +62,7 @@ static const char run_help[] =
     "                          stdout_sha256 duration_ms containment evidence challenge_id error\n"
     "                          (stdout/stderr that are not UTF-8 come as stdout_base64/...)\n"
     "  --parallel N            hosts at once (default 16)\n"
+    "  --socket PATH           through a running `rexec serve` (as the global option)\n"
     "\n"
     "Exit status with one host: the remote command's (0-254), else 255 host unavailable,\n"
     "64 usage, 65 bad request/parameter, 74 audit failure, 75 approval required, 77 denied,\n"
@@ -70,15 +74,23 @@ static const char run_help[] =
     "leaves at once.\n";
 
 static const char eval_help[] =
-    "usage: rexec eval TARGETS ACTION [--param NAME=VALUE]... [--request FILE] [--json]\n"
+    "usage: rexec eval TARGETS ACTION [--param NAME=VALUE]... [--request FILE] [--stdin FILE]\n"
+    "                  [--approve | --grant ID] [--timeout S] [--json] [--parallel N]\n"
+    "                  [--socket PATH]\n"
     "\n"
+    "The options are run's (`rexec help run`): eval answers for exactly the call run would\n"
+    "make with them (--param, --request, --stdin, --grant, --approve, --timeout, --json,\n"
+    "--parallel, --socket).\n"
     "The gate's decision for the call, without running anything, writing a challenge or\n"
     "consuming a grant: ALLOW, DENY or REQUIRES_APPROVAL with its reason code and the\n"
     "rendered command (secrets by name only). Exit 0 for ALLOW, 75 for REQUIRES_APPROVAL,\n"
     "77 for DENY, 65/78 for an invalid request or configuration.\n";
 
 static const char check_help[] =
-    "usage: rexec check TARGETS [--json]\n"
+    "usage: rexec check TARGETS [--json] [--socket PATH]\n"
+    "\n"
+    "  --json         one JSON object per host on stdout\n"
+    "  --socket PATH  through a running `rexec serve` (as the global option)\n"
     "\n"
     "Connects to each host, verifies its host key, authenticates, and probes the VM: bash,\n"
     "coreutils timeout, base64, setsid, unshare, systemd-run, and the strongest containment\n"
@@ -90,7 +102,7 @@ static const char check_help[] =
 static const char hosts_help[] =
     "usage: rexec hosts [--json]\n"
     "       rexec hosts import-ssh-config [PATTERN]\n\n"
-    "Lists the inventory of rexec.json. No connection is made.\n\n"
+    "Lists the inventory of rexec.json (--json: one JSON array). No connection is made.\n\n"
     "import-ssh-config prints inventory entries ({\"ssh_alias\": NAME}) to paste under \"hosts\"\n"
     "for each Host of ~/.ssh/config ($REXEC_SSH_CONFIG if set) whose name matches the glob\n"
     "PATTERN, each resolved by `ssh -G NAME` (shown in its description). Exit 1 if none.\n";
@@ -110,22 +122,29 @@ static const char evidence_help[] =
     "usage: rexec evidence prune [--older-than D] [--keep N] [--json]\n"
     "\n"
     "Removes the evidence (evidence/<run_id>/) of runs older than D: an age (90s, 30m, 12h,\n"
-    "30d, 1w) or a time (2026-12-01T00:00:00Z); default 30d. --keep N keeps the newest N runs\n"
-    "whatever their age. The audit log is not touched (see `rexec audit prune`).\n"
+    "30d, 1w) or a time (2026-12-01T00:00:00Z).\n"
+    "  --older-than D  the age or time (default 30d)\n"
+    "  --keep N        keep the newest N runs whatever their age\n"
+    "  --json          one JSON object on stdout\n"
+    "The audit log is not touched (see `rexec audit prune`).\n"
     "See docs/audit.md, \"Retention\".\n";
 
 static const char groups_help[] =
     "usage: rexec groups [--json]\n\nLists the host groups of rexec.json (TARGETS @name) with\n"
-    "their hosts. No connection is made.\n";
+    "their hosts (--json: one JSON array). No connection is made.\n";
 
 static const char approve_help[] =
     "usage: rexec approve CHALLENGE_ID\n"
-    "       rexec approvals [--json]\n"
+    "       rexec approvals [--json] [--all] [--prune]\n"
     "\n"
     "approve shows an operator what a pending call will run and asks, at the terminal\n"
     "(/dev/tty, never a pipe), for the challenge's confirmation code. The caller then runs\n"
     "with --grant CHALLENGE_ID: the grant is single-use and expires. approvals lists pending\n"
-    "challenges and unused grants. See docs/gate.md.\n";
+    "challenges and unused grants:\n"
+    "  --json   one JSON object a line\n"
+    "  --all    also the grants already used\n"
+    "  --prune  first remove expired challenges and old used grants\n"
+    "See docs/gate.md.\n";
 
 static const char audit_help[] =
     "usage: rexec audit verify [--key FILE] [--head H] [--json]\n"
@@ -161,6 +180,8 @@ static const char audit_help[] =
     "        decision/reason, exit), or with --json the stored lines unchanged.\n"
     "        --run ID      only this run's records\n"
     "        --since TIME  2026-12-02T10:00:00Z, 2026-12-02, or an age: 90s, 30m, 1h, 2d, 1w\n"
+    "        --host H      only this host's records\n"
+    "        --action A    only this action's records\n"
     "        show does not verify: use `rexec audit verify` for that.\n"
     "prune   removes rotated audit files older than --before (whole files, oldest first, never\n"
     "        audit.log, never cutting an intent from its outcome). A \"prune\" record in the\n"
@@ -192,6 +213,7 @@ static const char serve_help[] =
     "--log: one structured line per request and per call (time, client uid and user, op, id,\n"
     "run_id, host, action, decision, exit, duration): JSON lines on stderr, or journald\n"
     "fields (REXEC_*) when stderr is the journal (auto, the default), or nothing (off).\n"
+    "--socket PATH: the Unix socket to listen on (or the global --socket, $REXEC_SOCKET).\n"
     "--idle-timeout S: close a client idle that long with nothing running (default 300, 0 never).\n"
     "--stdin-timeout S: a run sent with \"stdin_stream\" whose stdin pauses longer than S\n"
     "(no \"stdin\" line, no byte of a raw piece) ends, nothing run (default 60).\n"

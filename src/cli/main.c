@@ -11,6 +11,7 @@
 #include <cjson/cJSON.h>
 
 #include "cli.h"
+#include "interface.h"
 #include "rexec.h"
 
 /* --json anywhere on the command line: failures are a JSON object on stdout too. */
@@ -67,7 +68,8 @@ static const struct command commands[] = {
     {"run", cli_run},         {"eval", cli_run},           {"check", cli_check},
     {"hosts", cli_hosts},     {"actions", cli_actions},    {"audit", cli_audit},
     {"approve", cli_approve}, {"approvals", cli_approvals}, {"serve", cli_serve},
-    {"groups", cli_groups},   {"evidence", cli_evidence},   {"help", cli_help},           {"__complete", cli_complete},
+    {"groups", cli_groups},   {"evidence", cli_evidence},   {"help", cli_help},
+    {"__complete", cli_complete}, {"__interface", cli_interface},
 };
 
 /* `rexec X --help` is `rexec help X`, for every command. */
@@ -96,17 +98,11 @@ static int dispatch(const cli_global *g, int argc, char **argv)
     return cli_error(64, "unknown command \"%s\" (see `rexec help`)", cli_arg(argv[0]));
 }
 
-/* Command options that take a value as the next word: that word is never a global option. */
+/* Command options that take a value as the next word: that word is never a global option. The
+ * interface table (interface.c) says which they are. */
 static int takes_value(const char *opt)
 {
-    static const char *const opts[] = {"--param", "-p", "--request", "--stdin", "--grant",
-                                       "--timeout", "--parallel", "--run", "--since", "--key",
-                                       "--idle-timeout", "--host", "--action", "--older-than",
-                                       "--keep", "--before", NULL};
-    for (int i = 0; opts[i]; i++)
-        if (strcmp(opt, opts[i]) == 0)
-            return 1;
-    return 0;
+    return strchr(opt, '=') == NULL && cli_takes_value(opt);
 }
 
 /* A global option at argv[*i]: 1 (taken, *i moved past its value), 0 (not one), or -exit. */
