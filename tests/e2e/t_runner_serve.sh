@@ -5,7 +5,8 @@
 #    killed call's code never reaches a later call), and the ordinary calls all succeed;
 #  - kill -9 of serve while calls run (and runners start): within 10 s nothing of any runner is
 #    left on the VM (no process naming a runner directory, no runner, no command);
-#  - kill -9 of the runners while calls run: the same;
+#  - kill -9 of the runners while calls run: the same; and kill -9 of serve as soon as its
+#    runners' `bash -s` appear (runners and slots still starting): the same;
 #  - on a VM whose runners' directory is another's symlink (lab1's sshd gives its sessions a
 #    TMPDIR where ${TMPDIR}/.rexec-<uid> links elsewhere): calls run all the same, each on a
 #    channel of its own (one warning), at once, and nothing is written through the link.
@@ -38,13 +39,18 @@ f = s.makefile("rb")
 rnd = random.Random(int(time.time() * 1000))
 def send(o):
     s.sendall((json.dumps(o) + "\n").encode())
-if mode == "long":  # n long calls, then wait for each to have started: kill -9 comes from outside
+if mode in ("long", "send"):  # n long calls (waiting for each to start): kill -9 comes from outside
     for i in range(n):
         send({"op": "run", "id": i, "targets": "lab1", "action": "t.long", "stream": True})
+    if mode == "send":
+        print("started", flush=True)
+        sys.stdin.read()
+        sys.exit(0)
     seen = set()
     while len(seen) < n:
         o = json.loads(f.readline())
-        if "started" in json.dumps(o):
+        # the command's first output (serve may hold back its last bytes until more come)
+        if o.get("type") == "output" and o.get("data", "").startswith("start"):
             seen.add(o.get("id"))
     print("started", flush=True)
     sys.stdin.read()  # until the test is done with us
@@ -98,16 +104,17 @@ echo "  200 calls: $(head -n1 "$OUT")" >&2
 # ---- kill -9 of serve, then of the runners, while calls run ---------------------------------
 runner_left() { remote_pgrep '(^bash -s$|\.rexec-[0-9]+/r\.|sleep 2724)' >/dev/null; }
 nothing_left() { ! runner_left; }
-for victim in serve runners; do
+for victim in serve runners serve-early; do
     if [[ -z $SERVE_PID ]]; then # a new serve: runners start with a host's second call
         start_serve
         timeout 120 "$RX_PYTHON" "$CLIENT" "$SOCK" 2 mixed >/dev/null || fail "$victim: the first calls"
     fi
-    coproc LONG { timeout 300 "$RX_PYTHON" "$CLIENT" "$SOCK" 6 long; }
+    # serve-early: serve dies as soon as a runner's `bash -s` is there, while it starts
+    coproc LONG { timeout 300 "$RX_PYTHON" "$CLIENT" "$SOCK" 3 "$([[ $victim == serve-early ]] && echo send || echo long)"; }
     read -r -t 120 line <&"${LONG[0]}" || fail "$victim: the long calls did not start"
     assert_eq started "$line" "$victim: the long calls"
-    runner_left || fail "$victim: no runner on the VM (the test proves nothing)"
-    if [[ $victim == serve ]]; then
+    wait_until 20 runner_left || fail "$victim: no runner on the VM (the test proves nothing)"
+    if [[ $victim == serve* ]]; then
         kill -KILL "$SERVE_PID"
         wait "$SERVE_PID" 2>/dev/null || true
         SERVE_PID=
