@@ -448,10 +448,10 @@ static void check_call(lc_call *c)
     if (c->cancel_early) {
         if (c->ran || c->res.sent)
             violation("call %d, cancelled before a byte of it was sent: ran %d, sent %d (%s)",
-                      c->id, c->ran, c->res.sent, c->on_runner ? "on a runner" : "on a channel");
+                      c->id, c->ran, c->res.sent, c->on_runner ? "its frame reached a runner" : "no frame of it reached a runner");
         if (c->res.err != REXEC_ECANCELLED)
             violation("call %d, cancelled before a byte of it was sent, ends %s, not ECANCELLED (%s)",
-                      c->id, rexec_err_name(c->res.err), c->on_runner ? "on a runner" : "on a channel");
+                      c->id, rexec_err_name(c->res.err), c->on_runner ? "its frame reached a runner" : "no frame of it reached a runner");
     }
     for (int s = 0; s < 2; s++) {
         lc_bytes *g = &c->got[s], *e = &c->emitted[s];
