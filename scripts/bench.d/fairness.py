@@ -4,8 +4,9 @@ lab): how long a `ping` takes on one serve connection while another connection s
 stdout ("stream": true) from a host.
 
 One serve; connection A runs `head -c N /dev/zero` (the flood) and reads its output lines as
-fast as it can, in a process of its own; connection B sends pings one after the other and times
-each round trip, first with nothing else running (idle), then while the flood streams. Printed:
+fast as it can, in a process of its own; connection B sends a ping every millisecond (open loop, from a
+thread) and times each one's round trip, first with nothing else running (idle), then while the
+flood streams. Printed:
 p50 / p99 / max of the round trips, how many, and the flood's throughput. Per host mode: with
 runners (the default) and with "runner": false (one channel per call, src/ssh/exec.c).
 """
@@ -16,6 +17,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import threading
 import time
 
 FLOOD = r"""
@@ -43,16 +45,6 @@ def ping_client(path):
     return s, s.makefile("rb")
 
 
-def one_ping(s, f, i):
-    t = time.perf_counter()
-    s.sendall(b'{"op":"ping","id":%d}\n' % i)
-    line = f.readline()
-    dt = time.perf_counter() - t
-    if b'"pong"' not in line:
-        sys.exit("fairness: not a pong: %r" % line[:200])
-    return dt * 1000
-
-
 def pct(v, p):
     v = sorted(v)
     return v[min(len(v) - 1, int(round(p / 100 * (len(v) - 1))))]
@@ -78,25 +70,59 @@ def warm(path, host):
     s.close()
 
 
-def measure(path, host, mib, idle_pings):
+class Pinger:
+    """Open loop: a ping every `every` seconds whatever the answers, from a thread, each timed
+    from its send to its pong. A closed loop (ping, wait, ping) would count one slow ping per
+    stall and thousands of fast ones in between: the percentiles would hide the stalls."""
+
+    def __init__(self, path, every):
+        self.s, self.f = ping_client(path)
+        self.every, self.sent, self.lat = every, {}, []
+        self.stop = threading.Event()
+
+    def _send(self):
+        i, t = 0, time.perf_counter()
+        while not self.stop.is_set():
+            self.sent[i] = time.perf_counter()
+            self.s.sendall(b'{"op":"ping","id":%d}\n' % i)
+            i += 1
+            t += self.every
+            pause = t - time.perf_counter()
+            if pause > 0:
+                time.sleep(pause)
+        self.s.sendall(b'{"op":"ping","id":"last"}\n')
+
+    def run_while(self, busy):
+        """Pings until busy() is false; returns the round trips in ms."""
+        th = threading.Thread(target=self._send)
+        th.start()
+        try:
+            while busy():
+                line = self.f.readline()
+                o = json.loads(line)
+                if o["type"] != "pong":
+                    sys.exit("fairness: not a pong: %r" % line[:200])
+                self.lat.append((time.perf_counter() - self.sent[o["id"]]) * 1000)
+        finally:
+            self.stop.set()
+            th.join()
+        for line in self.f:  # the pongs still on their way, up to the last one
+            o = json.loads(line)
+            if o["id"] == "last":
+                break
+            self.lat.append((time.perf_counter() - self.sent[o["id"]]) * 1000)
+        return self.lat
+
+
+def measure(path, host, mib, idle_s, every):
     warm(path, host)
-    s, f = ping_client(path)
-    show("ping, idle", [one_ping(s, f, i) for i in range(idle_pings)])
+    t_end = time.monotonic() + idle_s
+    show("ping, idle", Pinger(path, every).run_while(lambda: time.monotonic() < t_end))
     flood = subprocess.Popen([sys.executable, "-c", FLOOD, path, host, str(mib << 20)],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     # the flood's "accepted" line: from then on its call is on its way
     flood.stderr.readline()
-    v, at = [], []
-    i = 0
-    t0 = time.perf_counter()
-    while flood.poll() is None:
-        at.append(time.perf_counter() - t0)
-        v.append(one_ping(s, f, i))
-        i += 1
-    if os.environ.get("FAIR_DEBUG"):
-        worst = sorted(range(len(v)), key=lambda k: -v[k])[:8]
-        print("  worst:", ", ".join("%.1f ms at %.3f s" % (v[k], at[k]) for k in worst),
-              "of %.3f s" % (time.perf_counter() - t0))
+    v = Pinger(path, every).run_while(lambda: flood.poll() is None)
     out, err = flood.communicate()
     if flood.returncode != 0:
         sys.exit("fairness: flood failed: %s" % err.decode()[-500:])
@@ -104,9 +130,7 @@ def measure(path, host, mib, idle_pings):
     if r["exit_status"] != 0:
         sys.exit("fairness: flood exit status %s" % r["exit_status"])
     # the first pings may predate the first output bytes: all are counted, none left out
-    show("ping while %d MiB stream" % mib, v,
-         "   (flood %.0f MiB/s)" % (mib / r["seconds"]))
-    s.close()
+    show("ping while %d MiB stream" % mib, v, "   (flood %.0f MiB/s)" % (mib / r["seconds"]))
 
 
 def main():
@@ -114,7 +138,8 @@ def main():
     ap.add_argument("--rexec", required=True)
     ap.add_argument("--lab", required=True)
     ap.add_argument("--mib", type=int, default=300)
-    ap.add_argument("--idle-pings", type=int, default=2000)
+    ap.add_argument("--idle-s", type=float, default=2.0, help="idle pings for this long")
+    ap.add_argument("--every-ms", type=float, default=1.0, help="a ping every N ms")
     ap.add_argument("--modes", default="runner,exec")
     a = ap.parse_args()
     ws = os.path.join(a.lab, "workspace")
@@ -136,7 +161,7 @@ def main():
         for mode in a.modes.split(","):
             host = "lab1" if mode == "runner" else "lab2"
             print("%s (%s):" % (host, "runners" if mode == "runner" else '"runner": false'))
-            measure(sock, host, a.mib, a.idle_pings)
+            measure(sock, host, a.mib, a.idle_s, a.every_ms / 1000)
     finally:
         srv.terminate()
         srv.wait()

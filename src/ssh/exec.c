@@ -45,7 +45,7 @@ struct rx_exec {
     exec_state state;
     unsigned char *data; /* script then stdin bytes */
     size_t len, off, script_len;
-    unsigned char *rbuf;  /* RX_EXEC_CHUNK: every read of stdout/stderr lands here */
+    unsigned char *rbuf;  /* RX_EXEC_READ: every read of stdout/stderr lands here */
     size_t rmax;          /* the most of rbuf a read filled (wiped at the end) */
     rx_exec_stdin_pull pull; /* stdin pulled after data (see exec.h) */
     void *pull_ud;
@@ -364,7 +364,7 @@ static int read_streams(rx_exec *e)
         return 0;
     for (int stream = 0; stream < 2; stream++) {
         for (int reads = 0; reads < RX_READ_BUDGET; reads++) {
-            ssize_t n = libssh2_channel_read_ex(e->ch, stream, (char *)buf, RX_EXEC_CHUNK);
+            ssize_t n = libssh2_channel_read_ex(e->ch, stream, (char *)buf, RX_EXEC_READ);
             if (n == LIBSSH2_ERROR_EAGAIN || n == 0)
                 break;
             if (n < 0) {
@@ -629,7 +629,7 @@ int rx_exec_start(rx_session *s, const rx_exec_opts *opts, const rx_exec_cb *cb,
         return REXEC_ENOMEM;
     e->len = opts->script_len + (opts->stdin_data ? opts->stdin_len : 0);
     e->data = malloc(e->len ? e->len : 1);
-    e->rbuf = malloc(RX_EXEC_CHUNK);
+    e->rbuf = malloc(RX_EXEC_READ);
     if (opts->stdin_pull && !opts->stdin_data && opts->stdin_len > 0) {
         e->pull = opts->stdin_pull;
         e->pull_ud = opts->stdin_ud;

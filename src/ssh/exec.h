@@ -68,11 +68,15 @@ typedef struct rx_exec_opts {
 } rx_exec_opts;
 
 /* The channel's receive window and packet size (libssh2_channel_open_ex), and the size of the
- * per-exec buffers that stdout/stderr are read into and stdin is pulled into: fixed, allocated
- * once per exec, whatever the output size. Chosen by measurement (docs/PERFORMANCE.md). */
+ * per-exec buffer stdin is pulled into: fixed, allocated once per exec, whatever the size.
+ * Chosen by measurement (docs/PERFORMANCE.md). */
 #define RX_EXEC_WINDOW (2u * 1024 * 1024)
 #define RX_EXEC_PACKET 32768u
 #define RX_EXEC_CHUNK (256u * 1024)
+/* One read of stdout/stderr takes at most this much (the exec's read buffer): with
+ * RX_READ_BUDGET, what one step hands on to the redactor, the evidence and serve, whose cost
+ * bounds how long other clients wait (session.h, "Fairness on the loop"). */
+#define RX_EXEC_READ (64u * 1024)
 
 /* Queues an exec on session s (it starts when s is READY and has room). Returns 0 or ENOMEM;
  * on success on_done will be called exactly once, from the loop. */

@@ -22,10 +22,10 @@ typedef struct rx_session rx_session;
  * pending; a drive steps its users at most RX_DRIVE_PASSES times. A drive that ends with a user
  * still making progress, or with data libssh2 holds for it (ops->pending), comes back from the
  * loop (an idle handle, session.c) after the other handles have run, socket readable or not.
- * One read of an exec is up to RX_EXEC_CHUNK (256 KiB), and what follows it (redaction, sha256,
- * evidence, serve's JSON) costs ~1.5 ms per 256 KiB on the lab machine: with 1 and 1, a ping
- * on another serve connection while one streams 300 MiB takes p99 ~3 ms (was 10-15 ms with 4
- * and 4, and 14 ms unbounded), at the same throughput (scripts/bench.d/fairness.sh). */
+ * One read of an exec is up to RX_EXEC_READ (64 KiB), and what follows it (redaction, sha256,
+ * evidence, serve's JSON) is most of a step's cost. scripts/bench.d/fairness.sh (a ping every
+ * ms on one serve connection while another streams 300 MiB, 2 CPUs at load 4-7): p99 4.7-5.3 ms
+ * with 1 read of 64 KiB, 5.5-21 ms with 1 of 256 KiB, 65 ms when a drive read until EAGAIN. */
 #define RX_READ_BUDGET 1
 #define RX_DRIVE_PASSES 1
 
