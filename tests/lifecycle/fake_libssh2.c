@@ -1039,8 +1039,12 @@ static void pull_other(lc_chan *self)
     for (lc_chan *o = self->conn->chans; o && n < 64; o = o->next)
         if (o != self && (o->fl[0].len || o->fl[1].len || (o->fl_eof && !o->rd_eof)))
             cand[n++] = o;
-    if (n > 0)
-        net_to_ctrl(cand[lc_below((unsigned)n)]);
+    if (n > 0) {
+        lc_chan *o = cand[lc_below((unsigned)n)];
+        lc_trace("fake: a read of chan %d pulls chan %d's packets into libssh2's queue", self->id,
+                 o->id);
+        net_to_ctrl(o);
+    }
 }
 
 ssize_t libssh2_channel_read_ex(LIBSSH2_CHANNEL *ch, int stream, char *buf, size_t n)
