@@ -84,7 +84,42 @@ set(CPACK_DEBIAN_PACKAGE_SUGGESTS "bash-completion")
 include(CPack)
 
 # The Python client of `rexec serve` (docs/python-client.md), pure Python, where Debian's python3
-# looks for packages under the prefix.
-set(REXEC_PYTHON_DIR "lib/python3/dist-packages" CACHE STRING "where cmake --install puts rexec_client")
-install(DIRECTORY ${CMAKE_SOURCE_DIR}/python/rexec_client DESTINATION ${REXEC_PYTHON_DIR}
-        FILES_MATCHING PATTERN "*.py" PATTERN "__pycache__" EXCLUDE)
+# looks for it: /usr/lib/python3/dist-packages for the .deb (prefix /usr, the place of Debian's
+# own python3-* packages), /usr/local/lib/python3.X/dist-packages for `cmake --install` to
+# /usr/local (Debian's python3 does not search /usr/local/lib/python3/dist-packages). X is the
+# version of the system's python3, asked at configure time; REXEC_PYTHON_INSTALL_DIR overrides both.
+set(REXEC_PYTHON_INSTALL_DIR "" CACHE STRING "where cmake --install puts rexec_client (relative to the prefix; empty: Debian's place)")
+set(REXEC_PYTHON_MINOR "")
+find_program(REXEC_SYSTEM_PYTHON NAMES python3 PATHS /usr/bin NO_DEFAULT_PATH)
+if(REXEC_SYSTEM_PYTHON)
+  execute_process(COMMAND ${REXEC_SYSTEM_PYTHON} -c "import sys; print('%d.%d' % sys.version_info[:2])"
+                  OUTPUT_VARIABLE REXEC_PYTHON_MINOR OUTPUT_STRIP_TRAILING_WHITESPACE)
+endif()
+# Decided at install time: `cmake --install --prefix P` and CPack (prefix /usr) differ.
+install(CODE "
+  set(_rexec_py \"${REXEC_PYTHON_INSTALL_DIR}\")
+  if(_rexec_py STREQUAL \"\")
+    if(CMAKE_INSTALL_PREFIX STREQUAL \"/usr\" OR \"${REXEC_PYTHON_MINOR}\" STREQUAL \"\")
+      set(_rexec_py lib/python3/dist-packages)
+    else()
+      set(_rexec_py lib/python${REXEC_PYTHON_MINOR}/dist-packages)
+    endif()
+  endif()
+  file(INSTALL DESTINATION \"\${CMAKE_INSTALL_PREFIX}/\${_rexec_py}\" TYPE DIRECTORY
+       FILES \"${CMAKE_SOURCE_DIR}/python/rexec_client\"
+       FILES_MATCHING PATTERN \"*.py\" PATTERN \"__pycache__\" EXCLUDE)
+")
+
+# After an install into the running system (no DESTDIR) as root, the dynamic linker's cache
+# learns the new librexec.so.0 (embedders link it; bin/rexec does not need it). A .deb runs
+# ldconfig through its trigger instead (tests/install/t_deb.sh). Without root there is no cache
+# to update: the library is found through LD_LIBRARY_PATH or an rpath.
+install(CODE "
+  execute_process(COMMAND id -u OUTPUT_VARIABLE _rexec_uid OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(\"\$ENV{DESTDIR}\" STREQUAL \"\" AND _rexec_uid STREQUAL \"0\")
+    execute_process(COMMAND ldconfig RESULT_VARIABLE _rexec_ldconfig)
+    if(NOT _rexec_ldconfig EQUAL 0)
+      message(WARNING \"ldconfig failed (\${_rexec_ldconfig}): run it by hand\")
+    endif()
+  endif()
+")

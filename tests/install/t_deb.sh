@@ -42,7 +42,8 @@ dpkg-deb -c "$deb" | awk '{ print $6 }' >"$RX_TMP/files"
 for f in ./usr/bin/rexec ./usr/include/rexec.h ./usr/include/rexec/version.h \
          ./usr/share/man/man1/rexec.1.gz ./usr/share/man/man5/rexec.json.5.gz \
          ./usr/share/bash-completion/completions/rexec ./usr/share/doc/rexec/LICENSE \
-         ./usr/share/doc/rexec/CHANGELOG.md ./usr/share/doc/rexec/docs/ci.md; do
+         ./usr/share/doc/rexec/CHANGELOG.md ./usr/share/doc/rexec/docs/ci.md \
+         ./usr/lib/python3/dist-packages/rexec_client/__init__.py; do
     grep -qxF -- "$f" "$RX_TMP/files" || fail "the .deb lacks $f"
 done
 for re in '^\./usr/lib/(.*/)?librexec\.so\.0\.[0-9]+\.[0-9]+$' '^\./usr/lib/(.*/)?librexec\.a$' \
