@@ -58,6 +58,7 @@ typedef struct lc_faults {
                               * to the channel after the call's end markers (an escapee; only
                               * with REXEC_LIFECYCLE_ESCAPEES=1: outside the runner's contract
                               * under pid-namespace containment) */
+    unsigned desync;         /* a runner's slot reports desync (phase desync): nothing ran */
     unsigned pull_other;     /* a read of one channel pulls another channel's packets into
                               * libssh2's queue, with no poll event for them (lost wake-ups) */
     unsigned huge;           /* a command writes 300-700 KB at once (more than one read of an

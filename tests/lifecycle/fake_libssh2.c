@@ -492,6 +492,15 @@ static int runner_input(lc_chan *ch)
 static int runner_call_step(lc_chan *ch)
 {
     lc_cmd *cmd = &ch->cmd;
+    if (ch->cs == CALL_SLOT && lc_permille(lc_f.desync)) {
+        /* the slot found bytes that are not this call's frame (remote/runner.sh): it runs
+         * nothing and says so; runner.c then discards the runner */
+        lc_trace("peer: chan %d: the slot reports desync for call %d", ch->id, cmd->token);
+        peer_marker(ch, 0, cmd->nonce, "end");
+        peer_marker(ch, 1, cmd->nonce, "end desync 125 0 pid-namespace 0 0 1");
+        ch->cs = CALL_NONE;
+        return 1;
+    }
     if (ch->stray_token && (ch->cs == CALL_NONE || lc_below(2))) {
         char b[64];
         int n = snprintf(b, sizeof(b), "<stray output of call %d>", ch->stray_token);

@@ -530,6 +530,7 @@ static long long run_seed(uint64_t seed)
     lc_f.connect_fail = lc_permille(300) ? (int)lc_below(300) : 0;
     lc_f.loss_prefix = (int)lc_below(2);
     lc_f.pull_other = lc_permille(500) ? lc_below(300) : 0;
+    lc_f.desync = lc_permille(100) ? lc_below(100) : 0;
     lc_f.huge = opt_known_d ? 100 + lc_below(200) : 0; /* KNOWN (d) */
     lc_f.stray = opt_escapees && lc_permille(500) ? lc_below(300) : 0;
     unsigned loss_rate = lc_permille(400) ? lc_below(4) : 0;
