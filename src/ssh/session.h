@@ -24,8 +24,8 @@ typedef struct rx_session rx_session;
  * loop (an idle handle, session.c) after the other handles have run, socket readable or not.
  * One read of an exec is up to RX_EXEC_READ (64 KiB), and what follows it (redaction, sha256,
  * evidence, serve's JSON) is most of a step's cost. scripts/bench.d/fairness.sh (a ping every
- * ms on one serve connection while another streams 300 MiB, 2 CPUs at load 4-7): p99 4.7-5.3 ms
- * with 1 read of 64 KiB, 5.5-21 ms with 1 of 256 KiB, 65 ms when a drive read until EAGAIN. */
+ * ms on one serve connection while another streams 300 MiB): p99 1.6-6.8 ms with 1 read of
+ * 64 KiB, 17-70 ms when a drive read until EAGAIN (docs/architecture.md, "Fairness"). */
 #define RX_READ_BUDGET 1
 #define RX_DRIVE_PASSES 1
 
