@@ -13,7 +13,8 @@
 #    there makes the runner refuse at once (":none base"); what is planted in it or in TMPDIR
 #    (a symlink to a directory of FIFOs, a FIFO named owner, old-style .rexec-runner.*) neither
 #    holds a runner's start nor gets a byte written; a dead runner's directory is removed and
-#    its processes killed, also those of a directory that is gone.
+#    its processes killed, also those of a directory that is gone;
+#  - a slot whose runner went before the slot opened its FIFOs goes at once (no open blocks).
 tid="runner frames: kill before read, planted bytes, the runners' directory"
 . "${REXEC_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/e2e/lib.sh"
 
@@ -84,4 +85,22 @@ kill -0 "$o3" 2>/dev/null || fail "the sweep killed a process of a live runner"
 [[ -d $b/r.live ]] || fail "the sweep removed a live runner's directory"
 kill "$o3"
 wait "$o1" "$o2" "$o3" 2>/dev/null || true
+
+# ---- a slot whose runner is gone before the slot opened its FIFOs ------------------------------
+# (the runner killed, or gone at EOF, while it started a slot): the slot's opens must not wait
+# for a writer that will never come; it finds EOF and goes at once, with its waiting shell.
+s=$RX_TMP/s5 && mkdir -m 700 "$s" && mkfifo "$RX_TMP/rin"
+{ printf '__rx_rnonce=0123 __rx_max_rank=1\n'
+  cat "$REXEC_SRC/remote/wrapper.sh" "$REXEC_SRC/remote/runner.sh"
+  printf '__rx_runner; exit\n'
+  cat "$RX_TMP/rin"; } | TMPDIR=$s bash -s >"$RX_TMP/rout" 2>/dev/null &
+exec {rin}>"$RX_TMP/rin"
+wait_until 20 grep -q ready "$RX_TMP/rout"
+d=$RX_TMP/gone && mkdir -m 700 "$d" && cp "$s"/.rexec-*/r.*/slot "$d/slot"
+exec {rin}>&- # EOF: that runner goes
+mkfifo "$d/c0" "$d/n0" "$d/s0" "$d/g0"
+rc=0
+timeout 10 bash "$d/slot" "$d" 0 process-group </dev/null >/dev/null 2>&1 || rc=$?
+[[ $rc != 124 ]] || fail "a slot whose runner is gone waited in an open of its FIFO"
+pgrep -f "rexec $d\$" >/dev/null && fail "the waiting shell of a slot whose runner is gone is still there"
 pass
