@@ -4,10 +4,13 @@
  * of a fake connection (lc_conn, one per fake rx_session). Nothing reaches a socket:
  *   controller write -> to_peer (in flight) -> [network event] -> in (the peer reads it)
  *   peer output      -> fl[stream] (in flight) -> [network event] -> rd[stream] (read_ex)
- * Channel opens, exec requests and closes wait for a reply that a network event delivers. Any
- * call may answer EAGAIN, writes and reads may be short, opens may be refused
+ * Channel opens, exec requests and closes wait for a reply that a network event delivers. Writes,
+ * EOFs and closes may answer EAGAIN (then a poll comes later) and writes may be short; a read
+ * takes what libssh2's queue holds for the stream, and may pull another channel's packets into
+ * that queue with no poll for them (lost wake-ups); opens may be refused
  * (LIBSSH2_ERROR_CHANNEL_FAILURE, also at the server's MaxSessions), exec requests refused; a
- * lost connection fails every call with a socket error, and the peers read EOF.
+ * lost connection fails every call with a socket error, a random prefix of what was in flight
+ * may still reach the peers, and they read EOF.
  *
  * The peer of a channel is what `bash -s` would run on the VM:
  * - a channel-per-call wrapper (exec.c): the test's script is "#LC nonce=N token=T stdin=L
@@ -22,7 +25,8 @@
  *   as the header is read; "K\n" kills the running call (rc 137, killed 1); a kill that comes
  *   before the slot started the call stops it before it runs (started 0); stdin followed by
  *   readable input is a cancel (phase cancel, nothing runs); EOF kills the call and the runner
- *   exits. A runner may also die (SIGKILL) at any point.
+ *   exits; a slot may report desync (nothing ran). A runner, or a call's bash -s, may also die
+ *   (SIGKILL). With REXEC_LIFECYCLE_ESCAPEES=1 a call's leftover process writes after its end.
  * The test's code carries "CALLTOKEN-<n>": when a command starts, the peer reports which call
  * it is (lc_peer_ran) and every byte the command writes (lc_peer_output). */
 #include <stdarg.h>
