@@ -1,7 +1,10 @@
 /* The lifecycle test's seam (tests/lifecycle/): what the fake session (fake_session.c), the fake
- * libssh2 with its scripted peer (fake_libssh2.c), the fake clock (fake_clock.c) and the test
- * (lifecycle_test.c) share. Nothing here is part of rexec: the real pool.c, runner.c, exec.c
- * and marker.c are compiled into the test against these fakes instead of session.c and libssh2.
+ * libssh2 with its scripted peer (fake_libssh2.c), the PRNG, byte queues and virtual clock
+ * (fake_base.c) and the test (lifecycle_test.c) share. Nothing here is part of rexec: the real
+ * pool.c, runner.c, exec.c and marker.c (with buf.c, err.c and the embedded remote/ fragments)
+ * are compiled into the test against these fakes instead of session.c, libssh2 and render.c
+ * (whose two functions runner.c calls, rx_render_runner_start and rx_nonce_new, are at the end
+ * of fake_libssh2.c). CMakeLists.txt builds it as lifecycle_fake, CTest lifecycle/fake.
  *
  * The model: one fake server connection (lc_conn) per rx_session, holding fake channels. Every
  * byte the controller writes sits "in flight" until the scheduler delivers a prefix of it to the
