@@ -193,6 +193,14 @@ static int audit_prune_cmd(const cli_global *g, const audit_opts *o)
         return cli_lib_error(&err);
     if (o->json)
         printf("{\"files\":%zu,\"records\":%zu}\n", files, records);
+    else if (files == 0) /* no anchor is written then: naming one would send the reader to
+                          * a file that may not exist */
+    {
+        char *when = cli_redact(o->before); /* what was typed, through the one redaction path */
+        printf("audit: nothing to prune: no rotated audit file is older than %s (audit.log "
+               "itself never is pruned)\n", when);
+        free(when);
+    }
     else
         printf("audit: pruned %zu rotated file(s), %zu record(s); the chain continues from "
                "audit/anchor.json\n", files, records);

@@ -17,6 +17,26 @@
 /* --json anywhere on the command line: failures are a JSON object on stdout too. */
 static int json_errors;
 
+/* "DIR/rexec.json: No such file or directory" is what every command says, through the library
+ * or the CLI's own modules, when run outside a workspace; the usual cause is a forgotten -w or
+ * $REXEC_WORKSPACE, so the message says how to name one. msg may be replaced; never NULL after. */
+static const char *with_workspace_hint(char **msg)
+{
+    static const char enoent[] = "rexec.json: No such file or directory";
+    static const char hint[] = " (not a workspace: name one with --workspace DIR, -w DIR or "
+                               "$REXEC_WORKSPACE; docs/workspace.md)";
+    if (*msg == NULL)
+        return "out of memory";
+    size_t n = strlen(*msg);
+    if (n < sizeof(enoent) - 1 || strcmp(*msg + n - (sizeof(enoent) - 1), enoent) != 0)
+        return *msg;
+    char *longer = realloc(*msg, n + sizeof(hint));
+    if (longer == NULL)
+        return *msg;
+    memcpy(longer + n, hint, sizeof(hint));
+    return *msg = longer;
+}
+
 int cli_error(int code, const char *fmt, ...)
 {
     va_list ap;
@@ -31,7 +51,7 @@ int cli_error(int code, const char *fmt, ...)
         vsnprintf(msg, (size_t)n + 1, fmt, ap);
         va_end(ap);
     }
-    char *shown = cli_redact(msg ? msg : "out of memory");
+    char *shown = cli_redact(with_workspace_hint(&msg));
     free(msg);
     fprintf(stderr, "rexec: %s\n", shown);
     if (json_errors) {

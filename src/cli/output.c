@@ -88,6 +88,18 @@ void cli_note_one_user(void)
     X(run_id) X(host) X(action) X(decision) X(reason) X(effective_risk) X(signal)               \
     X(stdout_sha256) X(containment) X(evidence) X(challenge_id) X(rendered) X(error) X(batch_id)
 
+/* eval's line: "lab1: ALLOW (ALLOW_LEVEL, L0)"; a reason that only repeats the decision
+ * (REQUIRES_APPROVAL) is left out: "lab1: REQUIRES_APPROVAL (L2)". */
+static void show_decision(const rexec_result *res)
+{
+    const char *risk = res->effective_risk ? res->effective_risk : "-";
+    if (res->reason && strcmp(res->reason, res->decision) != 0)
+        dprintf(1, "%s: %s (%s, %s)", res->host, res->decision, res->reason, risk);
+    else
+        dprintf(1, "%s: %s (%s)", res->host, res->decision, risk);
+    dprintf(1, "%s%s\n", res->rendered ? "\n  would run: " : "", res->rendered ? res->rendered : "");
+}
+
 void cli_show_result(const rexec_result *in, int json, int eval)
 {
     rexec_result shown = *in, *res = &shown;
@@ -114,10 +126,7 @@ void cli_show_result(const rexec_result *in, int json, int eval)
         if (res->truncated)
             dprintf(2, "rexec: %s: output truncated at max_output_bytes\n", res->host);
         if (eval && res->decision)
-            dprintf(1, "%s: %s (%s, %s)%s%s\n", res->host, res->decision,
-                    res->reason ? res->reason : "-",
-                    res->effective_risk ? res->effective_risk : "-",
-                    res->rendered ? "\n  would run: " : "", res->rendered ? res->rendered : "");
+            show_decision(res);
     }
 #define FREE_FIELD_(f) free((char *)shown.f);
     RESULT_TEXT_FIELDS(FREE_FIELD_)

@@ -1052,6 +1052,7 @@ static const char *exit_cell(const cJSON *rec, char *buf, size_t size)
     return buf;
 }
 
+/* DECISION/REASON is 36 wide: the longest pair, REQUIRES_APPROVAL/GRANT_NOT_APPROVED, fits. */
 static void show_row(show_state *st, const cJSON *rec)
 {
     char ts[32], run[48], phase[12], host[24], action[32], dec[24], why[40], ex[32];
@@ -1059,9 +1060,9 @@ static void show_row(show_state *st, const cJSON *rec)
     snprintf(decision, sizeof(decision), "%s/%s", cell(rec, "decision", dec, sizeof(dec)),
              cell(rec, "reason", why, sizeof(why)));
     if (st->shown++ == 0)
-        fprintf(st->out, "%-24s %-33s %-8s %-16s %-24s %-32s %s\n", "TIME", "RUN_ID", "PHASE",
+        fprintf(st->out, "%-24s %-33s %-8s %-16s %-24s %-36s %s\n", "TIME", "RUN_ID", "PHASE",
                 "HOST", "ACTION", "DECISION/REASON", "EXIT");
-    fprintf(st->out, "%-24s %-33s %-8s %-16s %-24s %-32s %s\n", cell(rec, "ts", ts, sizeof(ts)),
+    fprintf(st->out, "%-24s %-33s %-8s %-16s %-24s %-36s %s\n", cell(rec, "ts", ts, sizeof(ts)),
             cell(rec, "run_id", run, sizeof(run)), cell(rec, "phase", phase, sizeof(phase)),
             cell(rec, "host", host, sizeof(host)), cell(rec, "action", action, sizeof(action)),
             decision, exit_cell(rec, ex, sizeof(ex)));
