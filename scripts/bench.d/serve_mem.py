@@ -12,6 +12,7 @@ per 1,000 cancelled calls over --calls more. Linux /proc only.
 import argparse
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -135,6 +136,7 @@ def main():
     cmd = a.serve_wrapper.split() + [a.rexec, "--workspace", ws, "serve", "--socket", sock,
                                      "--log", "off"]
     srv = subprocess.Popen(cmd, stderr=open(os.path.join(a.lab, "serve_mem.err"), "w"))
+    pid = None
     try:
         for _ in range(3000):
             if os.path.exists(sock):
@@ -146,7 +148,11 @@ def main():
         completed(c, pid, a.warm, a.calls, a.inflight)
         cancelled(c, pid, a.warm, a.calls, a.batch)
     finally:
-        srv.terminate()
+        # serve itself, not a wrapper's shell (heaptrack's would leave serve running)
+        if pid:
+            os.kill(pid, signal.SIGTERM)
+        else:
+            srv.terminate()
         srv.wait()
 
 
