@@ -105,7 +105,9 @@ static const char hosts_help[] =
     "Lists the inventory of rexec.json (--json: one JSON array). No connection is made.\n\n"
     "import-ssh-config prints inventory entries ({\"ssh_alias\": NAME}) to paste under \"hosts\"\n"
     "for each Host of ~/.ssh/config ($REXEC_SSH_CONFIG if set) whose name matches the glob\n"
-    "PATTERN, each resolved by `ssh -G NAME` (shown in its description). Exit 1 if none.\n";
+    "PATTERN, each resolved by `ssh -G NAME` (shown in its description), with \"auth\":\n"
+    "\"agent\" where ssh would use the agent (SSH_AUTH_SOCK set, and no IdentityFile exists\n"
+    "or IdentitiesOnly is no). Exit 1 if none.\n";
 
 static const char actions_help[] =
     "usage: rexec actions [--json]\n"

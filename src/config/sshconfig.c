@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -138,6 +139,10 @@ static int set_field(rx_ssh_g *g, const char *k, const char *v)
         dst = &g->proxyjump;
     else if (strcmp(k, "port") == 0)
         g->port = atoi(v);
+    else if (strcmp(k, "identitiesonly") == 0)
+        g->identities_only = strcmp(v, "yes") == 0;
+    else if (strcmp(k, "identityagent") == 0)
+        g->agent_none = strcmp(v, "none") == 0;
     else if (strcmp(k, "identityfile") == 0 && g->n_identityfile < RX_SSH_G_MAX_FILES)
         return (g->identityfile[g->n_identityfile++] = expand_tilde(v)) ? 0 : REXEC_ENOMEM;
     else if (strcmp(k, "userknownhostsfile") == 0) {
@@ -220,6 +225,19 @@ static int name_ok(const char *s)
            strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == n;
 }
 
+/* Whether ssh would log in with the agent (sshconfig.h, rx_ssh_config_import). */
+static int uses_agent(const rx_ssh_g *g)
+{
+    const char *sock = getenv("SSH_AUTH_SOCK");
+    struct stat st;
+    int any_file = 0;
+    if (sock == NULL || *sock == '\0' || g->agent_none)
+        return 0;
+    for (int i = 0; i < g->n_identityfile; i++)
+        any_file |= stat(g->identityfile[i], &st) == 0;
+    return !any_file || !g->identities_only;
+}
+
 static int import_one(const char *name, rx_buf *out, int *first, rexec_error *err)
 {
     rx_ssh_g g;
@@ -233,6 +251,8 @@ static int import_one(const char *name, rx_buf *out, int *first, rexec_error *er
         snprintf(desc + n, sizeof(desc) - (size_t)n, " via %s", g.proxyjump);
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "ssh_alias", name);
+    if (uses_agent(&g))
+        cJSON_AddStringToObject(o, "auth", "agent");
     cJSON_AddStringToObject(o, "description", desc);
     cJSON *k = cJSON_CreateString(name);
     char *js = cJSON_PrintUnformatted(o), *key = k ? cJSON_PrintUnformatted(k) : NULL;

@@ -19,6 +19,8 @@ typedef struct rx_ssh_g {
     int n_identityfile;
     char *knownhosts[RX_SSH_G_MAX_FILES]; /* UserKnownHostsFile, ~ expanded */
     int n_knownhosts;
+    int identities_only;                  /* IdentitiesOnly yes */
+    int agent_none;                       /* IdentityAgent none: ssh asks no agent */
 } rx_ssh_g;
 
 /* Runs `ssh -G ALIAS` (deadline RX_SSH_G_TIMEOUT_S, output capped) and parses it. ALIAS must be
@@ -29,7 +31,10 @@ void rx_ssh_g_free(rx_ssh_g *g);
 
 /* `rexec hosts import-ssh-config [PATTERN]`: the concrete Host names of the ssh config file
  * ($REXEC_SSH_CONFIG, else ~/.ssh/config) matching the glob PATTERN (NULL: all), each resolved
- * with ssh -G, as inventory entries (JSON members) to paste under "hosts". Lines on *out; names
+ * with ssh -G, as inventory entries (JSON members) to paste under "hosts". An entry says
+ * "auth": "agent" where ssh would log in with the agent's keys: SSH_AUTH_SOCK is set, IdentityAgent
+ * is not none, and either no IdentityFile it lists exists or IdentitiesOnly is no (ssh then offers
+ * the agent's keys first). Lines on *out; names
  * that cannot be inventory names are listed as skipped in *notes. */
 int rx_ssh_config_import(const char *pattern, rx_buf *out, rx_buf *notes, rexec_error *err);
 

@@ -335,8 +335,10 @@ static int load_host(rx_ws *ws, const cJSON *o, const char *path, rx_host *h, re
                                        "key_passphrase", "host_key", "allow", "approve",
                                        "max_channels", "max_connections", "containment",
                                        "ssh_alias", "proxy_jump", "description", "runner",
-                                       NULL};
+                                       "key_permissions", NULL};
     static const char *const auth_names[] = {"key", "agent"};
+    static const char *const perm_names[] = {"strict", "ignore"}; /* src/ssh/auth.c */
+    int perms = 0;
     char *key = NULL, p[RX_JSON_PATH_MAX];
     int r, cont = RX_CONT_PID_NAMESPACE, auth = RX_AUTH_KEY;
     int alias = cJSON_GetObjectItemCaseSensitive(o, "ssh_alias") != NULL;
@@ -353,6 +355,7 @@ static int load_host(rx_ws *ws, const cJSON *o, const char *path, rx_host *h, re
         (r = get_enum(o, "auth", path, auth_names, 2, &auth, err)) != 0 ||
         (r = get_dup(o, "key", path, auth == RX_AUTH_KEY && !alias, &key, err)) != 0 ||
         (r = get_dup(o, "key_passphrase", path, 0, &h->key_passphrase, err)) != 0 ||
+        (r = get_enum(o, "key_permissions", path, perm_names, 2, &perms, err)) != 0 ||
         (r = get_dup(o, "proxy_jump", path, 0, &h->proxy_jump, err)) != 0 ||
         (r = load_hostkey_policy(o, path, h, err)) != 0 ||
         (r = get_risk(o, "allow", path, &h->allow, err)) != 0 ||
@@ -363,6 +366,7 @@ static int load_host(rx_ws *ws, const cJSON *o, const char *path, rx_host *h, re
         (r = rx_json_get_bool(o, "runner", path, 0, &h->runner, C, err)) != 0)
         goto out;
     h->max_containment = (rx_containment)cont;
+    h->key_perms_ignore = perms == 1;
     if (cJSON_GetObjectItemCaseSensitive(o, "approve") == NULL && h->approve < h->allow)
         h->approve = h->allow; /* "allow": "L3" alone means everything runs */
     if (h->approve < h->allow) {

@@ -90,6 +90,7 @@ typedef struct rx_host {
                                  of the agent identity to use (auth "agent"; NULL = any) */
     rx_auth_method auth;
     char *key_passphrase;     /* name of the secret holding the key's passphrase, or NULL */
+    int key_perms_ignore;     /* "key_permissions": "ignore": a group/other-readable key is used */
     const struct rx_ws *ws;   /* the workspace the host belongs to (its secrets) */
     char *ssh_alias;          /* resolved with `ssh -G` at load (sshconfig.h), or NULL */
     char *known_hosts_extra;  /* the alias's UserKnownHostsFile, read besides known_hosts */

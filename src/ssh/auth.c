@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -20,6 +21,7 @@
 
 struct rx_auth {
     int started;
+    int key_via_agent; /* a passphrase key without key_passphrase, tried through the agent */
     /* key file */
     rx_buf pass;
     int have_pass;
@@ -119,6 +121,32 @@ static int key_encrypted(const char *path)
     return enc;
 }
 
+/* The message of a passphrase key that nothing can unlock: both ways out, as ssh has them. */
+static int needs_passphrase(const rx_host *h, rexec_error *err)
+{
+    return rx_fail(err, REXEC_EAUTH,
+                   "the key %s is protected by a passphrase: set \"key_passphrase\" to the name "
+                   "of a secret holding it, or load the key into an ssh-agent (ssh-add %s) and run "
+                   "rexec with SSH_AUTH_SOCK set",
+                   h->key, h->key);
+}
+
+/* OpenSSH's rule (sshkey_perm_ok): a private key of our own uid that its group or others may
+ * read or write is refused, in ssh's words, unless the host says "key_permissions": "ignore". */
+static int key_permissions_ok(const rx_host *h, rexec_error *err)
+{
+    struct stat st;
+    if (h->key_perms_ignore || stat(h->key, &st) != 0)
+        return 0; /* a missing file is reported by libssh2's attempt, with its errno */
+    if (st.st_uid != getuid() || (st.st_mode & 077) == 0)
+        return 0;
+    return rx_fail(err, REXEC_EAUTH,
+                   "Permissions 0%3.3o for '%s' are too open. It is required that your private "
+                   "key files are NOT accessible by others. This private key will be ignored. "
+                   "(chmod 600 it, or set \"key_permissions\": \"ignore\" on the host)",
+                   (unsigned)(st.st_mode & 0777), h->key);
+}
+
 static int key_failed(rx_auth *a, LIBSSH2_SESSION *ssh, const rx_host *h, int rc, rexec_error *err)
 {
     char *m = NULL;
@@ -128,10 +156,7 @@ static int key_failed(rx_auth *a, LIBSSH2_SESSION *ssh, const rx_host *h, int rc
         return rx_fail(err, REXEC_EAUTH, "cannot read the key %s: %s", h->key, strerror(errno));
     if (rc == LIBSSH2_ERROR_FILE && key_encrypted(h->key)) {
         if (!a->have_pass)
-            return rx_fail(err, REXEC_EAUTH,
-                           "the key %s is protected by a passphrase: set \"key_passphrase\" to "
-                           "the name of a secret holding it",
-                           h->key);
+            return needs_passphrase(h, err);
         return rx_fail(err, REXEC_EAUTH,
                        "cannot unlock the key %s with the passphrase from secret %s (wrong "
                        "passphrase, or a key format libssh2 cannot read)",
@@ -242,6 +267,12 @@ static int agent_start(rx_auth *a, LIBSSH2_SESSION *ssh, const rx_host *h, const
     if (libssh2_agent_list_identities(a->agent) != 0)
         return agent_io_failed(a, sock, "listing its keys", timeout, err);
     if (next_identity(a) != 0) {
+        if (a->key_via_agent)
+            return rx_fail(err, REXEC_EAUTH,
+                           "the key %s is protected by a passphrase and the ssh-agent at %s "
+                           "does not hold it: ssh-add %s, or set \"key_passphrase\" to the name "
+                           "of a secret holding the passphrase",
+                           h->key, sock, h->key);
         if (h->key)
             return rx_fail(err, REXEC_EAUTH,
                            "the ssh-agent at %s does not hold the key %s (it holds %d key%s; "
@@ -286,9 +317,27 @@ static int auth_agent(rx_auth *a, LIBSSH2_SESSION *ssh, const rx_host *h, double
     return RX_AUTH_FAILED;
 }
 
+/* As ssh does: a key that needs a passphrase nobody configured is looked for in the agent
+ * when there is one (SSH_AUTH_SOCK), by its public half (KEY.pub, as for "auth": "agent"). */
+static int key_wants_agent(const rx_host *h)
+{
+    const char *sock = getenv("SSH_AUTH_SOCK");
+    char pub[4096];
+    struct stat st;
+    if (h->key_passphrase || sock == NULL || *sock == '\0' || !key_encrypted(h->key))
+        return 0;
+    snprintf(pub, sizeof(pub), "%s.pub", h->key);
+    return stat(pub, &st) == 0;
+}
+
 int rx_auth_step(rx_auth *a, LIBSSH2_SESSION *ssh, const rx_host *h, double timeout_s,
                  rexec_error *err)
 {
-    return h->auth == RX_AUTH_AGENT ? auth_agent(a, ssh, h, timeout_s, err)
-                                    : auth_key(a, ssh, h, err);
+    if (h->auth == RX_AUTH_KEY && !a->started && !a->key_via_agent) {
+        if (key_permissions_ok(h, err) != 0)
+            return RX_AUTH_FAILED;
+        a->key_via_agent = key_wants_agent(h);
+    }
+    return h->auth == RX_AUTH_AGENT || a->key_via_agent ? auth_agent(a, ssh, h, timeout_s, err)
+                                                        : auth_key(a, ssh, h, err);
 }
