@@ -805,11 +805,11 @@ int rexec_call_start(rexec_ctx *ctx, const rexec_request *req, const rexec_callb
     c->stdin_fd = -1;
     c->t0_ns = uv_hrtime();
     rx_run_id_new(c->run_id);
-    if (call_copy_request(c, req) != 0) {
+    /* libuv's timer init cannot fail (1.44); checked all the same */
+    if (call_copy_request(c, req) != 0 || uv_timer_init(ctx->loop, &c->defer) != 0) {
         call_free(c);
         return rx_fail(err, REXEC_ENOMEM, "out of memory");
     }
-    uv_timer_init(ctx->loop, &c->defer);
     c->defer.data = c;
     c->gate_work.data = c;
     rx_ctx_track(ctx, &c->obj, call_obj_cancel);

@@ -204,7 +204,12 @@ int rexec_check_start(rexec_ctx *ctx, const char *host,
     k->ud = ud;
     k->t0 = uv_hrtime();
     rx_buf_init(&k->facts, CHECK_FACTS_MAX);
-    uv_timer_init(ctx->loop, &k->defer);
+    if (uv_timer_init(ctx->loop, &k->defer) != 0) { /* cannot fail in libuv 1.44 */
+        rx_buf_free(&k->facts);
+        free(k->host_name);
+        free(k);
+        return rx_fail(err, REXEC_ENOMEM, "cannot start the check: no timer");
+    }
     k->defer.data = k;
     rx_ctx_track(ctx, &k->obj, check_obj_cancel);
     k->host = rx_ws_host(ctx->ws, host);

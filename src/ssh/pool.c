@@ -562,8 +562,10 @@ static pool_host *host_get(rx_pool *p, const rx_host *h)
         return NULL;
     ph->p = p;
     ph->h = h;
-    uv_timer_init(p->loop, &ph->backoff);
-    uv_timer_init(p->loop, &ph->retire);
+    if (uv_timer_init(p->loop, &ph->backoff) != 0 || uv_timer_init(p->loop, &ph->retire) != 0) {
+        free(ph); /* libuv's timer init cannot fail (1.44): nothing to close */
+        return NULL;
+    }
     ph->backoff.data = ph->retire.data = ph;
     p->handles_alive += 2;
     ph->next = p->hosts;
@@ -687,7 +689,10 @@ rx_pool *rx_pool_new(uv_loop_t *loop, const rx_pool_opts *opts)
         return NULL;
     p->loop = loop;
     p->opts = *opts;
-    uv_timer_init(loop, &p->reaper);
+    if (uv_timer_init(loop, &p->reaper) != 0) { /* cannot fail in libuv 1.44; checked all the same */
+        free(p);
+        return NULL;
+    }
     p->reaper.data = p;
     p->handles_alive = 1;
     return p;
