@@ -75,13 +75,12 @@ __rx_slot() {
         while read -r -t 0 -u 5; do read -r -t 0.01 -u 5 _ || break; done
         # A kill sent before incall was set has left its "k" line behind.
         if read -r -t 0 -u 4; then killed=1; __rx_slot_kill "$c"; else printf '%s\n' "$nonce" >&6; fi
-        # wait returns early only when the USR1 trap ran (killed 1); the call is over once
-        # kill -0 fails.
+        # wait returns early when a trapped signal came (the USR1 trap: killed 1); the call is
+        # over only once kill -0 fails: until then its shell may still read the frame, and the
+        # slot must not read off or report anything.
         wait "$c"; rc=$?
-        if [ "$killed" = 1 ]; then
-            while kill -0 "$c"; do wait "$c"; rc=$?; done
-            [ "$rc" != 138 ] || { wait "$c"; rc=$?; }
-        fi
+        while kill -0 "$c"; do wait "$c"; rc=$?; done
+        [ "$killed/$rc" != 1/138 ] || { wait "$c"; rc=$?; }
         incall=
         read -r -t 0 -u 5 && read -r -t 1 -u 5 st
         __rx_slot_reap "$c"
