@@ -25,6 +25,8 @@ int cli_serve(const cli_global *g, int argc, char **argv);
 int cli_evidence(const cli_global *g, int argc, char **argv); /* evidence prune */
 int cli_complete(const cli_global *g, int argc, char **argv); /* hidden: bash completion */
 int cli_interface(const cli_global *g, int argc, char **argv); /* hidden: the table as JSON */
+/* `hosts import-ansible INVENTORY [--groups]` (cmd_import_ansible.c); argv[1] is the subcommand. */
+int cli_import_ansible(int argc, char **argv);
 
 /* Prints "rexec: <msg>\n" to stderr (and {"error", "exit_status"} on stdout with --json) and
  * returns code. msg goes through cli_redact first: a message may echo any argument. */

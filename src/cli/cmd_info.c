@@ -133,6 +133,8 @@ int cli_hosts(const cli_global *g, int argc, char **argv)
 {
     if (argc >= 2 && strcmp(argv[1], "import-ssh-config") == 0)
         return import_ssh_config(argc, argv);
+    if (argc >= 2 && strcmp(argv[1], "import-ansible") == 0)
+        return cli_import_ansible(argc, argv);
     return list_cmd(g, argc, argv, "hosts");
 }
 

@@ -101,13 +101,21 @@ static const char check_help[] =
 
 static const char hosts_help[] =
     "usage: rexec hosts [--json]\n"
-    "       rexec hosts import-ssh-config [PATTERN]\n\n"
+    "       rexec hosts import-ssh-config [PATTERN]\n"
+    "       rexec hosts import-ansible INVENTORY [--groups]\n\n"
     "Lists the inventory of rexec.json (--json: one JSON array). No connection is made.\n\n"
     "import-ssh-config prints inventory entries ({\"ssh_alias\": NAME}) to paste under \"hosts\"\n"
     "for each Host of ~/.ssh/config ($REXEC_SSH_CONFIG if set) whose name matches the glob\n"
     "PATTERN, each resolved by `ssh -G NAME` (shown in its description), with \"auth\":\n"
     "\"agent\" where ssh would use the agent (SSH_AUTH_SOCK set, and no IdentityFile exists\n"
-    "or IdentitiesOnly is no). Exit 1 if none.\n";
+    "or IdentitiesOnly is no). Exit 1 if none.\n\n"
+    "import-ansible prints the same from an Ansible inventory: INVENTORY is the JSON of\n"
+    "`ansible-inventory --list` (a file, or - for stdin), or an inventory ansible-inventory\n"
+    "reads (INI, YAML, a directory; it is run). ansible_host, ansible_port, ansible_user,\n"
+    "ansible_ssh_private_key_file, and a ProxyJump in ansible_ssh_common_args (-o ProxyJump=X,\n"
+    "-J X) become address, port, user, key and proxy_jump; what has no field is named on stderr.\n"
+    "  --groups  the groups instead, children flattened, to paste under \"groups\"\n"
+    "Exit 1 when no host (group), 78 when the inventory cannot be read.\n";
 
 static const char actions_help[] =
     "usage: rexec actions [--json]\n"

@@ -45,6 +45,10 @@ static const cli_opt actions_opts[] = {
     {NULL, NULL, NULL, NULL},
 };
 static const cli_opt none[] = {{NULL, NULL, NULL, NULL}};
+static const cli_opt ansible_opts[] = {
+    {"--groups", NULL, NULL, "the groups (children flattened) instead of the hosts"},
+    {NULL, NULL, NULL, NULL},
+};
 static const cli_opt approvals_opts[] = {
     {"--json", NULL, NULL, "one JSON object a line"},
     {"--all", NULL, NULL, "also the grants already used"},
@@ -102,6 +106,8 @@ const cli_entry cli_entries[] = {
     {"check", NULL, "TARGETS", "connect, verify the host key, probe the VM", check_opts},
     {"hosts", NULL, "", "list the inventory", json_only},
     {"hosts", "import-ssh-config", "[PATTERN]", "inventory entries from ~/.ssh/config", none},
+    {"hosts", "import-ansible", "INVENTORY", "inventory entries from an Ansible inventory",
+     ansible_opts},
     {"actions", NULL, "", "list the catalog (--lint: its templates)", actions_opts},
     {"groups", NULL, "", "list the host groups (@name) and their hosts", json_only},
     {"approve", NULL, "CHALLENGE_ID", "confirm a pending challenge at a terminal", none},

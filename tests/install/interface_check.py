@@ -194,16 +194,20 @@ for cmd, subs in SUBS.items():
         check_set("completions/rexec", f"'rexec {cmd} <TAB>'", complete(f"rexec {cmd} "), subs)
 
 # ---- the parsers: every option literal of src/cli/cmd_*.c is in the table, and back -----------
-FILES = {"run": "cmd_run.c", "eval": "cmd_run.c", "check": "cmd_info.c", "hosts": "cmd_info.c",
-         "actions": "cmd_info.c", "groups": "cmd_info.c", "approve": "cmd_approve.c",
-         "approvals": "cmd_approve.c", "audit": "cmd_audit.c", "evidence": "cmd_evidence.c",
-         "serve": "cmd_serve.c", "help": "main.c"}
+# the files that parse each command's options (several commands may share files)
+FILES = {"run": ("cmd_run.c",), "eval": ("cmd_run.c",),
+         "check": ("cmd_info.c", "cmd_import_ansible.c"), "hosts": ("cmd_info.c", "cmd_import_ansible.c"),
+         "actions": ("cmd_info.c", "cmd_import_ansible.c"), "groups": ("cmd_info.c", "cmd_import_ansible.c"),
+         "approve": ("cmd_approve.c",), "approvals": ("cmd_approve.c",), "audit": ("cmd_audit.c",),
+         "evidence": ("cmd_evidence.c",), "serve": ("cmd_serve.c",), "help": ()}
 PARSED = re.compile(r'(?:strcmp\([^,]+,|cli_opt_value\([^"]*)\s*"(--[a-z][a-z-]*)"')
-for f in sorted(set(FILES.values()) - {"main.c"}):
-    text = open(os.path.join(SRC, "src/cli", f), encoding="utf-8").read()
-    parsed = set(PARSED.findall(text)) - {"--help"}
-    want = set().union(*(names(e["options"]) for e in ENTRIES if FILES[e["command"]] == f))
-    check_set(f"src/cli/{f}", "the options its parser takes", parsed, want)
+for files in sorted({f for f in FILES.values() if f}):
+    parsed = set()
+    for f in files:
+        parsed |= set(PARSED.findall(open(os.path.join(SRC, "src/cli", f), encoding="utf-8").read()))
+    parsed -= {"--help"}
+    want = set().union(*(names(e["options"]) for e in ENTRIES if FILES[e["command"]] == files))
+    check_set("src/cli/" + " + ".join(files), "the options its parser takes", parsed, want)
 text = open(os.path.join(SRC, "src/cli/main.c"), encoding="utf-8").read()
 # main.c looks for --json only to print its own usage errors as JSON: not an option of its own
 check_set("src/cli/main.c", "the global options it parses", set(PARSED.findall(text)) - {"--json"},
