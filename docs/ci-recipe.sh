@@ -9,8 +9,9 @@
 #   5. collect the audit log and evidence as artifacts; `rexec audit verify`
 #   6. tear down (trap): the lab, and the workspace with its key and secrets
 # Environment: REXEC (the rexec binary), ARTIFACTS (a directory), LAB_API_TOKEN (a CI secret),
-# LAB_PROVIDER, LAB_PORT; for external: LAB_ADDRESS, LAB_USER, LAB_CLIENT_KEY_FILE (private key)
-# and LAB_HOST_KEY_PUB_FILE (the lab's ssh_host_ed25519_key.pub).
+# LAB_PROVIDER, LAB_PORT, LAB_WAIT_S (how long the lab's sshd may take to answer, default 60);
+# for external: LAB_ADDRESS, LAB_USER, LAB_CLIENT_KEY_FILE (private key) and
+# LAB_HOST_KEY_PUB_FILE (the lab's ssh_host_ed25519_key.pub).
 set -euo pipefail
 REXEC=${REXEC:-rexec}
 ARTIFACTS=${ARTIFACTS:-$PWD/rexec-artifacts}
@@ -46,6 +47,28 @@ lab_up() {
     *) echo "ci-recipe: unknown LAB_PROVIDER $LAB_PROVIDER" >&2; return 64 ;;
     esac
 }
+# A started container (or a CI service) is not yet a listening sshd: docker's port proxy accepts
+# and closes at once until it is. Wait for sshd's banner ("SSH-2.0-"), a bounded LAB_WAIT_S.
+lab_wait() {
+    local deadline=$((SECONDS + ${LAB_WAIT_S:-60})) banner said=0
+    while :; do
+        banner=$(timeout 5 bash -c 'exec 3<>"/dev/tcp/$1/$2" && head -c 8 <&3' _ \
+            "$LAB_ADDRESS" "$LAB_PORT" 2>/dev/null) || banner=""
+        [[ $banner != SSH-2.0- ]] || return 0
+        if [[ $LAB_PROVIDER == docker ]] &&
+            [[ $(docker inspect -f '{{.State.Running}}' "rexec-lab-$$" 2>/dev/null) != true ]]; then
+            echo "ci-recipe: the lab container is not running; its log:" >&2
+            docker logs "rexec-lab-$$" >&2 || true
+            return 1
+        fi
+        if ((SECONDS >= deadline)); then
+            echo "ci-recipe: the lab's sshd at $LAB_ADDRESS:$LAB_PORT did not answer within ${LAB_WAIT_S:-60} s" >&2
+            return 1
+        fi
+        ((said++)) || echo "ci-recipe: waiting for the lab's sshd at $LAB_ADDRESS:$LAB_PORT" >&2
+        sleep 1 # a poll of something outside this script; bounded by the deadline above
+    done
+}
 lab_down() {
     case $LAB_PROVIDER in
     docker) docker rm -f "rexec-lab-$$" >/dev/null 2>&1 || true ;;
@@ -55,6 +78,7 @@ lab_down() {
 # --- 6. teardown, whatever happens --------------------------------------------------------------
 trap 'lab_down; rm -rf -- "$work"' EXIT
 lab_up
+lab_wait
 
 # --- 2. the workspace, from CI secrets ---------------------------------------------------------
 cp -- "$LAB_CLIENT_KEY_FILE" "$ws/keys/lab"

@@ -1,4 +1,6 @@
 # syntax=docker/dockerfile:1
+# Needs BuildKit (the COPY <<'SH' heredoc below): Docker 23 and later use it by default; with an
+# older engine, DOCKER_BUILDKIT=1 docker build ... (the classic builder refuses the heredoc).
 # A disposable lab "VM" for CI: sshd with what the remote contract needs (docs/remote-contract.md):
 # bash, GNU coreutils (timeout, base64), util-linux (setsid, unshare). Debian or Ubuntu based
 # images work; Alpine/busybox ones do not (no bash, busybox timeout).
