@@ -51,9 +51,6 @@ static const unsigned call_next[] = {
 
 #define RN_HELLO_MAX 200
 #define RN_MAX_FRAME_CODE (8u * 1024 * 1024)
-/* Reads of one stream in one step (32 KiB each): a big output hands the loop back to the
- * session's other channels after 256 KiB, as libuv bounds its own reads of a stream. */
-#define RN_READ_BUDGET 8
 
 typedef struct rn_call {
     call_state st;
@@ -390,10 +387,10 @@ static int call_held(const rx_runner *r, int stream)
            (stream == 0 || call_acked(&r->call));
 }
 
-/* Reads what both streams hold, at most RN_READ_BUDGET reads of each: a stream with more
- * returns 1 (progress) and is read again on the session's next pass, after its other channels
- * had their turn (rn_pending tells the session libssh2 still holds data). Returns 1 if bytes
- * came, 0 if none, -1 on error. */
+/* Reads what both streams hold, at most RX_READ_BUDGET reads of each (session.h, "Fairness
+ * on the loop"): a stream with more returns 1 (progress) and is read again when the session
+ * comes back to it, after the loop's other handles had their turn (rn_pending tells the
+ * session that libssh2 still holds data). Returns 1 if bytes came, 0 if none, -1 on error. */
 static int read_streams(rx_runner *r)
 {
     unsigned char buf[32768];
@@ -401,7 +398,7 @@ static int read_streams(rx_runner *r)
     for (int stream = 0; stream < 2; stream++) {
         if (call_held(r, stream))
             continue;
-        for (int reads = 0; reads < RN_READ_BUDGET; reads++) {
+        for (int reads = 0; reads < RX_READ_BUDGET; reads++) {
             ssize_t n = libssh2_channel_read_ex(r->ch, stream, (char *)buf, sizeof(buf));
             if (n == LIBSSH2_ERROR_EAGAIN || n == 0)
                 break;

@@ -141,8 +141,11 @@ wait_until 20 tmpdir_is "$RX_TMP/vmtmp"
 : >"$RX_TMP/serve.err"
 start_serve
 t0=$(date +%s)
-timeout 120 "$RX_PYTHON" "$CLIENT" "$SOCK" 6 mixed >"$OUT" 2>"$ERR" ||
-    fail "calls beside a planted runners' directory: $(cat "$OUT" "$ERR")"
+# (runners start with a host's second call: the first ones end before the others start)
+for n in 2 4; do
+    timeout 120 "$RX_PYTHON" "$CLIENT" "$SOCK" "$n" mixed >"$OUT" 2>"$ERR" ||
+        fail "calls beside a planted runners' directory: $(cat "$OUT" "$ERR")"
+done
 (( $(date +%s) - t0 < 30 )) || fail "calls beside a planted runners' directory took $(( $(date +%s) - t0 )) s"
 assert_contains "$RX_TMP/serve.err" "lab1: no runner on this host"
 [[ -z $(ls -A "$RX_TMP/elsewhere") ]] || fail "written through the planted link: $(ls -A "$RX_TMP/elsewhere")"
