@@ -47,6 +47,7 @@ assert_contains "$ERR" "the key $WS/keys/locked is protected by a passphrase: se
 
 agent_sock=$RX_TMP/agent.sock
 agent_pid=""
+# shellcheck disable=SC2154 # _rc is set inside the trap
 trap '_rc=$?; set +e; [[ -z $agent_pid ]] || kill "$agent_pid" 2>/dev/null; (exit "$_rc"); _rx_cleanup' EXIT
 eval "$(ssh-agent -s -a "$agent_sock")" >/dev/null
 agent_pid=$SSH_AGENT_PID

@@ -11,7 +11,7 @@ empty=$RX_TMP/empty
 mkdir "$empty"
 for cmd in hosts actions approvals "run web1 sys.uname"; do
     # shellcheck disable=SC2086 # the command's words
-    (cd "$empty" && REXEC_WORKSPACE= assert_exit 78 "$REXEC_BIN" $cmd)
+    (cd "$empty" && REXEC_WORKSPACE='' assert_exit 78 "$REXEC_BIN" $cmd)
     assert_contains "$ERR" "$empty/rexec.json: No such file or directory (not a workspace: name one with --workspace DIR, -w DIR or \$REXEC_WORKSPACE"
 done
 assert_exit 78 "$REXEC_BIN" -w "$empty" hosts --json

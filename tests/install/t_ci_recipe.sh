@@ -36,6 +36,7 @@ if ss -Hltn "sport = :$port" | grep -q .; then fail "the lab still listens on po
 
 # --- the wait for a lab's sshd (external provider: the CI starts the lab, maybe late)
 late=$RX_TMP/late-lab
+# shellcheck disable=SC2154 # _rc is set inside the trap
 trap '_rc=$?; set +e; "$REXEC_SRC/scripts/lab" down --purge --dir "$late" >/dev/null 2>&1; (exit "$_rc"); _rx_cleanup' EXIT
 port=$(_rx_free_block 1)
 ext=(env TMPDIR="$RX_TMP" REXEC="$REXEC_BIN" ARTIFACTS="$RX_TMP/art2" LAB_PROVIDER=external
