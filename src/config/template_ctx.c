@@ -12,6 +12,7 @@
  * its values cannot hold code (int, enum). Anything this reader cannot classify with certainty
  * (a backslash-newline, two heredocs on a line, a very long delimiter, nesting too deep) makes
  * every placeholder of the template refused, with the position of what it could not read. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,6 +36,8 @@ static const char *const sh_names[] = {
     "stands in a heredoc whose delimiter is quoted, where bash would not expand it"};
 
 #define SH_DEPTH 32
+#define SH_MAX_NAMES 64 /* variables the flow analysis tracks (bitmasks of 64) */
+#define SH_MAX_EDGES 256
 #define SH_MAX_PH 64 /* placeholders waiting for the end of their simple command */
 
 /* What the words of one simple command said, for its placeholders. */
@@ -51,6 +54,9 @@ enum {
     D_INTERP = 1 << 9,   /* the command word is an interpreter: python, perl, awk, sed, ... */
     D_RUNS = 1 << 10,    /* the command word runs its arguments as a command: env, xargs, ssh */
     D_FIND_EXEC = 1 << 11, /* find ... -exec / -execdir / -ok */
+    D_READS = 1 << 12,   /* read, mapfile, readarray: their name operands take what is read */
+    D_SET = 1 << 13,     /* set: set -- sets the positional parameters */
+    D_FOR = 1 << 14,     /* for NAME in ...: the next word names the variable */
 };
 
 typedef struct sh_ph {
@@ -81,6 +87,12 @@ typedef struct sh_cmd {
     size_t word_at;   /* where the current word began */
     size_t let_at;    /* a let word (offset + 1) */
     unsigned flags;
+    int int_flag;     /* declare/local/typeset with -i: its names are integers */
+    /* flow: the variables the current word and the whole command read, and whether a data
+     * placeholder is in them (at any depth) */
+    uint64_t word_refs, cmd_refs, idents;
+    int word_data, cmd_data;
+    int for_target;   /* a for command: the name id of its variable, + 1 */
     int n_ph;
     sh_ph ph[SH_MAX_PH];
     /* placeholders of earlier commands of this pipeline, which feed this one's stdin */
@@ -96,9 +108,15 @@ typedef struct sh_lex {
     int depth[SH_DEPTH];
     size_t start[SH_DEPTH]; /* where each frame opened (a ${...}'s "${") */
     sh_cmd *cmd[SH_DEPTH + 1]; /* cmd[0]: the template's own level; others per code frame */
-    int top, esc, pending, dash, quoted_delim, int_decl;
+    int top, esc, pending, dash, quoted_delim;
     unsigned hd_flags;   /* what the commands of a heredoc's line are (its body feeds them) */
-    size_t arith_var_at; /* an arithmetic context that reads a variable (0: none; offset + 1) */
+    /* flow: variables by id; a value assigned from what holds data or a tainted variable taints
+     * its target; a variable read as arithmetic or as a name (arith_at) must not be tainted */
+    char names[SH_MAX_NAMES][32];
+    int n_names;
+    size_t arith_at[SH_MAX_NAMES]; /* where it is first read that way, + 1 */
+    struct { int target, data; uint64_t srcs; } edges[SH_MAX_EDGES];
+    int n_edges, has_function;
     int n_data;          /* data placeholders seen */
     size_t pos;          /* the byte being read */
     size_t first_data_at;
@@ -111,6 +129,16 @@ typedef struct sh_lex {
     const char *unsure, *why;
     int nomem;
 } sh_lex;
+
+static int is_ident_start(char c)
+{
+    return c == '_' || ((c | 32) >= 'a' && (c | 32) <= 'z');
+}
+
+static int is_ident_char(char c)
+{
+    return is_ident_start(c) || (c >= '0' && c <= '9');
+}
 
 /* ---- errors ---------------------------------------------------------------------------------- */
 
@@ -152,7 +180,12 @@ static sh_cmd *sh_code_cmd(sh_lex *l)
 }
 
 static void cmd_end(sh_lex *l, sh_cmd *c);
-static void arith_reads(sh_lex *l, size_t at);
+static int flow_id(sh_lex *l, const char *name, size_t n);
+static int ref_at(sh_lex *l, const char *p);
+static void flow_ref(sh_lex *l, int id, size_t at);
+static void flow_arith(sh_lex *l, int id, size_t at);
+static void flow_edge(sh_lex *l, int target, uint64_t srcs, int data);
+static void flow_arith_text(sh_lex *l, const char *text, size_t n, size_t at);
 
 static void sh_push(sh_lex *l, int s, size_t at)
 {
@@ -278,7 +311,7 @@ static void word_mark_embedded(sh_cmd *c)
 }
 
 /* A plain argument word's meaning for the command. */
-static void word_flags(sh_lex *l, sh_cmd *c)
+static void word_flags(sh_cmd *c)
 {
     if (strcmp(c->word, "-v") == 0 || strcmp(c->word, "-R") == 0 || strcmp(c->word, "-p") == 0)
         c->flags |= D_OPT_V;
@@ -289,11 +322,11 @@ static void word_flags(sh_lex *l, sh_cmd *c)
         c->flags |= D_FIND_EXEC;
     /* declare -i x / local -ia ...: assignments to x evaluate their value as arithmetic */
     if ((c->flags & D_NAMES) && (c->word[0] == '-' || c->word[0] == '+') && strchr(c->word, 'i'))
-        l->int_decl = 1, arith_reads(l, c->word_at);
+        c->int_flag = 1; /* its names' assignments are evaluated as arithmetic */
 }
 
 /* The command word (or, after a wrapper, the command it runs): what kind of program runs. */
-static void command_word(sh_cmd *c, int plain)
+static void command_word(sh_lex *l, sh_cmd *c, int plain)
 {
     if (!plain) {
         c->cmd_seen = 1; /* an expansion or quoted word: judged by its placeholders */
@@ -310,12 +343,21 @@ static void command_word(sh_cmd *c, int plain)
     if (is_option(c) || (c->wlen > 0 && strchr(c->word, '=') && !word_is_assignment(c)))
         return; /* sudo -u x, env-style settings after a wrapper */
     c->cmd_seen = 1;
+    if (strcmp(c->word, "function") == 0)
+        l->has_function = 1;
     if (word_is(c, w_eval))
         c->flags |= D_EVAL;
     if (strcmp(c->word, "let") == 0)
         c->let_at = c->word_at + 1;
     if (word_is(c, w_names))
         c->flags |= D_NAMES;
+    if (strcmp(c->word, "read") == 0 || strcmp(c->word, "mapfile") == 0 ||
+        strcmp(c->word, "readarray") == 0)
+        c->flags |= D_READS;
+    if (strcmp(c->word, "set") == 0)
+        c->flags |= D_SET;
+    if (strcmp(c->word, "for") == 0 || strcmp(c->word, "select") == 0)
+        c->flags |= D_FOR;
     if (strcmp(c->word, "printf") == 0)
         c->flags |= D_PRINTF;
     if (strcmp(c->word, "wait") == 0)
@@ -330,6 +372,36 @@ static void command_word(sh_cmd *c, int plain)
         c->flags |= D_RUNS;
 }
 
+/* A word ends: what it reads goes to the command; an assignment's target takes what the value
+ * reads (and data); the names some commands take are noted. */
+static void word_flow(sh_lex *l, sh_cmd *c, int plain, int was_cmd)
+{
+    size_t n = 0;
+    while (n < c->wlen && n < sizeof(c->word) && is_ident_char(c->word[n]))
+        n++;
+    int ident = plain && n == c->wlen && n > 0 && is_ident_start(c->word[0]);
+    if (word_is_assignment(c) && n > 0 && !c->redir_word) {
+        int id = flow_id(l, c->word, n);
+        flow_edge(l, id, c->word_refs, c->word_data);
+        if (c->int_flag)
+            flow_arith(l, id, c->word_at);
+    } else if (ident && was_cmd && (c->flags & D_FOR) && c->args == 1) {
+        c->for_target = flow_id(l, c->word, n) + 1;
+    } else if (ident && was_cmd && (c->flags & (D_DBRACKET | D_READS))) {
+        int id = flow_id(l, c->word, n);
+        if (id >= 0)
+            c->idents |= (uint64_t)1 << id;
+    } else if (ident && was_cmd && c->int_flag) {
+        flow_arith(l, flow_id(l, c->word, n), c->word_at); /* declare -i x */
+    }
+    if (plain && was_cmd && c->let_at)
+        flow_arith_text(l, c->word, c->wlen < sizeof(c->word) ? c->wlen : 0, c->word_at);
+    c->cmd_refs |= c->word_refs;
+    c->cmd_data |= c->word_data;
+    c->word_refs = 0;
+    c->word_data = 0;
+}
+
 static void word_end(sh_lex *l, sh_cmd *c)
 {
     if (!c->in_word)
@@ -341,7 +413,7 @@ static void word_end(sh_lex *l, sh_cmd *c)
     if (c->redir_word) {
         /* a redirection's target: not a command word */
     } else if (plain) {
-        word_flags(l, c);
+        word_flags(c);
         if (c->word[0] == '-' && c->word[1] != '-' && c->wlen >= 2 && c->word[c->wlen - 1] == 'c')
             was_c = 1;
         was_e = code_option(c);
@@ -356,11 +428,12 @@ static void word_end(sh_lex *l, sh_cmd *c)
             c->in_dbl = 1;
             c->cmd_seen = 1;
         } else if (!(plain && word_is(c, w_reserved)) && !word_is_assignment(c)) {
-            command_word(c, plain);
+            command_word(l, c, plain);
         }
     } else if (was_cmd && !c->redir_word && !(plain && is_option(c))) {
         c->args++;
     }
+    word_flow(l, c, plain, was_cmd);
     if (plain && c->in_dbl && strcmp(c->word, "]]") == 0)
         c->in_dbl = 0;
     c->prev_c = was_c;
@@ -375,7 +448,7 @@ static void word_end(sh_lex *l, sh_cmd *c)
 }
 
 /* The reason a data placeholder of this command may not stand where it does, or NULL. */
-static const char *ph_danger(const sh_lex *l, const sh_cmd *c, const sh_ph *p)
+static const char *ph_danger(const sh_cmd *c, const sh_ph *p)
 {
     if (p->cmd_pos)
         return "is the command word: the value would choose the program to run";
@@ -393,7 +466,7 @@ static const char *ph_danger(const sh_lex *l, const sh_cmd *c, const sh_ph *p)
     if (c->flags & (D_RUNS | D_FIND_EXEC))
         return "is an argument of a program that runs its arguments as a command (env, xargs, "
                "ssh, watch, find -exec, ...)";
-    if ((c->flags & D_NAMES) && !(p->assign && !l->int_decl) && !p->redir_in)
+    if ((c->flags & D_NAMES) && !p->assign && !p->redir_in)
         return "is an argument of declare, read, unset or a like builtin, which take names "
                "(bash evaluates a name's subscript); NAME={v} is fine";
     if ((c->flags & D_PRINTF) && p->after_v)
@@ -405,10 +478,28 @@ static const char *ph_danger(const sh_lex *l, const sh_cmd *c, const sh_ph *p)
     if ((c->flags & D_DBRACKET) && (c->flags & (D_ARITHOP | D_OPT_V)))
         return "stands in [[ ]] with -eq/-ne/-lt/-le/-gt/-ge or -v, which evaluate their "
                "operands as arithmetic or names";
-    if (p->assign && l->int_decl)
-        return "is assigned to a variable in a template that declares integer variables "
-               "(declare -i), whose assignments bash evaluates as arithmetic";
     return NULL;
+}
+
+/* What the command's words say about the flow of values, once all of them are read. */
+static void cmd_flow(sh_lex *l, sh_cmd *c)
+{
+    uint64_t read_as_arith = 0;
+    if ((c->flags & D_DBRACKET) && (c->flags & (D_ARITHOP | D_OPT_V)))
+        read_as_arith = c->cmd_refs | c->idents; /* [[ x -eq $y ]], [[ -v x ]] */
+    if (c->let_at)
+        read_as_arith = c->cmd_refs;
+    for (int i = 0; i < l->n_names; i++)
+        if (read_as_arith >> i & 1)
+            flow_arith(l, i, c->let_at ? c->let_at - 1 : c->start_at);
+    if (c->for_target) /* for x in WORDS: x takes each word */
+        flow_edge(l, c->for_target - 1, c->cmd_refs, c->cmd_data);
+    if (c->flags & D_READS) /* read x <<< {v}, mapfile a < file: the names take what is read */
+        for (int i = 0; i < l->n_names; i++)
+            if (c->idents >> i & 1)
+                flow_edge(l, i, c->cmd_refs, c->cmd_data);
+    if (c->flags & D_SET) /* set -- WORDS: the positional parameters */
+        flow_edge(l, flow_id(l, "@", 1), c->cmd_refs, c->cmd_data);
 }
 
 static const char *const pipe_why =
@@ -425,14 +516,13 @@ static void cmd_end(sh_lex *l, sh_cmd *c)
             sh_bad(l, c->pipe_at[i], pipe_why);
     for (int i = 0; i < c->n_ph; i++) {
         const sh_ph *p = &c->ph[i];
-        const char *why = p->kind == RX_TK_DATA ? ph_danger(l, c, p) : NULL;
+        const char *why = p->kind == RX_TK_DATA ? ph_danger(c, p) : NULL;
         if (why)
             sh_bad(l, p->at, why);
     }
     if (l->pending)
         l->hd_flags |= c->flags; /* this line's heredoc feeds these commands */
-    if (((c->flags & D_DBRACKET) && (c->flags & (D_ARITHOP | D_OPT_V))) || c->let_at)
-        arith_reads(l, c->let_at ? c->let_at - 1 : c->start_at);
+    cmd_flow(l, c);
     /* the next command of the pipeline reads what this one writes */
     size_t carry[SH_MAX_PH];
     int n = 0;
@@ -483,6 +573,8 @@ static void code_word_byte(sh_lex *l, sh_cmd *c, const char *p)
             word_end(l, c); /* && || ( ) inside [[ ]] are its own operators */
             return;
         }
+        if (ch == '(' && next == ')' && c->in_word && !c->cmd_seen)
+            l->has_function = 1; /* name() { ...; }: its $1.. are any call's arguments */
         if (ch == '(' && c->in_word && c->wlen > 0 && c->word[c->wlen - 1 < sizeof(c->word) ? c->wlen - 1 : 0] == '=' &&
             word_is_assignment(c)) {
             word_end(l, c); /* NAME=( elements ): an array's values, not a subshell */
@@ -563,6 +655,10 @@ static int sh_dollar(sh_lex *l, const char *p, int s, int in_code)
 {
     char c = p[0], d = p[1];
     size_t at = (size_t)(p - l->t);
+    if (c == '$' && d == '{')
+        flow_ref(l, ref_at(l, p + 2), at);
+    else if (c == '$' && (is_ident_start(d) || (d >= '0' && d <= '9') || d == '@' || d == '*'))
+        flow_ref(l, ref_at(l, p + 1), at);
     if (c == '`') {
         if (s == SH_BQ)
             sh_pop(l);
@@ -586,36 +682,131 @@ static int sh_dollar(sh_lex *l, const char *p, int s, int in_code)
     return 1;
 }
 
-/* An arithmetic context, subscript, offset or indirection reads a variable here: a value bound
- * to a variable could reach it, and bash would evaluate it (see rx_template_forms). */
-static void arith_reads(sh_lex *l, size_t at)
+/* ---- flow: can a value reach what bash evaluates? ---------------------------------------------- */
+
+/* The id of variable name[0..n) ("@" for the positional parameters), or -1 (table full: then
+ * the template is not read with certainty). */
+static int flow_id(sh_lex *l, const char *name, size_t n)
 {
-    if (l->arith_var_at == 0)
-        l->arith_var_at = at + 1;
+    if (n == 0 || n >= sizeof(l->names[0]))
+        return -1;
+    for (int i = 0; i < l->n_names; i++)
+        if (strncmp(l->names[i], name, n) == 0 && l->names[i][n] == 0)
+            return i;
+    if (l->n_names == SH_MAX_NAMES) {
+        sh_unsure(l, l->pos, "uses more variables than rexec follows (64)");
+        return -1;
+    }
+    memcpy(l->names[l->n_names], name, n);
+    l->names[l->n_names][n] = 0;
+    return l->n_names++;
 }
 
-static int is_name_byte(char c)
+/* Variable id is read as arithmetic or as a name at offset at. */
+static void flow_arith(sh_lex *l, int id, size_t at)
 {
-    return c == '_' || c == '$' || ((c | 32) >= 'a' && (c | 32) <= 'z');
+    if (id >= 0 && l->arith_at[id] == 0)
+        l->arith_at[id] = at + 1;
 }
 
-/* A ${...} closes at end: an offset, a subscript or an indirection that names a variable reads
- * it as arithmetic (or as a name). */
+static void flow_edge(sh_lex *l, int target, uint64_t srcs, int data)
+{
+    if (target < 0 || (srcs == 0 && !data))
+        return;
+    if (l->n_edges == SH_MAX_EDGES) {
+        sh_unsure(l, l->pos, "has more assignments than rexec follows");
+        return;
+    }
+    l->edges[l->n_edges].target = target;
+    l->edges[l->n_edges].srcs = srcs;
+    l->edges[l->n_edges++].data = data;
+}
+
+/* $NAME, ${NAME...}, $1, $@ at p (just after the '$' or "${"): the variable it reads, or -1. */
+static int ref_at(sh_lex *l, const char *p)
+{
+    size_t n = 0;
+    if (*p == '#' || *p == '!')
+        p++; /* ${#x}, ${!x} (indirection: judged in param_close) */
+    if ((*p >= '0' && *p <= '9') || *p == '@' || *p == '*')
+        return flow_id(l, "@", 1);
+    while (is_ident_char(p[n]))
+        n++;
+    return n && is_ident_start(*p) ? flow_id(l, p, n) : -1;
+}
+
+/* A reference to variable id: the current word of every enclosing command reads it (the word
+ * holds it, or a substitution or quotes that are part of the word do); inside an arithmetic
+ * context it is read as arithmetic. */
+static void flow_ref(sh_lex *l, int id, size_t at)
+{
+    if (id < 0)
+        return;
+    for (int i = l->top; i >= 0; i--) {
+        int s = i > 0 ? l->st[i - 1] : 0;
+        if (s == SH_ARITH)
+            flow_arith(l, id, at);
+        if (i == 0 || is_code_frame(s))
+            l->cmd[i]->word_refs |= (uint64_t)1 << id;
+    }
+}
+
+/* Every identifier in text[0..n) is read as arithmetic (let's arguments, [[ -eq ]]'s words). */
+static void flow_arith_text(sh_lex *l, const char *text, size_t n, size_t at)
+{
+    for (size_t i = 0; i < n;) {
+        if (is_ident_start(text[i]) && (i == 0 || !is_ident_char(text[i - 1]))) {
+            size_t k = i;
+            while (k < n && is_ident_char(text[k]))
+                k++;
+            flow_arith(l, flow_id(l, text + i, k - i), at);
+            i = k;
+        } else {
+            i++;
+        }
+    }
+}
+
+/* The end: which variables a data placeholder's value may reach (a fixpoint over the
+ * assignments), and whether one of them is read as arithmetic or as a name. Returns the
+ * earliest such read (+ 1), or 0. */
+static size_t flow_judge(sh_lex *l)
+{
+    uint64_t tainted = 0, before;
+    if (l->has_function) { /* a function's $1.. may be any argument of any call of it */
+        int at = flow_id(l, "@", 1);
+        if (at >= 0 && l->n_data > 0)
+            tainted |= (uint64_t)1 << at;
+    }
+    do {
+        before = tainted;
+        for (int i = 0; i < l->n_edges; i++)
+            if (l->edges[i].data || (l->edges[i].srcs & tainted))
+                tainted |= (uint64_t)1 << l->edges[i].target;
+    } while (tainted != before);
+    size_t first = 0;
+    for (int i = 0; i < l->n_names; i++)
+        if ((tainted >> i & 1) && l->arith_at[i] && (first == 0 || l->arith_at[i] < first))
+            first = l->arith_at[i];
+    return first;
+}
+
+/* A ${...} closes at end: an offset or a subscript reads the variables in it as arithmetic;
+ * ${!x} reads x as a name. */
 static void param_close(sh_lex *l, size_t start, size_t end)
 {
     const char *p = l->t + start + 2, *e = l->t + end;
     if (p < e && *p == '!') {
-        arith_reads(l, start);
+        size_t n = 0;
+        while (p + 1 + n < e && is_ident_char(p[1 + n]))
+            n++;
+        flow_arith(l, flow_id(l, p + 1, n), start);
         return;
     }
-    while (p < e && (*p == '_' || (*p >= '0' && *p <= '9') || ((*p | 32) >= 'a' && (*p | 32) <= 'z')))
+    while (p < e && is_ident_char(*p))
         p++;
     if (p < e && (*p == '[' || (*p == ':' && p + 1 < e && !strchr("-+=?", p[1]))))
-        for (const char *q = p + 1; q < e; q++)
-            if (is_name_byte(*q) && !(*p == '[' && (*q == '@' || *q == '*'))) {
-                arith_reads(l, start);
-                return;
-            }
+        flow_arith_text(l, p + 1, (size_t)(e - p - 1), start);
 }
 
 static void sh_code(sh_lex *l, const char *p, int s)
@@ -623,8 +814,12 @@ static void sh_code(sh_lex *l, const char *p, int s)
     char c = p[0], d = p[1];
     const char *prev = p > l->t ? p - 1 : NULL;
     size_t at = (size_t)(p - l->t);
-    if (s == SH_ARITH && is_name_byte(c))
-        arith_reads(l, at);
+    if (s == SH_ARITH && is_ident_start(c) && (prev == NULL || (!is_ident_char(*prev) && *prev != '$'))) {
+        size_t k = 0; /* a bare name in arithmetic is a variable, evaluated */
+        while (is_ident_char(p[k]))
+            k++;
+        flow_arith(l, flow_id(l, p, k), at);
+    }
     sh_cmd *cmd = is_code_frame(s) ? sh_code_cmd(l) : NULL;
     if (c == '\\') {
         if (d == '\n')
@@ -819,6 +1014,8 @@ static void ph_register(sh_lex *l, sh_cmd *c, size_t at, rx_tmpl_kind k)
         c->redir_word = 1;
         c->redir_next = 0;
     }
+    if (k == RX_TK_DATA)
+        c->word_data = 1; /* the word's value may hold the placeholder's (flow) */
     word_add(l, c, '{', 0); /* the word holds an expansion: not a plain word any more */
 }
 
@@ -914,12 +1111,13 @@ int rx_template_forms(const char *t, tmpl_kind_fn kind, void *ud, unsigned char 
         return -1;
     }
     int flow = 0;
-    if (l.why == NULL && l.unsure == NULL && l.n_data > 0 && l.arith_var_at > 0) {
+    size_t reached = l.n_data > 0 ? flow_judge(&l) : 0;
+    if (l.why == NULL && l.unsure == NULL && reached > 0) {
         sh_bad(&l, l.first_data_at,
-               "may reach, through a variable or a positional parameter, what reads a variable "
-               "as arithmetic or as a name at the position named after (an arithmetic context, "
-               "[[ -eq ]], let, declare -i, a subscript, an offset or ${!x}), where bash would "
-               "evaluate it; only int and enum parameters may be used in such a template");
+               "may reach, through a variable or a positional parameter, what reads that "
+               "variable as arithmetic or as a name (an arithmetic context, [[ -eq ]], let, "
+               "declare -i, a subscript, an offset or ${!x}), where bash would evaluate it; pass "
+               "an int parameter there instead");
         flow = 1;
     }
     /* What this reader could not read may have misled it about everything after: that first. */
@@ -934,7 +1132,7 @@ int rx_template_forms(const char *t, tmpl_kind_fn kind, void *ud, unsigned char 
         d->why = l.why;
         d->flow = flow;
         if (flow)
-            position(t, l.arith_var_at - 1, &d->ref_line, &d->ref_col);
+            position(t, reached - 1, &d->ref_line, &d->ref_col);
         return 1;
     }
     *forms = l.forms;

@@ -33,7 +33,7 @@ out.write(marker + b"\n")
 PY
 blocks=12288 # 48 MiB
 ws_add_action t.gen "{\"risk\": \"L1\", \"secrets\": [\"DEMO_TOKEN\"], \"max_output_bytes\": 134217728,
-  \"command\": \"python3 {gen} $blocks; exit 5\", \"params\": {\"gen\": {\"type\": \"path\"}}}"
+  \"command\": \"python3 {gen} $blocks; exit 5\", \"params\": {\"gen\": {\"type\": \"enum\", \"values\": [\"$RX_TMP/gen.py\"]}}}"
 ws_edit 'c["hosts"]["lab1"]["allow"] = "L1"; c.setdefault("limits", {})["max_result_bytes"] = 100000'
 "$RX_PYTHON" "$RX_TMP/gen.py" "$blocks" "$tokfile" >"$RX_TMP/expected"
 want_sha=$(sha256sum <"$RX_TMP/expected" | cut -d' ' -f1)

@@ -26,6 +26,9 @@ for out in (sys.stdout.buffer, sys.stderr.buffer):
 PY
 ws_add_action t.leak '{"risk": "L1", "secrets": ["TEST_SECRET"], "max_output_bytes": 8388608,
   "command": "python3 {script}", "params": {"script": {"type": "path"}}}'
+# a script to run is chosen from the catalog's own values (a path given to python3 as its
+# program would be code, and the loader refuses it: docs/workspace.md)
+ws_edit 'c["actions"]["t.leak"]["params"]["script"] = {"type": "enum", "values": [args[0]]}' "$RX_TMP/leak.py"
 
 # The forms the test looks for (the same list, computed here).
 "$RX_PYTHON" - >"$RX_TMP/forms" <<'PY'

@@ -42,6 +42,8 @@ base32 "$d/long"; base32 "$d/plain"
 SH
 ws_add_action t.enc '{"risk": "L1", "command": "bash {script} {dir}",
   "params": {"script": {"type": "path"}, "dir": {"type": "path"}}}'
+# the script is one of the catalog's own values (a path given to bash as its script is code)
+ws_edit 'c["actions"]["t.enc"]["params"]["script"] = {"type": "enum", "values": [args[0]]}' "$RX_TMP/enc.sh"
 ws_add_action t.held '{"risk": "L2", "command": "echo {v}", "params": {"v": {"type": "string"}}}'
 
 # What must not appear, computed here: raw values, bash's own $'...' text, and the runs of hex,

@@ -207,6 +207,10 @@ static void test_template_contexts(void **state)
         /* a value reaching arithmetic through a variable */
         {"x={v}; echo $(( x + 1 ))", "line 1, column 17", 3},
         {"set -- {v}; echo $(( $1 ))", "line 1, column 22", 8},
+        {"a={v}; b=$a; echo $((b))", "line 1, column 22", 3},
+        {"for x in {v}; do echo $((x)); done", "line 1, column 26", 10},
+        {"read -r x <<< {v}; echo $((x))", "line 1, column 28", 15},
+        {"declare -i x; x={v}", "line 1, column 12", 17},
         /* interpreters fed by the template */
         {"echo {v} | sh", "pipe", 6},
         {"bash <<< {v}", "given to a shell", 10},
@@ -234,7 +238,10 @@ static void test_template_contexts(void **state)
         "bash -c 'echo $1' _ {v}", "printf '%s' {v}", "x={v}; echo \\\"$x\\\"", "diff <(cat {v}) /dev/null",
         "sudo systemctl restart {v}", "python3 script.py {v}", "awk '{print $1}' {v}",
         "sed -i 's/a/b/' {v}", "cat {v} | grep x", "grep x {v} 2>&1", "timeout 5 cat {v}",
-        "nice -n 5 tar -C /tmp -xf {v}", "echo \\\"$(basename {v})\\\"", "case {v} in a) echo a;; esac"};
+        "nice -n 5 tar -C /tmp -xf {v}", "echo \\\"$(basename {v})\\\"", "case {v} in a) echo a;; esac",
+        /* arithmetic on variables no value reaches */
+        "D={v}; i=0; while [ $i -lt 3 ]; do i=$((i+1)); done; echo \\\"$D\\\"",
+        "for ((i=0;i<3;i++)); do echo {v}; done", "declare -i n=0; msg={v}; echo \\\"$msg\\\""};
     for (size_t i = 0; i < sizeof(good) / sizeof(*good); i++) {
         char json[512];
         snprintf(json, sizeof(json),
