@@ -68,7 +68,7 @@ ws_add_action t.stage '{"risk": "L0", "command": "stat -L -c %a /dev/stdin; ls -
 printf 'x' >"$d/x"
 assert_exit 0 rx run lab1 t.stage --stdin "$d/x"
 assert_eq 600 "$(head -n1 "$OUT")" "mode of the staged stdin"
-grep -qE '\(deleted\)|/\.rexec-runner\.[^/]*/in$' "$OUT" || fail "staged stdin: $(cat "$OUT")"
+grep -qE '\(deleted\)|/\.rexec-[0-9]+/r\.[^/]*/in$' "$OUT" || fail "staged stdin: $(cat "$OUT")"
 
 # ---- "stdin": "piped": the command reads a FIFO filled as the bytes arrive --------------------
 ws_add_action t.psha '{"risk": "L0", "stdin": "piped",
