@@ -1,5 +1,6 @@
 /* One exec channel running one wrapper script (see exec.h and remote/wrapper.sh). */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -352,18 +353,18 @@ static int st_exec(rx_exec *e)
     return RX_STEP_PROGRESS;
 }
 
-/* Reads what both streams hold, at most RX_READ_BUDGET reads each (fairness on the loop: the
- * session drives this exec again, after the loop's other work, while libssh2 holds the rest).
- * Both, always: a remote that fills stderr first would otherwise stall a reader waiting on
- * stdout. Returns 1 if bytes came, 0 if none, -1 on error. */
-static int read_streams(rx_exec *e)
+/* Reads what both streams hold, at most `budget` reads each (RX_READ_BUDGET: fairness on the
+ * loop, the session drives this exec again, after the loop's other work, while libssh2 holds
+ * the rest). Both, always: a remote that fills stderr first would otherwise stall a reader
+ * waiting on stdout. Returns 1 if bytes came, 0 if none, -1 on error. */
+static int read_streams(rx_exec *e, int budget)
 {
     unsigned char *buf = e->rbuf;
     int got = 0;
     if (e->paused)
         return 0;
     for (int stream = 0; stream < 2; stream++) {
-        for (int reads = 0; reads < RX_READ_BUDGET; reads++) {
+        for (int reads = 0; reads < budget; reads++) {
             ssize_t n = libssh2_channel_read_ex(e->ch, stream, (char *)buf, RX_EXEC_READ);
             if (n == LIBSSH2_ERROR_EAGAIN || n == 0)
                 break;
@@ -453,7 +454,7 @@ static int st_send(rx_exec *e)
     }
     if (e->stdin_piped && e->off >= e->script_len)
         e->res.sent = 1; /* the command may run while its stdin is still on the way */
-    int r = read_streams(e);
+    int r = read_streams(e, RX_READ_BUDGET);
     if (r < 0)
         return lost(e);
     if (e->stdin_piped && e->res.started)
@@ -485,7 +486,9 @@ static int st_run(rx_exec *e)
             return RX_STEP_AGAIN;
         e->eof_sent = 1;
     }
-    int r = read_streams(e);
+    /* Once the drain has expired, what libssh2 already holds is read whole (no budget: the
+     * call ends now, and a budget would cut its output short); escapees' later bytes are not. */
+    int r = read_streams(e, e->drain_expired ? INT_MAX : RX_READ_BUDGET);
     if (r < 0)
         return lost(e);
     /* The end line came: from now on only escapees can hold the streams open. The drain
@@ -496,7 +499,11 @@ static int st_run(rx_exec *e)
         arm(e, e->drain_s);
     }
     int pending = libssh2_poll_channel_read(e->ch, 0) > 0 || libssh2_poll_channel_read(e->ch, 1) > 0;
-    if ((libssh2_channel_eof(e->ch) && !pending) || e->drain_expired) {
+    /* A consumer that paused the call (from its on_data) holds the rest: its resume ends it.
+     * The timer keeps looking meanwhile, as it does for every paused call (on_exec_timer). */
+    if (e->drain_expired && pending && e->paused && !e->timer_armed)
+        arm(e, 1.0);
+    if ((libssh2_channel_eof(e->ch) && !pending) || (e->drain_expired && !(pending && e->paused))) {
         exec_set_state(e, EX_CLOSE);
         return RX_STEP_PROGRESS;
     }

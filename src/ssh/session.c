@@ -699,6 +699,11 @@ static int st_ready(rx_session *s, rx_chan_user **done)
                 progress = 1;
             pp = &u->next;
         }
+        /* A later user's read may have pulled an earlier one's packets (or EOF) into libssh2's
+         * queue without making progress itself: every user is asked once more, after the pass,
+         * or that data would wait (the socket drained) for the next keepalive or timer. */
+        for (rx_chan_user *u = s->users; u && !progress && !s->closing; u = u->next)
+            progress = u->ops->pending(u);
     } while (progress && !s->closing && ++passes < RX_DRIVE_PASSES);
     if (progress && !s->closing)
         session_resume_later(s);
