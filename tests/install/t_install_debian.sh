@@ -7,12 +7,22 @@
 # /usr/local/share, and the dynamic linker searches /usr/local/lib. An install into the running
 # system as root runs ldconfig (a fake one on PATH records it); a staged one does not. And
 # docs/python-client.md's command for Debian 12 (a venv; plain `pip install` is refused there,
-# PEP 668) installs the client.
+# PEP 668) installs the client. README's steps are the ones checked here: no sudo for root,
+# `cmake --install build-release` right after scripts/demo (which must build every installed
+# target, not the binary alone: the install once failed on a missing librexec.so.0.1.0).
 tid="install: Debian's python3, man, bash-completion and ld.so find the /usr/local install"
 # shellcheck source=tests/e2e/lib.sh
 . "${REXEC_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/e2e/lib.sh"
 build=${REXEC_BUILD_DIR:?REXEC_BUILD_DIR is not set}
 [[ -f /etc/debian_version && -x /usr/bin/python3 ]] || skip "not a Debian system with /usr/bin/python3"
+
+# README's install block and scripts/demo's build
+readme=$(sed -n '/^<!-- install section/,/^<!-- end install section/p' "$REXEC_SRC/README.md")
+grep -q '^cmake --install build-release' <<<"$readme" || fail "README's install block does not run 'cmake --install build-release' (as root, no sudo)"
+grep -q "python3 -c 'import rexec_client'" <<<"$readme" || fail "README's install block does not check the Python client"
+if grep -E '^[^#]*cmake --build .*--target' "$REXEC_SRC/scripts/demo"; then
+    fail "scripts/demo builds only some targets: cmake --install build-release would then fail"
+fi
 
 stage=$RX_TMP/stage
 mkdir "$RX_TMP/fakebin"
