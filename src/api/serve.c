@@ -1180,9 +1180,27 @@ static int client_refuse(serve_client *cl)
  * Safe there: the workspace is immutable and outlives serve (a reload retires it, the context
  * frees it), nothing on the loop touches peer or verbs before admit_done, and the socket stays
  * open until then (client_close waits), so its descriptor cannot be another connection's. */
+#ifdef REXEC_UNITTEST
+/* The test build only: REXEC_TEST_SERVE_ADMIT_GATE=PATH holds the first connection's lookups
+ * until PATH exists (a directory that does not answer, tests/e2e/t_serve_faults.sh). */
+static void admit_test_gate(void)
+{
+    static int first = 1;
+    const char *gate = getenv("REXEC_TEST_SERVE_ADMIT_GATE");
+    if (gate == NULL || !first)
+        return;
+    first = 0;
+    while (access(gate, F_OK) != 0)
+        usleep(10000);
+}
+#else
+#define admit_test_gate() ((void)0)
+#endif
+
 static void admit_work(uv_work_t *w)
 {
     serve_client *cl = w->data;
+    admit_test_gate();
     cl->admit_failed = rx_peer_get(cl->admit_fd, &cl->peer) != 0;
     if (!cl->admit_failed)
         cl->verbs = rx_peer_verbs(cl->admit_ws, &cl->peer);

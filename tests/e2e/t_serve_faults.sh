@@ -6,10 +6,12 @@
 # - a connection serve has no memory for is accepted and closed at once, and serve goes on
 #   accepting (it used to leave it unaccepted, and libuv then stopped watching the listener for
 #   good). The test build fails the first N client allocations when REXEC_TEST_SERVE_NOMEM=N;
+# - a connection whose user lookups (NSS) hang does not hold up another (they run on libuv's
+#   thread pool; the test build holds them with REXEC_TEST_SERVE_ADMIT_GATE=PATH);
 # - a new host key (accept-new) recorded while another process holds known_hosts locked: serve
 #   answers other clients meanwhile (the append runs on libuv's thread pool), and the call goes
 #   on once the lock is released.
-tid="serve: a half-closed slow reader, no memory for a connection, a locked known_hosts"
+tid="serve: slow user lookups, a half-closed slow reader, no memory for a connection, a locked known_hosts"
 . "${REXEC_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/e2e/lib.sh"
 
 lab_start 1
@@ -18,13 +20,43 @@ ws_edit 'c["limits"]["max_output_bytes"] = 64 * 1024 * 1024'
 ws_add_action t.big "{\"risk\": \"L0\", \"command\": \"yes | head -c $((MIB * 1024 * 1024))\"}"
 
 SOCK=$RX_TMP/serve.sock
-REXEC_TEST_SERVE_NOMEM=3 "$REXEC_BIN" --workspace "$WS" serve --socket "$SOCK" --log off \
-    2>"$RX_TMP/serve.err" &
-SERVE_PID=$!
-trap '_t_rc=$?; stop_gently "$SERVE_PID"; if (exit "$_t_rc"); then _rx_cleanup; else _rx_cleanup; fi' EXIT
-wait_until 20 test -S "$SOCK"
+GATE=$RX_TMP/admit.gate
+SERVE_PID=
+trap '_t_rc=$?; stop_gently ${SERVE_PID:-}; if (exit "$_t_rc"); then _rx_cleanup; else _rx_cleanup; fi' EXIT
+start_serve() { # [VAR=VALUE...]: a serve on $SOCK with those test-build knobs
+    env "$@" "$REXEC_BIN" --workspace "$WS" serve --socket "$SOCK" --log off 2>>"$RX_TMP/serve.err" &
+    SERVE_PID=$!
+    wait_until 20 test -S "$SOCK"
+}
+start_serve REXEC_TEST_SERVE_ADMIT_GATE="$GATE"
+
+# ---- who a client is: asked off the loop ------------------------------------------------------
+# A new connection's NSS lookups (getpwuid_r, getgrouplist: LDAP or sssd may be slow) run on the
+# thread pool. The test build holds the first connection's lookups until $GATE exists: another
+# connection is served meanwhile, and the first once the gate opens. (On the loop, the second
+# connection waited for the first's directory: its ping timed out.)
+timeout 60 "$RX_PYTHON" - "$SOCK" "$GATE" >"$OUT" 2>"$ERR" <<'PY' || fail "admission: $(cat "$ERR")"
+import json, socket, sys
+def ping(s):
+    s.sendall(b'{"op":"ping","id":1}\n')
+conns = []
+for i in range(2):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(30)
+    s.connect(sys.argv[1])
+    ping(s)
+    conns.append(s.makefile("rb"))
+# the second connection's pong comes while the first connection's lookups are held
+assert json.loads(conns[1].readline())["type"] == "pong"
+open(sys.argv[2], "w").close()
+assert json.loads(conns[0].readline())["type"] == "pong"
+print("admission ok")
+PY
+assert_contains "$OUT" "admission ok"
+stop_gently "$SERVE_PID"
 
 # ---- no memory for the first 3 connections: each is closed at once, the 4th is served --------
+start_serve REXEC_TEST_SERVE_NOMEM=3
 timeout 60 "$RX_PYTHON" - "$SOCK" >"$OUT" 2>"$ERR" <<'PY' || fail "no memory: $(cat "$ERR")"
 import json, socket, sys
 for i in range(4):
