@@ -117,38 +117,62 @@ ws_add_action t.ran "{\"risk\": \"L0\", \"command\": \"touch '$RX_TMP/ran'; wc -
 # 67108864"). So before cancelling, the test reads what the stopped dd has taken
 # (/proc/PID/io, rchar): only when at least CUT_MARGIN bytes are still unread -- more than the
 # channel's window and the pipes can hold in flight (OpenSSH's 2 MiB window, a 64 KiB pipe,
-# the TCP buffers), so rexec cannot have sent them all -- is the cut certain; otherwise this
-# attempt proves nothing: it is let finish, cleaned up and run again (at most 5 times).
+# the TCP buffers), so rexec cannot have sent them all -- is the cut certain; otherwise (also
+# when dd came and went between two looks) this attempt proves nothing: it is let finish,
+# cleaned up and run again (at most 5 times). Only this lab's dd is stopped (REXEC_LAB_ID).
 CUT_MARGIN=$((16 * 1024 * 1024))
-cancel_attempt() {  # cancel_attempt ACTION: 0 when cancelled with the cut certain, 2 when not
-    local pid dd_pid rc rchar
-    "$REXEC_BIN" --workspace "$WS" run lab1 "$1" --stdin "$d/huge" --json >"$OUT" 2>"$ERR" &
-    pid=$!
-    dd_pid=$("$RX_PYTHON" - "$n" <<'PY'
+lab_id=$(<"$LAB_DIR/lab.id") # in the environment of every process the lab's sshd starts
+# stop_dd: the pid of this lab's remote dd count=$n, stopped (SIGSTOP) as soon as it appears;
+# status 1 when none appeared while rexec ($1) was running.
+stop_dd() {
+    "$RX_PYTHON" - "$n" "$lab_id" "$1" <<'PY'
 import os, signal, sys, time
 want = ("dd", "count=" + sys.argv[1])
+env = b"REXEC_LAB_ID=" + sys.argv[2].encode()
+rexec = sys.argv[3]
 deadline = time.time() + 30
-while time.time() < deadline:
+while time.time() < deadline and os.path.exists("/proc/" + rexec):
     for p in os.listdir("/proc"):
         if not p.isdigit():
             continue
         try:
             with open("/proc/%s/cmdline" % p, "rb") as f:
                 argv = [a.decode("utf-8", "replace") for a in f.read().split(b"\0")[:-1]]
+            if argv[:1] != [want[0]] or want[1] not in argv:
+                continue
+            with open("/proc/%s/environ" % p, "rb") as f:
+                if env not in f.read().split(b"\0"):
+                    continue  # another lab's (a test running beside this one)
         except OSError:
             continue
-        if argv[:1] == [want[0]] and want[1] in argv:
-            os.kill(int(p), signal.SIGSTOP)
-            print(p)
-            sys.exit(0)
+        os.kill(int(p), signal.SIGSTOP)
+        print(p)
+        sys.exit(0)
 sys.exit(1)
 PY
-) || { kill -KILL "$pid"; fail "$1: the remote dd count=$n never appeared"; }
-    # (stopped, not finished: it has copied fewer than N bytes)
-    [[ $(awk '{ print $3 }' "/proc/$dd_pid/stat" 2>/dev/null) == T ]] ||
-        { kill -KILL "$pid"; fail "$1: the remote dd finished before it could be stopped"; }
-    rchar=$(awk '$1 == "rchar:" { print $2 }' "/proc/$dd_pid/io")
-    [[ $rchar -le $((n - CUT_MARGIN)) ]] || echo "note: $1: dd had read $rchar of $n bytes when stopped: again" >&2
+}
+# stopped_short PID: the dd is stopped with at least CUT_MARGIN bytes still unread
+stopped_short() {
+    local rchar
+    [[ $(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null) == T ]] || return 1
+    rchar=$(awk '$1 == "rchar:" { print $2 }' "/proc/$1/io" 2>/dev/null) || return 1
+    [[ -n $rchar && $rchar -le $((n - CUT_MARGIN)) ]] || { echo "note: dd had read $rchar of $n bytes when stopped" >&2; return 1; }
+}
+cancel_attempt() {  # cancel_attempt ACTION: 0 when cancelled with the cut certain, 2 when not
+    local pid dd_pid="" rc short=0
+    "$REXEC_BIN" --workspace "$WS" run lab1 "$1" --stdin "$d/huge" --json >"$OUT" 2>"$ERR" &
+    pid=$!
+    dd_pid=$(stop_dd "$pid") || dd_pid=""
+    [[ -n $dd_pid ]] && stopped_short "$dd_pid" && short=1
+    if [[ $short == 0 ]]; then
+        # the race was lost (dd came and went between two looks, or had read too much when
+        # stopped): this attempt proves nothing; let it end as it will
+        echo "note: $1: the remote dd was not stopped short of its stdin: again" >&2
+        [[ -z $dd_pid ]] || kill -CONT "$dd_pid" 2>/dev/null || true
+        timeout 60 tail --pid="$pid" -f /dev/null || { kill -KILL "$pid"; fail "$1: rexec did not end"; }
+        wait "$pid" || true
+        return 2
+    fi
     kill -INT "$pid"
     # rexec waits for the wrapper's report; let dd go on: it reaches EOF early.
     kill -CONT "$dd_pid"
@@ -156,7 +180,6 @@ PY
     timeout 30 tail --pid="$pid" -f /dev/null || rc=$?
     [[ $rc -eq 0 ]] || { kill -KILL "$pid"; fail "$1: rexec did not finish after SIGINT"; }
     rc=0; wait "$pid" || rc=$?
-    [[ $rchar -le $((n - CUT_MARGIN)) ]] || return 2
     assert_eq 130 "$rc" "$1: exit status after SIGINT during stdin"
 }
 no_call_left() { [[ -z $(remote_pgrep '^(dd |sleep 2147483647|cat$)' || true) ]]; }
@@ -170,7 +193,7 @@ cancel_mid_stdin() {  # cancel_mid_stdin ACTION [FILES TO CLEAN BETWEEN ATTEMPTS
         wait_until 30 no_call_left
         rm -f -- "$@"
     done
-    fail "$action: in 5 attempts the remote dd had read more than $((n - CUT_MARGIN)) of $n bytes before it was stopped"
+    fail "$action: in 5 attempts the remote dd was never stopped with $CUT_MARGIN of its $n bytes unread"
 }
 cancel_mid_stdin t.ran "$RX_TMP/ran"
 assert_eq false "$(json executed)" "executed, cancelled during stdin"
