@@ -110,7 +110,8 @@ static int dispatch(const cli_global *g, int argc, char **argv)
         if (strcmp(argv[0], commands[i].name) != 0)
             continue;
         if (wants_help(argc, argv) && commands[i].fn != cli_help) {
-            fputs(cli_help_text(argv[0]), stdout);
+            const char *text = cli_help_text(argv[0]);
+            fputs(text ? text : cli_help_text(NULL), stdout); /* the hidden ones have none */
             return 0;
         }
         return commands[i].fn(g, argc, argv);

@@ -2,7 +2,7 @@
 # Small things a first user meets (issue 35, item 4): outside a workspace the message says how to
 # name one; `audit prune` with nothing to prune names no anchor.json (none is written); eval
 # does not repeat a reason that is the decision; audit show's DECISION/REASON column holds the
-# longest pair, so EXIT stays in its column. No sshd is needed.
+# longest pair, so EXIT stays in its column; the hidden helpers' --help. No sshd is needed.
 tid="cli: workspace hint, prune with nothing, eval's line, audit show's columns"
 # shellcheck source=tests/e2e/lib.sh
 . "${REXEC_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/e2e/lib.sh"
@@ -50,4 +50,11 @@ col = head.index("EXIT")
 assert "REQUIRES_APPROVAL/GRANT_NOT_APPROVED " in row, row
 assert row[col - 1] == " " and row[col] == "-", (col, row)
 PY
+
+# the hidden helpers have no help of their own: --help prints the overview (it once passed NULL
+# to fputs)
+for c in __complete __interface; do
+    assert_exit 0 "$REXEC_BIN" "$c" --help
+    assert_contains "$OUT" "usage: rexec [--workspace DIR]"
+done
 pass
