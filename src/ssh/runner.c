@@ -1,5 +1,4 @@
 /* A runner on one channel (runner.h, remote/runner.sh). */
-#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,7 +121,12 @@ static void call_to(rx_runner *r, call_state to)
     rn_call *c = &r->call;
     rx_log(rx_session_logger(r->s), REXEC_LOG_DEBUG, "%s: runner %p: call %s -> %s",
            rx_session_host(r->s)->name, (void *)r, call_state_names[c->st], call_state_names[to]);
-    assert(call_next[c->st] & CALL_BIT(to));
+    if (!(call_next[c->st] & CALL_BIT(to))) { /* a lifecycle bug, in release builds too */
+        rx_log(rx_session_logger(r->s), REXEC_LOG_WARN, "%s: runner call %s -> %s is not a "
+               "transition", rx_session_host(r->s)->name, call_state_names[c->st],
+               call_state_names[to]);
+        abort();
+    }
     c->st = to;
 }
 

@@ -211,6 +211,9 @@ static int st_ready(rx_session *s, rx_chan_user **done)
                 progress = 1;
             pp = &u->next;
         }
+        /* as session.c: every user is asked once more after the pass (KNOWN (c), fixed) */
+        for (rx_chan_user *u = s->users; u && !progress && !s->closing; u = u->next)
+            progress = u->ops->pending(u);
     } while (progress && !s->closing && ++passes < RX_DRIVE_PASSES);
     if (progress && !s->closing)
         session_resume_later(s);

@@ -30,7 +30,7 @@
  *   P8 no lost wake-up: when nothing can happen but a timer, no channel holds data or an EOF
  *      that libssh2 has queued for a consumer that did not pause (a read of one channel pulls
  *      another's packets into libssh2's queue without a poll event: session.c's pending());
- *      with REXEC_LIFECYCLE_KNOWN_BUGS=1 (or c) only, see KNOWN (c);
+ *      see (c);
  *   P9 a call is reported timed out only once its timeout has passed (on the virtual clock)
  *      since it was submitted: a deadline meant for one call never ends another.
  * And over the whole run: at least half of the calls that ran on each path ended with their end
@@ -42,8 +42,8 @@
  *
  * Environment: REXEC_LIFECYCLE_SEEDS (default 2000), REXEC_LIFECYCLE_SEED=N (that seed only),
  * REXEC_LIFECYCLE_TRACE=1 (print every event as it happens; 2: with rexec's debug log),
- * REXEC_LIFECYCLE_KNOWN_BUGS=1 (also check what the known, unfixed bugs below break; or "c",
- * "d": only that one), REXEC_LIFECYCLE_ESCAPEES=1 (a process a call on a runner left behind
+ * REXEC_LIFECYCLE_KNOWN_BUGS=-c, -d or -cd (leave out the checks of (c), (d): to compare with
+ * a tree from before their fixes), REXEC_LIFECYCLE_ESCAPEES=1 (a process a call on a runner left behind
  * writes after the call's end markers: outside the runner's contract under pid-namespace
  * containment, off by default).
  *
@@ -52,22 +52,22 @@
  * its frame was queued but unwritten still sent, with a kill line behind it: runner.c before
  * ea9c4fd) fail P4 here: on 54d275e, 159 of the 2000 seeds fail, 126 of them by (a), 39 by (b).
  *
- * KNOWN (c), found by this test: session.c's st_ready asks a user whether libssh2 holds data for
+ * (c), found by this test and fixed in 332206f: session.c's st_ready asks a user whether libssh2 holds data for
  * it (ops->pending) only right after stepping that user, so when a later user's read pulls an
  * earlier user's packets (or EOF) into libssh2's queue and makes no progress itself, the pass
  * ends with progress 0, no resume is scheduled, and the socket (already drained by libssh2)
  * brings no poll: the earlier call's output or end waits for the next keepalive or timer. P8
- * checks it with REXEC_LIFECYCLE_KNOWN_BUGS=1 (or c) only. The fix (ask every user's pending() after
- * the pass) must go into session.c and into fake_session.c's copy of st_ready.
+ * checks it on every run. The fix (every user's pending() is asked after the pass) is in
+ * session.c and in fake_session.c's copy of st_ready.
  *
- * KNOWN (d), found by this test: exec.c's st_run closes the channel once the drain after the end
+ * (d), found by this test and fixed in 332206f (the drain reads what libssh2 holds first): exec.c's st_run closes the channel once the drain after the end
  * line has expired (drain_expired) even while libssh2 still holds received output for it
  * (pending): since an exec step reads at most RX_READ_BUDGET reads of RX_EXEC_CHUNK per stream
  * (f82a658), a backlog above one read is cut, and the call is reported as ended normally with
  * its output short. A consumer that paused the call (serve's slow client) makes the backlog;
- * the drain timer re-arms every second while paused and fires when the consumer resumes. With
- * REXEC_LIFECYCLE_KNOWN_BUGS=d (or 1): outputs above one read, consumers that pause from
- * on_data, and resumes in the iteration in which a timer came due. */
+ * the drain timer re-arms every second while paused and fires when the consumer resumes. Every
+ * run now has outputs above one read, consumers that pause from on_data, and resumes in the
+ * iteration in which a timer came due. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -687,8 +687,10 @@ int main(void)
     long seeds = (e = getenv("REXEC_LIFECYCLE_SEEDS")) ? atol(e) : 2000;
     opt_trace = (e = getenv("REXEC_LIFECYCLE_TRACE")) ? atoi(e) : 0;
     e = getenv("REXEC_LIFECYCLE_KNOWN_BUGS"); /* "1": all; else the letters of KNOWN (b), (c) */
-    opt_known_c = e && (strcmp(e, "1") == 0 || strchr(e, 'c'));
-    opt_known_d = e && (strcmp(e, "1") == 0 || strchr(e, 'd'));
+    /* (c) and (d) are fixed (session.c st_ready, exec.c's drain): checked on every run; "-cd"
+     * turns them off to compare */
+    opt_known_c = !(e && strstr(e, "-c"));
+    opt_known_d = !(e && strstr(e, "-d"));
     opt_escapees = (e = getenv("REXEC_LIFECYCLE_ESCAPEES")) && *e == '1';
     long long first = 1, total_calls = 0;
     if ((e = getenv("REXEC_LIFECYCLE_SEED")) != NULL && *e) {
