@@ -170,6 +170,10 @@ void rx_ctx_track(rexec_ctx *ctx, rx_ctx_obj *o, void (*cancel)(rx_ctx_obj *o));
 void rx_ctx_untrack(rexec_ctx *ctx, rx_ctx_obj *o);
 void rx_ctx_released(rexec_ctx *ctx);
 
+/* redact_json.c: a copy of v with every string and every key passed through r (NULL on
+ * ENOMEM; a null for a NULL v). */
+cJSON *rx_redact_json(const rx_redactor *r, const cJSON *v);
+
 /* reload.c */
 void rx_ctx_reload_init(rexec_ctx *ctx);
 void rx_ctx_reload_free(rexec_ctx *ctx);

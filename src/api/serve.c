@@ -194,8 +194,25 @@ static void on_written(uv_write_t *req, int status)
 /* Sends one JSON object as a line. Never closes the client (callers hold its requests): a
  * client that reads slowly is throttled instead. Returns 0, or -1 when the line could not be
  * built (out of memory) or the client is gone. */
+/* What every reply echoes of the caller's own text, the id (of any JSON type) and an error
+ * message (which may quote the request), redacted on the way out: one place for every reply. */
+static void reply_redact(serve_client *cl, cJSON *o)
+{
+    const rx_redactor *r = rx_ctx_redactor(cl->srv->ctx);
+    cJSON *id = cJSON_GetObjectItemCaseSensitive(o, "id");
+    cJSON *err = cJSON_GetObjectItemCaseSensitive(o, "error");
+    cJSON *c;
+    if (id && (cJSON_IsString(id) || cJSON_IsArray(id) || cJSON_IsObject(id)) &&
+        (c = rx_redact_json(r, id)) != NULL)
+        cJSON_ReplaceItemInObjectCaseSensitive(o, "id", c);
+    if (cJSON_IsString(err) && (c = rx_redact_json(r, err)) != NULL)
+        cJSON_ReplaceItemInObjectCaseSensitive(o, "error", c);
+}
+
 static int client_send(serve_client *cl, cJSON *o)
 {
+    if (cl && client_open(cl))
+        reply_redact(cl, o);
     char *text = cl && client_open(cl) ? cJSON_PrintUnformatted(o) : NULL;
     if (text == NULL)
         return -1;

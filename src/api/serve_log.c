@@ -81,12 +81,11 @@ static void add_redacted(cJSON *o, const rexec_ctx *ctx, const char *key, const 
 }
 
 /* The request id: a string id is redacted like any string, another JSON value kept. */
+/* An id of any JSON type: every string and key in it redacted (the journal prints it too). */
 static void add_id(cJSON *o, const rexec_ctx *ctx, const cJSON *id)
 {
-    if (cJSON_IsString(id))
-        add_redacted(o, ctx, "id", id->valuestring);
-    else
-        cJSON_AddItemToObject(o, "id", id ? cJSON_Duplicate(id, 1) : cJSON_CreateNull());
+    cJSON *c = rx_redact_json(rx_ctx_redactor(ctx), id);
+    cJSON_AddItemToObject(o, "id", c ? c : cJSON_CreateString("[not logged: no memory]"));
 }
 
 static cJSON *line_new(const rexec_ctx *ctx, const char *event, const rx_serve_log_who *w)
