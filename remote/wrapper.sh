@@ -98,7 +98,6 @@ __rx_piped_fifo() {
 # the command started): the command closed its stdin or is gone, and the rest is dropped.
 __rx_feed() {
     local c rc=0
-    rm -f -- "$__rx_fifo" # both ends are open: the name is not needed any more
     trap 'kill -KILL "$c" 2>/dev/null; exit 0' TERM
     if [ "$__rx_stdin_len" -gt 0 ]; then
         "${__rx_dd[@]}" count="$__rx_stdin_len" <&7 >&6 &
@@ -158,13 +157,22 @@ __rx_main() {
     __rx_inner_script
     trap __rx_cancel USR1
     t0=${EPOCHREALTIME//[!0-9]/}
-    # (A FIFO's open waits for the other end: the command's side opens it for reading, then the
-    # wrapper's exec 6> below returns.)
-    "${__rx_pre[@]}" timeout --kill-after="$__rx_kill_after" "$__rx_timeout" \
-        bash -c "$__rx_inner" rexec <"$in" 6<&- 7<&- &
-    __rx_pid=$!
+    # A piped stdin: both ends of the FIFO are opened here and its name removed before the
+    # command starts, so the command never sees it by name. A read-write open waits for nobody;
+    # with it held, the read end and a write-only end open at once, and the read-write one goes
+    # (the feeder must hold a write end only: a dd writing to a FIFO nobody reads then fails).
     if [ "$in" = "$__rx_fifo" ]; then
-        exec 6>"$__rx_fifo"
+        exec 6<>"$__rx_fifo" 5<"$__rx_fifo" 4>"$__rx_fifo" 6<&- || { __rx_end stdin 1 0; return; }
+        exec 6>&4 4>&-
+        rm -f -- "$__rx_fifo"
+    else
+        exec 5<"$in" || { __rx_end stdin 1 0; return; }
+    fi
+    "${__rx_pre[@]}" timeout --kill-after="$__rx_kill_after" "$__rx_timeout" \
+        bash -c "$__rx_inner" rexec <&5 5<&- 6<&- 7<&- &
+    __rx_pid=$!
+    exec 5<&-
+    if [ "$in" = "$__rx_fifo" ]; then
         __rx_feed </dev/null >/dev/null 2>&1 &
     else
         { read -r -n 1 _ ; kill -USR1 $$; } <&7 >/dev/null 2>&1 6<&- &
