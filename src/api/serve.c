@@ -65,6 +65,7 @@ struct rexec_server {
     uv_pipe_t reject; /* a connection serve cannot take is accepted into this and closed */
     int reject_busy, reject_due; /* reject is closing / another connection waits for it */
     size_t reqs_alive;
+    unsigned long accepted; /* connections admitted so far */
     void (*on_stopped)(void *ud);
     void *stopped_ud;
     rx_serve_log log;
@@ -92,6 +93,7 @@ struct serve_client {
     uv_work_t admit;    /* who it is and what it may do, looked up on the thread pool */
     int admitting;      /* that lookup has not reported yet: the pipe stays open until it has */
     int admit_fd, admit_failed;
+    unsigned long admit_seq; /* the how-many-th connection (the test build's admission gate) */
     const rx_ws *admit_ws; /* the workspace the verbs are computed against */
     unsigned verbs;     /* what it may do (RX_VERB_*), as of workspace load verbs_gen */
     unsigned verbs_gen;
@@ -1199,25 +1201,24 @@ static int client_refuse(serve_client *cl)
  * open until then (client_close waits), so its descriptor cannot be another connection's. */
 #ifdef REXEC_UNITTEST
 /* The test build only: REXEC_TEST_SERVE_ADMIT_GATE=PATH holds the first connection's lookups
- * until PATH exists (a directory that does not answer, tests/e2e/t_serve_faults.sh). */
-static void admit_test_gate(void)
+ * until PATH exists (a directory that does not answer, tests/e2e/t_serve_faults.sh). The first
+ * connection accepted, not the first work the pool runs: two works may start in either order. */
+static void admit_test_gate(const serve_client *cl)
 {
-    static int first = 1;
     const char *gate = getenv("REXEC_TEST_SERVE_ADMIT_GATE");
-    if (gate == NULL || !first)
+    if (gate == NULL || cl->admit_seq != 1)
         return;
-    first = 0;
     while (access(gate, F_OK) != 0)
         usleep(10000);
 }
 #else
-#define admit_test_gate() ((void)0)
+#define admit_test_gate(cl) ((void)(cl))
 #endif
 
 static void admit_work(uv_work_t *w)
 {
     serve_client *cl = w->data;
-    admit_test_gate();
+    admit_test_gate(cl);
     cl->admit_failed = rx_peer_get(cl->admit_fd, &cl->peer) != 0;
     if (!cl->admit_failed)
         cl->verbs = rx_peer_verbs(cl->admit_ws, &cl->peer);
@@ -1254,6 +1255,7 @@ static void client_admit(serve_client *cl)
         return;
     }
     cl->admit_fd = fd;
+    cl->admit_seq = ++cl->srv->accepted;
     cl->admit_ws = cl->srv->ctx->ws;
     cl->verbs_gen = cl->srv->ctx->reloads; /* a reload meanwhile: client_verbs asks again */
     cl->admit.data = cl;

@@ -675,11 +675,13 @@ void rx_pool_pause(rx_pool_job *j, int on)
 
 void rx_pool_retire_host(rx_pool *p, const rx_host *h)
 {
-    for (pool_host *ph = p->hosts; ph; ph = ph->next)
-        if (ph->h == h && !ph->retired) {
-            ph->retired = 1;
-            pool_dispatch(ph);
-        }
+    /* Made now if no call reached the pool for h yet: one that started before the reload and
+     * comes later must find h retired, or its connection would stay open for good. */
+    pool_host *ph = p->closing ? NULL : host_get(p, h);
+    if (ph && !ph->retired) {
+        ph->retired = 1;
+        pool_dispatch(ph);
+    }
 }
 
 rx_pool *rx_pool_new(uv_loop_t *loop, const rx_pool_opts *opts)

@@ -130,6 +130,46 @@ assert_eq 1 "$(established_conns "$(lab_port lab1)")" "connections to lab1 after
 one_to_lab2() { (( $(established_conns "$(lab_port lab2)") <= 1 )); }
 wait_until 30 one_to_lab2
 
+# ---- a changed host that no call used before the reload that retires it --------------------
+# A reload changes lab2 (a new host object no call has used), a call to lab2 starts and waits for
+# its intent, a second reload changes lab2 again (retiring that object), then the call runs: its
+# connection is the retired host's and closes once idle. (The pool used to make that host afresh,
+# unretired, and the connection stayed open for good.)
+timeout 120 "$RX_PYTHON" - "$SOCK" "$WS/audit/.lock" "$WS/rexec.json" >"$RX_TMP/retire.out" 2>&1 <<'PY' || fail "retired host: $(cat "$RX_TMP/retire.out")"
+import fcntl, json, os, socket, sys
+def conn():
+    s = socket.socket(socket.AF_UNIX); s.settimeout(60); s.connect(sys.argv[1])
+    return s, s.makefile("rb")
+def reload_with(channels):
+    c = json.load(open(sys.argv[3]))
+    c["hosts"]["lab2"]["max_channels"] = channels
+    with open(sys.argv[3] + ".tmp", "w") as f:
+        json.dump(c, f, indent=2)
+    os.replace(sys.argv[3] + ".tmp", sys.argv[3])
+    r, rf = conn()
+    r.sendall(b'{"op": "reload"}\n')
+    assert json.loads(rf.readline())["type"] == "reloaded"
+    r.close()
+reload_with(6)
+lock = open(sys.argv[2], "a")
+fcntl.flock(lock, fcntl.LOCK_EX)
+s, f = conn()
+s.sendall(b'{"op": "run", "id": "x", "targets": "lab2", "action": "t.one"}\n')
+while json.loads(f.readline()).get("type") != "accepted":
+    pass
+reload_with(7)
+fcntl.flock(lock, fcntl.LOCK_UN)
+while True:
+    o = json.loads(f.readline())
+    if o.get("id") == "x" and o.get("type") == "done":
+        assert o.get("exit_status") == 0, o
+        break
+print("ok")
+PY
+# shellcheck disable=SC2317 # called by wait_until
+none_to_lab2() { (( $(established_conns "$(lab_port lab2)") == 0 )); }
+wait_until 30 none_to_lab2
+
 # ---- reloads do not pile up: a replaced workspace's catalog and secret set go with its last
 # call. Each reload used to keep them until serve stopped (about 0.8 MiB each here, most of it
 # the compiled parameter patterns such as sys.echo's {0,200}). A serve of its own, with ASan's
