@@ -54,6 +54,8 @@ def check_output(action, result, stdin):
         return out.startswith(hashlib.sha256(stdin.encode()).hexdigest())
     if action == "soak.sleep":
         return out == "slept\n"
+    if action == "soak.echo":
+        return out == stdin + "\n"  # stdin holds the call's own value here
     return out.startswith("Linux ")
 
 
@@ -67,13 +69,25 @@ def client(idx, a, stop, stats):
             sock.connect(a.socket)
             sock.settimeout(DEADLINE_S)
             f = sock.makefile("rb")
-        action = rnd.choice(["soak.tiny", "soak.tiny", "soak.mib", "soak.stdin", "soak.sleep"])
+        action = rnd.choice(["soak.tiny", "soak.tiny", "soak.mib", "soak.stdin", "soak.sleep",
+                             "soak.echo", "soak.echo"])
         host = "lab%d" % rnd.randint(1, a.hosts)
-        req = {"op": "run", "id": "c%d-%d" % (idx, n), "targets": host, "action": action}
+        rid = "c%d-%d" % (idx, n)
+        req = {"op": "run", "id": rid, "targets": host, "action": action}
         stdin = ""
         if action == "soak.stdin":
             stdin = "".join(rnd.choice("abcdef\n") for _ in range(rnd.randint(0, 4096)))
             req["stdin"] = stdin
+        interrupt = None
+        if action == "soak.echo":  # the cancel storm: a fifth stopped at a random moment
+            stdin = "v%x" % rnd.getrandbits(48)
+            req["params"] = {"v": stdin}
+            roll = rnd.random()
+            if roll < 0.1:
+                req["timeout_s"] = rnd.choice([0.001, 0.005, 0.02])
+                interrupt = "timeout"
+            elif roll < 0.2:
+                interrupt = "cancel"
         n += 1
         try:
             sock.sendall(json.dumps(req).encode() + b"\n")
@@ -83,10 +97,19 @@ def client(idx, a, stop, stats):
                 if not line:
                     raise ConnectionError("serve closed the connection")
                 r = json.loads(line)
-                if r.get("type") == "result":
+                if r.get("type") == "accepted" and interrupt == "cancel" and r.get("id") == rid:
+                    time.sleep(rnd.uniform(0, 0.008))
+                    sock.sendall(json.dumps({"op": "cancel", "id": "k" + rid,
+                                             "target": rid}).encode() + b"\n")
+                elif r.get("type") == "result":
                     result = r
                 elif r.get("type") in ("done", "error"):
                     break
+            if interrupt and result and (result.get("stdout") or "") not in ("", stdin + "\n"):
+                stats.add(wrong=1)
+                with stats.lock:
+                    stats.notes.append("wrong output of an interrupted call: %r" %
+                                       (result.get("stdout") or "")[:80])
             status = result["exit_status"] if result else r.get("exit_status")
             stats.add(done=1)
             with stats.lock:
