@@ -467,6 +467,10 @@ REXEC_API int rexec_server_start(rexec_ctx *ctx, const rexec_server_opts *opts, 
 /* Stops accepting (the socket file goes at once), cancels calls in flight, sends their results,
  * closes the clients; on_stopped runs from the loop when all is released. */
 REXEC_API void rexec_server_stop(rexec_server *s, void (*on_stopped)(void *ud), void *ud);
+/* serve's request keys per op, the table its unknown-key refusal is made from, as JSON:
+ * {"ops":[...],"keys":[{"name","type","ops":[...],"request_file","help"}]} (`rexec __interface
+ * --serve`). malloc'd (free it); NULL when out of memory. */
+REXEC_API char *rexec_serve_keys_json(void);
 
 /* The workspace's fan-out default (limits.parallel). */
 REXEC_API int rexec_ctx_parallel(const rexec_ctx *ctx);

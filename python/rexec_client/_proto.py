@@ -12,6 +12,36 @@ INLINE_MAX = 48 * 1024
 PIECE = 48 * 1024
 RAW_PIECE = 256 * 1024  # a raw piece, to a serve that takes them (at most 1 MiB)
 
+# serve's request keys per op (docs/serve-protocol.md), as this client uses them: SENDS the keys
+# its requests carry, NOT_SENT the keys of serve it never sends and why. Together they are every
+# key of serve's table (`rexec __interface --serve`, src/config/request.c):
+# tests/install/t_serve_interface.sh holds them against it, and against what the functions below
+# really send. A new key of serve goes into one of the two.
+_CALL = ("op", "id", "targets", "action", "params", "stream", "stdin_base64", "stdin_stream",
+         "grant_id", "timeout_s", "rationale", "hypothesis_id", "parallel")
+SENDS = {
+    "run": _CALL,
+    "eval": _CALL,
+    "check": ("op", "id", "targets"),
+    "cancel": ("op", "id", "target"),
+    "stdin": ("op", "target", "data_base64", "bytes", "eof"),
+    "ping": ("op", "id"),
+    "hosts": ("op", "id"),
+    "actions": ("op", "id"),
+    "groups": ("op", "id"),
+    "reload": ("op", "id"),
+}
+_CALL_NOT_SENT = {
+    "host": "targets names the hosts (host is the --request document's)",
+    "stdin": "stdin goes as stdin_base64, which carries any bytes",
+}
+NOT_SENT = {
+    "run": _CALL_NOT_SENT,
+    "eval": _CALL_NOT_SENT,
+    "stdin": {"id": "a piece taken is not answered; the request's id is the target",
+              "data": "pieces go as data_base64 or as raw bytes, which carry any bytes"},
+}
+
 
 class RexecError(Exception):
     """A request refused as a whole, or serve unreachable. exit_status is what `rexec run` would
@@ -66,6 +96,8 @@ def socket_path(path):
 def call_request(op, targets, action=None, params=None, *, stdin=None, grant_id=None,
                  timeout_s=None, rationale=None, hypothesis_id=None, parallel=None, stream=True):
     """The request object of a run, eval or check."""
+    if op not in ("run", "eval", "check"):
+        raise RexecError("op must be run, eval or check", 64)
     req = {"op": op, "id": 1, "targets": targets}
     if op == "check":
         return req

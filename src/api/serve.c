@@ -622,8 +622,6 @@ static int stdin_raw_count(serve_client *cl, const cJSON *bytes)
  * at once, nothing run, each host's result saying why. Success is silent. */
 static int do_stdin(serve_client *cl, const cJSON *root, rexec_error *err)
 {
-    static const char *const keys[] = {"op",    "id",    "target", "data", "data_base64",
-                                       "bytes", "eof",   NULL};
     const cJSON *target = cJSON_GetObjectItemCaseSensitive(root, "target");
     const cJSON *bytes = cJSON_GetObjectItemCaseSensitive(root, "bytes");
     serve_req *q = target ? stdin_target(cl, target) : NULL;
@@ -643,7 +641,7 @@ static int do_stdin(serve_client *cl, const cJSON *root, rexec_error *err)
     }
     rx_buf chunk;
     rx_buf_init(&chunk, SERVE_LINE_MAX);
-    if ((r = rx_json_check_keys(root, "", keys, REXEC_EREQUEST, err)) == 0 &&
+    if ((r = rx_serve_check_keys(root, "stdin", err)) == 0 &&
         (r = rx_json_get_bool(root, "eof", "", 0, &eof, REXEC_EREQUEST, err)) == 0 &&
         (r = rx_request_bytes(root, "data", "", &chunk, &present, err)) == 0 && bytes && present)
         r = rx_fail(err, REXEC_EREQUEST, "stdin: bytes is exclusive with data and data_base64");
@@ -712,8 +710,6 @@ static void stdin_cut_short(serve_client *cl, const char *why)
 
 static int start_run(serve_client *cl, const cJSON *root, const char *op, rexec_error *err)
 {
-    static const char *const extra[] = {"op", "id", "targets", "grant_id", "stream", "parallel",
-                                        "stdin_stream", NULL};
     long long parallel = 0;
     int streamed = 0;
     serve_req *q = req_new(cl, root, op);
@@ -721,7 +717,7 @@ static int start_run(serve_client *cl, const cJSON *root, const char *op, rexec_
     int r;
     if (q == NULL)
         return rx_fail(err, REXEC_ENOMEM, "out of memory");
-    if ((r = rx_request_from_json(root, "", extra, &q->parsed, err)) != 0 ||
+    if ((r = rx_request_from_serve(root, op, &q->parsed, err)) != 0 ||
         (r = rx_json_get_string(root, "grant_id", "", 0, &grant, REXEC_EREQUEST, err)) != 0 ||
         (r = rx_json_get_bool(root, "stream", "", 0, &q->stream, REXEC_EREQUEST, err)) != 0 ||
         (r = rx_json_get_int(root, "parallel", "", 0, 1, 1024, &parallel, REXEC_EREQUEST, err)) ||
@@ -757,11 +753,15 @@ static int start_run(serve_client *cl, const cJSON *root, const char *op, rexec_
     return 0;
 }
 
+char *rexec_serve_keys_json(void)
+{
+    return rx_serve_keys_json();
+}
+
 static int start_check(serve_client *cl, const cJSON *root, rexec_error *err)
 {
-    static const char *const keys[] = {"op", "id", "targets", NULL};
     serve_req *q;
-    int r = rx_json_check_keys(root, "", keys, REXEC_EREQUEST, err);
+    int r = rx_serve_check_keys(root, "check", err);
     if (r != 0)
         return r;
     if ((q = req_new(cl, root, "check")) == NULL)
@@ -815,9 +815,8 @@ static void req_cancel(serve_req *q)
 
 static int do_cancel(serve_client *cl, const cJSON *root, rexec_error *err)
 {
-    static const char *const keys[] = {"op", "id", "target", NULL};
     const cJSON *target = cJSON_GetObjectItemCaseSensitive(root, "target");
-    int r = rx_json_check_keys(root, "", keys, REXEC_EREQUEST, err), found = 0;
+    int r = rx_serve_check_keys(root, "cancel", err), found = 0;
     if (r != 0)
         return r;
     if (target == NULL)
@@ -839,8 +838,7 @@ static int do_cancel(serve_client *cl, const cJSON *root, rexec_error *err)
 
 static int do_simple(serve_client *cl, const cJSON *root, const char *op, rexec_error *err)
 {
-    static const char *const keys[] = {"op", "id", NULL};
-    int r = rx_json_check_keys(root, "", keys, REXEC_EREQUEST, err);
+    int r = rx_serve_check_keys(root, op, err);
     if (r != 0)
         return r;
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(root, "id");
@@ -863,9 +861,8 @@ static int do_simple(serve_client *cl, const cJSON *root, const char *op, rexec_
  * running configuration stays (rexec_ctx_reload). */
 static int do_reload(serve_client *cl, const cJSON *root, rexec_error *err)
 {
-    static const char *const keys[] = {"op", "id", NULL};
     size_t warm = 0;
-    int r = rx_json_check_keys(root, "", keys, REXEC_EREQUEST, err);
+    int r = rx_serve_check_keys(root, "reload", err);
     if (r == 0)
         r = rexec_ctx_reload(cl->srv->ctx, &warm, err);
     if (r != 0)
@@ -951,9 +948,11 @@ static void handle_line(serve_client *cl, const char *line, size_t len)
     else if (r == 0 && (strcmp(op, "ping") == 0 || strcmp(op, "hosts") == 0 ||
                         strcmp(op, "actions") == 0 || strcmp(op, "groups") == 0))
         r = do_simple(cl, root, op, &e);
-    else if (r == 0)
-        r = rx_fail(&e, REXEC_EREQUEST, "op: unknown \"%s\" (run, eval, check, cancel, stdin, "
-                                        "ping, hosts, actions, groups, reload)", op);
+    else if (r == 0) {
+        char ops[160];
+        r = rx_fail(&e, REXEC_EREQUEST, "op: unknown \"%s\" (%s)", op,
+                    rx_serve_keys_list(NULL, ops, sizeof(ops)));
+    }
     if (r != 0)
         send_error(cl, root && cJSON_IsObject(root) ? cJSON_GetObjectItemCaseSensitive(root, "id")
                                                     : NULL,

@@ -4,7 +4,8 @@
  * so a half-typed command line never shows an error.
  * `rexec __complete commands | subcommands CMD | flags [CMD [SUB]] | valued`: the names of the
  * one interface table (interface.c), so the completion has no list of its own to drift.
- * `rexec __interface`: that table as JSON (tests/install/t_interface.sh). */
+ * `rexec __interface`: that table as JSON (tests/install/t_interface.sh); `rexec __interface
+ * --serve`: serve's request keys (src/config/request.c) as JSON (t_serve_interface.sh). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,10 +82,12 @@ static int table_names(int argc, char **argv)
 
 int cli_interface(const cli_global *g, int argc, char **argv)
 {
-    (void)g, (void)argv;
-    if (argc != 1)
-        return cli_error(64, "usage: rexec __interface");
-    char *text = cli_interface_json();
+    (void)g;
+    /* --serve: serve's request keys (src/config/request.c), for t_serve_interface */
+    int serve = argc == 2 && strcmp(argv[1], "--serve") == 0;
+    if (argc != 1 && !serve)
+        return cli_error(64, "usage: rexec __interface [--serve]");
+    char *text = serve ? rexec_serve_keys_json() : cli_interface_json();
     if (text == NULL)
         return cli_error(71, "out of memory");
     printf("%s\n", text);

@@ -15,32 +15,139 @@
 
 #define CODE REXEC_EREQUEST
 
-static const char *const request_keys[] = {"action",    "params",        "stdin",
-                                           "stdin_base64", "rationale", "hypothesis_id",
-                                           "host",      "timeout_s",     NULL};
+#define RUN_EVAL (RX_OP_RUN | RX_OP_EVAL)
+#define DOC (RUN_EVAL | RX_OP_DOC)
 
-static int in_list(const char *const list[], const char *key)
+const char *const rx_serve_op_names[] = {"run",  "eval",  "check",   "cancel", "stdin",
+                                         "ping", "hosts", "actions", "groups", "reload", NULL};
+
+const rx_serve_key rx_serve_keys[] = {
+    {"op", "string", RX_OP_ALL, "the operation; required"},
+    {"id", "any JSON value", RX_OP_ALL, "echoed in every reply to this request (null when absent)"},
+    {"targets", "string", RUN_EVAL | RX_OP_CHECK, "a host, h1,h2 or @group"},
+    {"action", "string", DOC, "the catalog action; required"},
+    {"params", "object", DOC, "name -> string, or an integer"},
+    {"stdin", "string", DOC, "the command's stdin as UTF-8 text"},
+    {"stdin_base64", "string", DOC, "the command's stdin as canonical standard base64"},
+    {"rationale", "string", DOC, "why, recorded in the audit log"},
+    {"hypothesis_id", "string", DOC, "an id recorded in the audit log"},
+    {"host", "string", DOC, "one host, when targets is absent"},
+    {"timeout_s", "number", DOC, "shortens the action's timeout"},
+    {"stdin_stream", "boolean", RUN_EVAL, "the stdin follows in stdin lines"},
+    {"grant_id", "string", RUN_EVAL, "a grant from rexec approve"},
+    {"stream", "boolean", RUN_EVAL, "send output lines as the output arrives"},
+    {"parallel", "integer 1–1024", RUN_EVAL, "hosts of this request at once"},
+    {"target", "any JSON value", RX_OP_CANCEL | RX_OP_STDIN,
+     "the id of the request this line is about; required"},
+    {"data", "string", RX_OP_STDIN, "the next piece as UTF-8 text"},
+    {"data_base64", "string", RX_OP_STDIN, "the next piece as canonical standard base64"},
+    {"bytes", "integer 1–1048576", RX_OP_STDIN, "the next piece is this many raw bytes after the line"},
+    {"eof", "boolean", RX_OP_STDIN, "this was the last piece"},
+    {NULL, NULL, 0, NULL},
+};
+
+unsigned rx_serve_op_bit(const char *op)
 {
-    for (size_t i = 0; list != NULL && list[i] != NULL; i++)
-        if (strcmp(list[i], key) == 0)
+    for (unsigned i = 0; op != NULL && rx_serve_op_names[i] != NULL; i++)
+        if (strcmp(rx_serve_op_names[i], op) == 0)
+            return 1u << i;
+    return 0;
+}
+
+/* The keys whose ops meet mask, and extra, as "a, b, c". */
+static const char *keys_list(unsigned mask, const char *const extra[], char *buf, size_t cap)
+{
+    size_t at = 0;
+    buf[0] = 0;
+    for (const rx_serve_key *k = rx_serve_keys; k->name != NULL && at < cap; k++)
+        if (k->ops & mask)
+            at += (size_t)snprintf(buf + at, cap - at, "%s%s", at ? ", " : "", k->name);
+    for (size_t i = 0; extra != NULL && extra[i] != NULL && at < cap; i++)
+        at += (size_t)snprintf(buf + at, cap - at, "%s%s", at ? ", " : "", extra[i]);
+    return buf;
+}
+
+const char *rx_serve_keys_list(const char *op, char *buf, size_t cap)
+{
+    size_t at = 0;
+    if (cap == 0)
+        return buf;
+    if (op != NULL)
+        return keys_list(rx_serve_op_bit(op), NULL, buf, cap);
+    buf[0] = 0;
+    for (size_t i = 0; rx_serve_op_names[i] != NULL && at < cap; i++)
+        at += (size_t)snprintf(buf + at, cap - at, "%s%s", at ? ", " : "", rx_serve_op_names[i]);
+    return buf;
+}
+
+static int key_in(unsigned mask, const char *const extra[], const char *key)
+{
+    for (const rx_serve_key *k = rx_serve_keys; k->name != NULL; k++)
+        if ((k->ops & mask) && strcmp(k->name, key) == 0)
+            return 1;
+    for (size_t i = 0; extra != NULL && extra[i] != NULL; i++)
+        if (strcmp(extra[i], key) == 0)
             return 1;
     return 0;
 }
 
-static int check_keys(const cJSON *obj, const char *path, const char *const extra[],
-                      rexec_error *err)
+/* The first key of obj not in mask's keys or extra: an error naming every allowed key. */
+static int check_keys_of(const cJSON *obj, const char *path, unsigned mask,
+                         const char *const extra[], const char *op, rexec_error *err)
 {
     const cJSON *c;
     cJSON_ArrayForEach(c, obj) {
         const char *key = c->string ? c->string : "";
-        if (in_list(request_keys, key) || in_list(extra, key))
+        if (key_in(mask, extra, key))
             continue;
-        char kp[RX_JSON_PATH_MAX];
+        char kp[RX_JSON_PATH_MAX], list[512], of[48] = "";
+        if (op != NULL)
+            snprintf(of, sizeof(of), " of \"%s\"", op);
         return rx_json_fail(err, CODE, rx_json_path_key(kp, sizeof(kp), path, key),
-                            "unknown key (expected one of: action, params, stdin, stdin_base64, "
-                            "rationale, hypothesis_id, host, timeout_s)");
+                            "unknown key%s (expected one of: %s)", of,
+                            keys_list(mask, extra, list, sizeof(list)));
     }
     return 0;
+}
+
+int rx_serve_check_keys(const cJSON *obj, const char *op, rexec_error *err)
+{
+    unsigned bit = rx_serve_op_bit(op);
+    int r = rx_json_want(obj, "", cJSON_Object, CODE, err);
+    if (r == 0 && bit == 0)
+        return rx_fail(err, CODE, "op: \"%s\" is not an op of serve's table", op ? op : "");
+    return r != 0 ? r : check_keys_of(obj, "", bit, NULL, op, err);
+}
+
+char *rx_serve_keys_json(void)
+{
+    cJSON *root = cJSON_CreateObject(), *ops = cJSON_CreateArray(), *keys = cJSON_CreateArray();
+    char *text = NULL;
+    if (root == NULL || ops == NULL || keys == NULL) {
+        cJSON_Delete(root);
+        cJSON_Delete(ops);
+        cJSON_Delete(keys);
+        return NULL;
+    }
+    cJSON_AddItemToObject(root, "ops", ops);
+    cJSON_AddItemToObject(root, "keys", keys);
+    for (size_t i = 0; rx_serve_op_names[i] != NULL; i++)
+        cJSON_AddItemToArray(ops, cJSON_CreateString(rx_serve_op_names[i]));
+    for (const rx_serve_key *k = rx_serve_keys; k->name != NULL; k++) {
+        cJSON *j = cJSON_CreateObject(), *in = cJSON_CreateArray();
+        cJSON_AddItemToArray(keys, j);
+        cJSON_AddStringToObject(j, "name", k->name);
+        cJSON_AddStringToObject(j, "type", k->type);
+        cJSON_AddItemToObject(j, "ops", in);
+        for (size_t i = 0; rx_serve_op_names[i] != NULL; i++)
+            if (k->ops & (1u << i))
+                cJSON_AddItemToArray(in, cJSON_CreateString(rx_serve_op_names[i]));
+        cJSON_AddBoolToObject(j, "request_file", (k->ops & RX_OP_DOC) != 0);
+        cJSON_AddStringToObject(j, "help", k->help);
+    }
+    text = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    return text;
 }
 
 static int dup_or_nomem(char **dst, const char *s, rexec_error *err)
@@ -248,6 +355,18 @@ static int parse_extras(const cJSON *obj, const char *path, rx_request *r, rexec
     return 0;
 }
 
+/* Every member but the keys, which the caller checked. */
+static int parse_members(const cJSON *obj, const char *path, rx_request *out, rexec_error *err)
+{
+    int r;
+    if ((r = get_name(obj, "action", path, 1, &out->action, err)) != 0 ||
+        (r = parse_params(obj, path, out, err)) != 0 ||
+        (r = parse_stdin(obj, path, out, err)) != 0 ||
+        (r = parse_extras(obj, path, out, err)) != 0)
+        rx_request_free(out);
+    return r;
+}
+
 int rx_request_from_json(const cJSON *obj, const char *path, const char *const extra_keys[],
                          rx_request *out, rexec_error *err)
 {
@@ -256,13 +375,19 @@ int rx_request_from_json(const cJSON *obj, const char *path, const char *const e
     memset(out, 0, sizeof(*out));
     rx_buf_init(&out->stdin_data, RX_REQUEST_MAX_LEN);
     if ((r = rx_json_want(obj, path, cJSON_Object, CODE, err)) != 0 ||
-        (r = check_keys(obj, path, extra_keys, err)) != 0 ||
-        (r = get_name(obj, "action", path, 1, &out->action, err)) != 0 ||
-        (r = parse_params(obj, path, out, err)) != 0 ||
-        (r = parse_stdin(obj, path, out, err)) != 0 ||
-        (r = parse_extras(obj, path, out, err)) != 0)
-        rx_request_free(out);
-    return r;
+        (r = check_keys_of(obj, path, RX_OP_DOC, extra_keys, NULL, err)) != 0)
+        return r;
+    return parse_members(obj, path, out, err);
+}
+
+int rx_request_from_serve(const cJSON *obj, const char *op, rx_request *out, rexec_error *err)
+{
+    int r;
+    memset(out, 0, sizeof(*out));
+    rx_buf_init(&out->stdin_data, RX_REQUEST_MAX_LEN);
+    if ((r = rx_serve_check_keys(obj, op, err)) != 0)
+        return r;
+    return parse_members(obj, "", out, err);
 }
 
 int rx_request_parse(const char *text, size_t len, rx_request *out, rexec_error *err)

@@ -71,6 +71,55 @@ int rx_request_parse(const char *text, size_t len, rx_request *out, rexec_error 
 int rx_request_from_json(const cJSON *obj, const char *path, const char *const extra_keys[],
                          rx_request *out, rexec_error *err);
 
+/* The same for a run or eval line of serve: obj's keys are held against rx_serve_keys for op
+ * (serve's own keys pass, any other is refused naming every key op takes); then as above. */
+int rx_request_from_serve(const cJSON *obj, const char *op, rx_request *out, rexec_error *err);
+
+/* ---- serve's request keys: the one table ------------------------------------------------------
+ * Every key of every op of `rexec serve` (docs/serve-protocol.md), with its type, the ops that
+ * take it and what it is. It drives serve's unknown-key refusal (rx_serve_check_keys) and the
+ * "unknown op" one; `rexec __interface --serve` prints it (rx_serve_keys_json), and
+ * tests/install/t_serve_interface.sh holds docs/serve-protocol.md's key tables and the Python
+ * client (python/rexec_client) against it. A new key goes here first. */
+enum {
+    RX_OP_RUN = 1u << 0,
+    RX_OP_EVAL = 1u << 1,
+    RX_OP_CHECK = 1u << 2,
+    RX_OP_CANCEL = 1u << 3,
+    RX_OP_STDIN = 1u << 4,
+    RX_OP_PING = 1u << 5,
+    RX_OP_HOSTS = 1u << 6,
+    RX_OP_ACTIONS = 1u << 7,
+    RX_OP_GROUPS = 1u << 8,
+    RX_OP_RELOAD = 1u << 9,
+    RX_OP_ALL = (1u << 10) - 1,
+    RX_OP_DOC = 1u << 10, /* also a key of the `rexec run --request FILE` document */
+};
+
+typedef struct rx_serve_key {
+    const char *name;
+    const char *type; /* as docs/serve-protocol.md's tables write it */
+    unsigned ops;     /* RX_OP_* bits */
+    const char *help; /* one line */
+} rx_serve_key;
+
+extern const rx_serve_key rx_serve_keys[];    /* ends with a NULL name */
+extern const char *const rx_serve_op_names[]; /* bit i of RX_OP_* is [i]; NULL-terminated */
+
+/* The RX_OP_* bit of op, or 0 for a name that is not an op. */
+unsigned rx_serve_op_bit(const char *op);
+
+/* "a, b, c": every op (ops == 0) or every key of op (in table order), into buf. Returns buf. */
+const char *rx_serve_keys_list(const char *op, char *buf, size_t cap);
+
+/* 0, or REXEC_EREQUEST naming the first key of obj that op does not take and every key it does
+ * ("param: unknown key of \"run\" (expected one of: op, id, targets, ...)"). */
+int rx_serve_check_keys(const cJSON *obj, const char *op, rexec_error *err);
+
+/* The table as JSON ({"ops":[...],"keys":[{"name","type","ops":[...],"help"}]}), malloc'd; NULL
+ * when out of memory. */
+char *rx_serve_keys_json(void);
+
 /* Releases what r holds (wiping stdin) and leaves it empty; r may be NULL. */
 void rx_request_free(rx_request *r);
 
