@@ -70,6 +70,9 @@ def check_rows(where, rows):
 
 
 common = check_rows("the table of every op's keys", md_rows(parts[0]))
+op_row = re.search(r"^\| `op` \|[^|]*\|(.*)\|$", parts[0], re.M)
+check_set(DOC, "the ops its `op` row names", re.findall(r"`([a-z]+)`", op_row.group(1)) if op_row
+          else [], OPS)
 check_set(DOC, "the table of every op's keys (under '## Requests')", common, COMMON)
 seen = {}
 for head, body in zip(parts[1::2], parts[2::2]):

@@ -99,6 +99,8 @@ mutated "serve-protocol.md's table of run" docs/serve-protocol.md '^(\| `grant_i
     "docs/serve-protocol.md: the keys of \`run\` shows ['frob']" "docs/serve-protocol.md: the keys of \`eval\` shows ['frob']"
 mutated "serve-protocol.md's table of check, as a type" docs/serve-protocol.md '^(\| `targets` \| )string( \| `host`, `h1,h2` or `@group`; required \|)' '\1integer\2' \
     "\`targets\` is 'integer', serve's table says 'string'"
+mutated "serve-protocol.md's list of ops" docs/serve-protocol.md '^(\| `op` \| string \| `run`, )' '\1`frob`, ' \
+    "docs/serve-protocol.md: the ops its \`op\` row names shows ['frob']"
 # the defect of issue 35: a message copied with a list of its own
 mutated "an unknown-key message quoted by serve-protocol.md" docs/serve-protocol.md 'unknown key of \\"run\\" \(expected one of: op, id, targets, ' 'unknown key of \\"run\\" (expected one of: ' \
     "docs/serve-protocol.md: quotes the unknown-key message of \`run\` as listing ['action', 'params'"
