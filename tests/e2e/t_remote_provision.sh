@@ -30,8 +30,11 @@ lab_start 1
 pub=$WS/keys/id_ed25519.pub
 [[ -f $pub ]] || ssh-keygen -y -f "$WS/keys/id_ed25519" >"$pub"
 
+# What provision.sh may change: the account's lines (passwd, group, shadow) and /etc/ssh. Not the
+# whole of passwd/group/shadow: other tests (t_two_users, t_serve_groups, in this suite at -j or
+# in another run on the machine) add and remove accounts meanwhile, and failed this under load.
 snapshot() {
-    { cat /etc/passwd /etc/group; cat /etc/shadow 2>/dev/null || true
+    { grep -h -w rexec-e2e /etc/passwd /etc/group /etc/shadow 2>/dev/null || true
       find /etc/ssh -xdev \( -type f -o -type d \) -printf '%p %m %s\n' 2>/dev/null | sort
       find /etc/ssh -xdev -type f -readable -exec sha256sum {} + 2>/dev/null | sort; } | sha256sum
 }
