@@ -20,6 +20,7 @@ import json
 import os
 import platform
 import re
+import resource
 import shlex
 import signal
 import shutil
@@ -376,6 +377,8 @@ def main():
              lambda: sc.run("lab1", action, 1)),
             ("rexec_serve_norunner", "rexec serve, one client connection (warm, \"runner\": false)",
              lambda: sc_off.run("lab1", action, 1)),
+            ("rexec_start", "rexec --version (the CLI's process start alone)",
+             lambda: run([a.rexec, "--version"])),
             ("ssh_cm", "ssh -S ctl (ControlMaster, warm)",
              lambda: run(lab.ssh_base(p1, ["-S", ctl]) + [tgt, cmd])),
             ("ssh_cm_chain", "ssh -S ctl, rexec's remote process chain",
@@ -398,10 +401,15 @@ def main():
             for _, _, fn in single:
                 fn()
         serve_cpu = 0.0
+        client_cpu = {"rexec_serve_cli": 0.0, "rexec_start": 0.0, "ssh_cm": 0.0}
         for _ in range(a.calls):
             for k, _, fn in single:
                 c0 = cpu_seconds(serve.pid) if k.startswith("rexec_serve") else 0
+                r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
                 s1[k].append(timed(fn))
+                if k in client_cpu:         # the client process's own CPU (user + system)
+                    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+                    client_cpu[k] += (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
                 if k.startswith("rexec_serve"):
                     serve_cpu += cpu_seconds(serve.pid) - c0
 
@@ -482,6 +490,11 @@ def main():
     cpu_line = ("rexec serve's own CPU time per warm call (user+sys): %.1f ms"
                 % (serve_cpu / (2 * a.calls) * 1000))
     print(cpu_line)
+    client_line = ("client processes' own CPU per call (user+sys): rexec --socket run %.1f ms, "
+                   "rexec --version %.1f ms, ssh -S ctl %.1f ms" % tuple(
+                       client_cpu[k] / a.calls * 1000
+                       for k in ("rexec_serve_cli", "rexec_start", "ssh_cm")))
+    print(client_line)
     sync_line = ("rexec serve's syncs per warm call (strace -c over 20 calls): %.1f fsync + "
                  "%.1f fdatasync" % syncs if syncs else "syncs per warm call: not counted (no strace)")
     if fan_syncs:
@@ -500,8 +513,8 @@ def main():
                         info_after, info["packages"]))
             f.write("**%s**\n\n%s\n\n" % (t1, md_table(rows1, s1)))
             f.write("**%s**\n\n%s\n\n" % (t2, md_table(rows2, s2)))
-            f.write("%s; %s; import asyncssh %.0f ms (not in its figures).\n\n"
-                    % (cpu_line, sync_line, T_IMPORT_ASYNCSSH * 1000))
+            f.write("%s; %s; %s; import asyncssh %.0f ms (not in its figures).\n\n"
+                    % (cpu_line, client_line, sync_line, T_IMPORT_ASYNCSSH * 1000))
             f.write("```\n%s\n%s\n```\n" % (
                 ratios(s1, ["rexec_serve_conn", "rexec_serve_norunner", "rexec_serve_cli", "rexec_cold"],
                        ["ssh_cm", "ssh_cold", "asyncssh_warm"], labels),

@@ -163,17 +163,21 @@ static void drain_start(rx_recorder *r);
 static void free_recorder(rx_recorder *r)
 {
     audit_settle(r); /* no thread is out: no lock needed */
+    rx_evidence_spare_drop();
     rx_audit_close(r->audit);
     uv_mutex_destroy(&r->append_mu);
     free(r);
 }
 
+/* After a drain's jobs are reported: the head of its last append, then a spare evidence
+ * directory for the next call (evidence.c), both off the calls' path. */
 static void on_head(uv_work_t *w)
 {
     rx_recorder *r = w->data;
     uv_mutex_lock(&r->append_mu);
     audit_settle(r);
     uv_mutex_unlock(&r->append_mu);
+    rx_evidence_spare_fill();
 }
 
 static void head_start(rx_recorder *r);

@@ -3,6 +3,7 @@
  * crash leaves at most a .tmp- directory (which is never taken for evidence). */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,14 +66,21 @@ static int ev_set(cJSON *meta, const char *name, cJSON *item)
 }
 
 #define EV_BUF (256u * 1024) /* per stream: writes of this size, each scanned before it */
+/* The buffers start small and double up to EV_BUF: a call's output is a few hundred bytes most
+ * of the time, and two 256 KiB buffers a call were an mmap each on the loop (malloc's threshold
+ * is 128 KiB) and an munmap each on the recorder's thread, with the page faults between
+ * (docs/PERFORMANCE.md, "Issue 30's speed goals after the lifecycle changes"). */
+#define EV_BUF_MIN (4u * 1024)
 
 struct rx_evidence {
     char *edir, *tmp, *final;
     const rx_redactor *r;
     int dfd;
     int fd[2];
+    int mfd;             /* meta.json, when it came with a spare directory (else -1) */
     unsigned char *buf[2];
     size_t blen[2];
+    size_t bcap[2];      /* grows by doubling from EV_BUF_MIN to EV_BUF as output comes */
     uint64_t stored[2];
     uint64_t flushed[2]; /* bytes handed to the file so far */
     int failed;
@@ -157,6 +165,8 @@ static void ev_free(rx_evidence *ev)
             OPENSSL_cleanse(ev->buf[i], ev->blen[i]);
         free(ev->buf[i]);
     }
+    if (ev->mfd >= 0)
+        close(ev->mfd);
     if (ev->dfd >= 0)
         close(ev->dfd);
     free(ev->edir), free(ev->tmp), free(ev->final);
@@ -179,6 +189,149 @@ const char *rx_evidence_path(const rx_evidence *ev)
     return ev->final;
 }
 
+/* ---- the spare directory ---------------------------------------------------------------------
+ * A call's evidence directory and its three files were four new inodes made on the call's path:
+ * the directory and two files on the loop just before the command is sent, meta.json at the
+ * commit before the answer. On ext4 without a journal (this lab's machine) each inode costs a
+ * scan of recently deleted inodes; with others deleting files, perf put up to a sixth of serve's
+ * CPU there (docs/PERFORMANCE.md).
+ * A process that commits evidence again and again (serve) keeps one spare: an empty
+ * evidence/.spare-<pid>-<random> directory with its three empty files open, made by the
+ * recorder after it has told the calls (rx_evidence_spare_fill), taken by the next
+ * rx_evidence_open with one rename to .tmp-<run_id>. Nothing about the commit changes: the same
+ * files are written, each synced, the directory synced, renamed into place and evidence/ synced.
+ * A spare is a hidden directory like a call's .tmp- one: never taken for evidence, removed by
+ * rx_evidence_spare_drop (the recorder's close), or, after a crash, by `rexec evidence prune`
+ * (which removes every hidden entry of evidence/). It is not a call's leftover, so it is not
+ * named .tmp-: while serve runs, evidence/ holds one .spare- directory of serve's. */
+typedef struct ev_spare {
+    char *edir, *path;
+    int dfd, fd[3];
+} ev_spare;
+
+static pthread_mutex_t spare_mu = PTHREAD_MUTEX_INITIALIZER;
+static ev_spare *spare;          /* ready to be taken */
+static char *spare_want;         /* evidence/ of the last commit: where the next spare goes */
+static unsigned long spare_commits; /* commits since the last drop: a spare after the second */
+
+static void spare_free(ev_spare *s, int remove)
+{
+    for (int i = 0; i < 3; i++)
+        if (s->fd[i] >= 0)
+            close(s->fd[i]);
+    if (s->dfd >= 0)
+        close(s->dfd);
+    if (remove && s->path)
+        ev_remove_tmp(s->path);
+    free(s->edir), free(s->path);
+    free(s);
+}
+
+static ev_spare *spare_make(char *edir)
+{
+    ev_spare *s = calloc(1, sizeof(*s));
+    unsigned char rnd[8];
+    char hex[17], name[64];
+    rexec_error e;
+    if (s == NULL) {
+        free(edir);
+        return NULL;
+    }
+    s->edir = edir;
+    s->dfd = s->fd[0] = s->fd[1] = s->fd[2] = -1;
+    if (RAND_bytes(rnd, sizeof(rnd)) != 1 && getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+        goto fail;
+    rx_hex_encode(rnd, sizeof(rnd), hex);
+    snprintf(name, sizeof(name), "%ld-%s", (long)getpid(), hex);
+    if ((s->path = ev_path(edir, ".spare-", name)) == NULL || ev_mkdir_tmp(s->path, &s->dfd, &e) != 0)
+        goto fail;
+    for (int i = 0; i < 3; i++)
+        if (rx_fs_create_private(s->dfd, ev_files[i], &s->fd[i], REXEC_EAUDIT, &e) != 0) {
+            spare_free(s, 1);
+            return NULL;
+        }
+    return s;
+fail:
+    if (s->dfd >= 0) {
+        spare_free(s, 1);
+        return NULL;
+    }
+    spare_free(s, 0);
+    return NULL;
+}
+
+/* Takes the spare for ev (in ev->edir) as ev->tmp, with its files: 1, or 0 (none, or it was
+ * touched meanwhile: then it is removed and the caller makes a directory as before). */
+static int spare_take(rx_evidence *ev)
+{
+    ev_spare *s = NULL;
+    struct stat st;
+    int ok = 1;
+    pthread_mutex_lock(&spare_mu);
+    if (spare && strcmp(spare->edir, ev->edir) == 0)
+        s = spare, spare = NULL;
+    pthread_mutex_unlock(&spare_mu);
+    if (s == NULL)
+        return 0;
+    for (int i = 0; ok && i < 3; i++) /* still linked, still empty (a prune may have run) */
+        ok = fstat(s->fd[i], &st) == 0 && st.st_nlink == 1 && st.st_size == 0;
+    if (!ok || renameat2(AT_FDCWD, s->path, AT_FDCWD, ev->tmp, RENAME_NOREPLACE) != 0) {
+        spare_free(s, 1);
+        return 0;
+    }
+    ev->dfd = s->dfd, ev->fd[0] = s->fd[0], ev->fd[1] = s->fd[1], ev->mfd = s->fd[2];
+    s->dfd = s->fd[0] = s->fd[1] = s->fd[2] = -1;
+    spare_free(s, 0);
+    return 1;
+}
+
+/* A commit happened in edir: the next spare goes there. */
+static void spare_note_commit(const char *edir)
+{
+    pthread_mutex_lock(&spare_mu);
+    spare_commits++;
+    if (spare_want == NULL || strcmp(spare_want, edir) != 0) {
+        free(spare_want);
+        spare_want = strdup(edir);
+    }
+    pthread_mutex_unlock(&spare_mu);
+}
+
+void rx_evidence_spare_fill(void)
+{
+    char *edir = NULL;
+    ev_spare *old = NULL, *s;
+    pthread_mutex_lock(&spare_mu);
+    if (spare && spare_want && strcmp(spare->edir, spare_want) != 0)
+        old = spare, spare = NULL; /* another workspace now */
+    if (spare == NULL && spare_want && spare_commits >= 2)
+        edir = strdup(spare_want);
+    pthread_mutex_unlock(&spare_mu);
+    if (old)
+        spare_free(old, 1);
+    if (edir == NULL || (s = spare_make(edir)) == NULL)
+        return;
+    pthread_mutex_lock(&spare_mu);
+    if (spare == NULL && spare_want && strcmp(spare_want, s->edir) == 0)
+        spare = s, s = NULL;
+    pthread_mutex_unlock(&spare_mu);
+    if (s)
+        spare_free(s, 1);
+}
+
+void rx_evidence_spare_drop(void)
+{
+    pthread_mutex_lock(&spare_mu);
+    ev_spare *s = spare;
+    spare = NULL;
+    free(spare_want);
+    spare_want = NULL;
+    spare_commits = 0;
+    pthread_mutex_unlock(&spare_mu);
+    if (s)
+        spare_free(s, 1);
+}
+
 static int ev_open_files(rx_evidence *ev, const char *ws_dir, rexec_error *err)
 {
     struct stat st;
@@ -189,6 +342,8 @@ static int ev_open_files(rx_evidence *ev, const char *ws_dir, rexec_error *err)
     if (lstat(ev->final, &st) == 0)
         return rx_fail(err, REXEC_EAUDIT, "%s: already exists: refusing to replace evidence",
                        ev->final);
+    if (spare_take(ev))
+        return 0;
     if ((r = ev_mkdir_tmp(ev->tmp, &ev->dfd, err)) != 0)
         return r;
     for (int i = 0; r == 0 && i < 2; i++)
@@ -205,7 +360,7 @@ int rx_evidence_open(rx_evidence **out, const char *ws_dir, const char *run_id,
     *out = NULL;
     if (ev == NULL)
         return rx_fail(err, REXEC_ENOMEM, "evidence: out of memory");
-    ev->dfd = ev->fd[0] = ev->fd[1] = -1;
+    ev->dfd = ev->fd[0] = ev->fd[1] = ev->mfd = -1;
     ev->r = r;
     if ((rc = ev_check_id(run_id, err)) != 0) {
         ev_free(ev);
@@ -214,8 +369,9 @@ int rx_evidence_open(rx_evidence **out, const char *ws_dir, const char *run_id,
     ev->edir = rx_fs_join(ws_dir, "evidence");
     ev->tmp = ev->edir ? ev_path(ev->edir, ".tmp-", run_id) : NULL;
     ev->final = ev->edir ? ev_path(ev->edir, "", run_id) : NULL;
-    ev->buf[0] = malloc(EV_BUF);
-    ev->buf[1] = malloc(EV_BUF);
+    ev->bcap[0] = ev->bcap[1] = EV_BUF_MIN;
+    ev->buf[0] = malloc(EV_BUF_MIN);
+    ev->buf[1] = malloc(EV_BUF_MIN);
     if (!ev->tmp || !ev->final || !ev->buf[0] || !ev->buf[1]) {
         ev_free(ev);
         return rx_fail(err, REXEC_ENOMEM, "evidence: out of memory");
@@ -267,16 +423,39 @@ out:
     ev->blen[i] = 0;
 }
 
+/* A bigger buffer for stream i, for want bytes (at most EV_BUF): the held bytes are copied and
+ * wiped from the old one. Out of memory, the buffer stays as it is (it is flushed when full,
+ * in smaller writes: each is still scanned before it is written). */
+static void ev_grow(rx_evidence *ev, int i, size_t want)
+{
+    size_t cap = ev->bcap[i];
+    while (cap < want && cap < EV_BUF)
+        cap *= 2;
+    if (cap > EV_BUF)
+        cap = EV_BUF;
+    unsigned char *b = malloc(cap);
+    if (b == NULL)
+        return;
+    memcpy(b, ev->buf[i], ev->blen[i]);
+    OPENSSL_cleanse(ev->buf[i], ev->blen[i]);
+    free(ev->buf[i]);
+    ev->buf[i] = b;
+    ev->bcap[i] = cap;
+}
+
 void rx_evidence_append(rx_evidence *ev, int stream, const void *data, size_t len)
 {
     const unsigned char *p = data;
     int i = stream ? 1 : 0;
     ev->stored[i] += len;
     while (len > 0 && !ev->failed) {
-        size_t n = EV_BUF - ev->blen[i] < len ? EV_BUF - ev->blen[i] : len;
+        if (ev->blen[i] + len > ev->bcap[i] && ev->bcap[i] < EV_BUF)
+            ev_grow(ev, i, ev->blen[i] + len);
+        size_t room = ev->bcap[i] - ev->blen[i];
+        size_t n = room < len ? room : len;
         memcpy(ev->buf[i] + ev->blen[i], p, n);
         ev->blen[i] += n, p += n, len -= n;
-        if (ev->blen[i] == EV_BUF)
+        if (ev->blen[i] == ev->bcap[i])
             ev_flush(ev, i);
     }
 }
@@ -299,7 +478,17 @@ static int ev_sync_files(rx_evidence *ev, const char *mtext, rexec_error *err)
     if (ev->r && rx_redact_contains_secret(ev->r, mtext, strlen(mtext)))
         return rx_fail(err, REXEC_EAUDIT, "%s: meta.json still holds a secret value: refusing "
                        "to write it", ev->tmp);
-    r = ev_write_meta(ev->dfd, ev->tmp, ev_files[2], mtext, strlen(mtext), &mfd, err);
+    if (ev->mfd >= 0) { /* created empty with the spare directory */
+        mfd = ev->mfd;
+        ev->mfd = -1;
+        if (rx_fs_write_all(mfd, mtext, strlen(mtext)) != 0)
+            r = rx_fail(err, REXEC_EAUDIT, "%s/%s: cannot write: %s", ev->tmp, ev_files[2],
+                        strerror(errno));
+        else
+            (void)sync_file_range(mfd, 0, 0, SYNC_FILE_RANGE_WRITE);
+    } else {
+        r = ev_write_meta(ev->dfd, ev->tmp, ev_files[2], mtext, strlen(mtext), &mfd, err);
+    }
     /* An empty stream has no data to sync: the directory's fsync makes its entry durable
      * (saves a cache flush of the disk a call, stderr being empty most of the time). */
     for (int i = 0; r == 0 && i < 3; i++)
@@ -347,6 +536,7 @@ int rx_evidence_commit(rx_evidence *ev, cJSON *meta, const char *const sha_hex[2
         rx_evidence_abort(ev);
         return rc;
     }
+    spare_note_commit(ev->edir);
     if (path_out != NULL) {
         *path_out = ev->final;
         ev->final = NULL;

@@ -31,6 +31,13 @@ void rx_evidence_append(rx_evidence *ev, int stream, const void *data, size_t le
 int rx_evidence_commit(rx_evidence *ev, cJSON *meta, const char *const sha_hex[2],
                        char **path_out, rexec_error *err);
 void rx_evidence_abort(rx_evidence *ev); /* NULL is fine */
+/* A spare evidence directory (evidence.c): made for the evidence/ of the last commit, once a
+ * process has committed twice, so that the next rx_evidence_open renames it instead of making
+ * four new inodes on the call's path. Fill runs off the call's path (the recorder, after its
+ * calls are told); drop removes the spare (the recorder's close). Both thread-safe. */
+void rx_evidence_spare_fill(void);
+void rx_evidence_spare_drop(void);
+
 /* Where the evidence will be once committed: <workspace>/evidence/<run_id>. */
 const char *rx_evidence_path(const rx_evidence *ev);
 
