@@ -63,6 +63,6 @@ print("21 calls done")
 PY
 cat "$OUT"
 assert_contains "$OUT" "21 calls done"
-assert_eq 22 "$(find "$WS/evidence" -mindepth 1 -maxdepth 1 -type d | wc -l)" "evidence directories (warm-up, holder, 20 queued)"
+assert_eq 22 "$(find "$WS/evidence" -mindepth 1 -maxdepth 1 -type d -name '[!.]*' | wc -l)" "evidence directories (warm-up, holder, 20 queued; not the spare)"
 assert_exit 0 rx audit verify
 pass
