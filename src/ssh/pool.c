@@ -72,7 +72,8 @@ struct rx_pool {
     rx_pool_opts opts;
     pool_host *hosts;
     uv_timer_t reaper;       /* delivers cancellations of queued jobs from the loop */
-    rx_pool_job *cancelled;  /* queued jobs cancelled, awaiting their on_done */
+    rx_pool_job *reaping;    /* jobs out of the queue that will not start (cancelled, or refused
+                              * by their owner's on_start), awaiting their on_done */
     int closing, sessions_alive, handles_alive;
     void (*on_closed)(void *ud);
     void *closed_ud;
@@ -316,15 +317,21 @@ static void on_job_data(void *ud, int stream, const unsigned char *data, size_t 
         j->cb.on_data(j->cb.ud, stream, data, len);
 }
 
+/* The job never ran: reported as cancelled, naming its host. */
+static void job_fail_cancelled(rx_pool_job *j)
+{
+    char msg[300];
+    snprintf(msg, sizeof(msg), "%s: cancelled before it started", j->ph->h->name);
+    job_fail(j, REXEC_ECANCELLED, msg);
+}
+
 /* Nothing of the job was sent: it goes back to the front of its host's queue, or, when it was
  * cancelled meanwhile, ends there as cancelled (it never ran). */
 static void job_requeue(rx_pool_job *j)
 {
     pool_host *ph = j->ph;
     if (j->cancelled) {
-        char msg[300];
-        snprintf(msg, sizeof(msg), "%s: cancelled before it started", ph->h->name);
-        job_fail(j, REXEC_ECANCELLED, msg);
+        job_fail_cancelled(j);
         return;
     }
     job_set(j, JOB_QUEUED);
@@ -382,14 +389,10 @@ static void on_job_done(void *ud, const rx_exec_result *res)
         return;
     }
     ph->calls_done++;
-    if (j->cancelled && !res->sent && res->err != REXEC_ECANCELLED) {
-        /* cancelled while its channel or runner was being set up: it never ran */
-        char msg[300];
-        snprintf(msg, sizeof(msg), "%s: cancelled before it started", ph->h->name);
-        job_fail(j, REXEC_ECANCELLED, msg);
-    } else {
+    if (j->cancelled && !res->sent && res->err != REXEC_ECANCELLED)
+        job_fail_cancelled(j); /* cancelled while its channel or runner was being set up */
+    else
         job_report(j, res);
-    }
     if (on_runner && !closing)
         pool_dispatch(ph); /* the runner takes the next call */
 }
@@ -623,17 +626,14 @@ int rx_pool_exec_with_start(rx_pool *p, const rx_host *h, const rx_exec_opts *op
 static void on_reaper(uv_timer_t *t)
 {
     rx_pool *p = t->data;
-    rx_pool_job *j = p->cancelled;
-    p->cancelled = NULL;
+    rx_pool_job *j = p->reaping;
+    p->reaping = NULL;
     while (j) {
         rx_pool_job *next = j->next;
-        char msg[300];
-        if (j->refused.code != 0) {
+        if (j->refused.code != 0)
             job_fail(j, j->refused.code, j->refused.msg);
-        } else {
-            snprintf(msg, sizeof(msg), "%s: cancelled before it started", j->ph->h->name);
-            job_fail(j, REXEC_ECANCELLED, msg);
-        }
+        else
+            job_fail_cancelled(j);
         j = next;
     }
 }
@@ -643,8 +643,8 @@ static void job_reap(rx_pool_job *j)
 {
     rx_pool *p = j->ph->p;
     job_set(j, JOB_REAPING);
-    j->next = p->cancelled;
-    p->cancelled = j;
+    j->next = p->reaping;
+    p->reaping = j;
     uv_timer_start(&p->reaper, on_reaper, 0, 0);
 }
 
