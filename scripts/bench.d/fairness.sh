@@ -10,20 +10,14 @@ mib=300 rexec="" modes=runner,exec
 while [[ $# -gt 0 ]]; do
     case $1 in
         --mib) mib=$2; shift 2 ;;
-        --rexec) rexec=$(realpath "$2"); shift 2 ;;
+        --rexec) rexec=$2; shift 2 ;;
         --modes) modes=$2; shift 2 ;; # runner,exec (default), runner or exec
         *) echo "bench-fairness: unknown argument $1" >&2; exit 2 ;;
     esac
 done
-if [[ -z $rexec ]]; then
-    cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release >/dev/null
-    cmake --build build-release --target rexec -j2 >/dev/null
-    rexec=$PWD/build-release/rexec
-fi
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/rexec-bench-fair.XXXXXX")
-trap 'scripts/lab down --purge --dir "$tmp/lab" >/dev/null 2>&1 || true; rm -rf -- "$tmp"' EXIT
-. scripts/lib/lab_ports.sh
-rx_lab_up_free scripts/lab "$tmp/lab" 2 "$tmp/lab.out" || { cat "$tmp/lab.out" >&2; exit 1; }
+. scripts/lib/bench_lab.sh
+rexec=$(rx_release_rexec "$rexec")
+rx_bench_lab fair 2
 printf 'command: scripts/bench.d/fairness.sh --mib %s (git %s); load before: %s\n' "$mib" \
     "$(git rev-parse --short HEAD 2>/dev/null || echo '?')" "$(uptime)"
 python3 scripts/bench.d/fairness.py --rexec "$rexec" --lab "$tmp/lab" --mib "$mib" --modes "$modes"

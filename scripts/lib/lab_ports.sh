@@ -1,6 +1,7 @@
 # shellcheck shell=bash
-# scripts/lib/lab_ports.sh — sourced by scripts/bench, scripts/soak and tests/e2e/lib.sh: a lab
-# of their own on a free block of ports on 127.0.0.1, the one copy of the port search.
+# scripts/lib/lab_ports.sh — sourced by scripts/bench, scripts/soak, scripts/lib/bench_lab.sh and
+# tests/e2e/lib.sh: a lab of their own on a free block of ports on 127.0.0.1, the one copy of the
+# port search.
 
 # rx_free_block N: print a base port P with nothing listening on P..P+N-1, chosen at random in
 # 20000..32767 (below Linux's ephemeral ports) so parallel runs rarely pick the same one.
