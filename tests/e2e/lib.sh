@@ -144,6 +144,12 @@ assert_not_contains() {
 # wait_until TIMEOUT_S CMD...: run CMD (output untouched) until it succeeds, polling every 20 ms
 # at first, then every 100 ms; fail the test after TIMEOUT_S seconds (may be fractional).
 wait_until() {
+    poll_until "$@" || fail "timed out after ${1}s waiting for: ${*:2}"
+}
+
+# poll_until SECONDS CMD...: like wait_until, but returns 1 when the time is up (the caller
+# says what was wrong, e.g. what was still there).
+poll_until() {
     local limit=$1 delay=0.02 now deadline
     shift
     now=${EPOCHREALTIME/[.,]/}
@@ -151,7 +157,7 @@ wait_until() {
     while :; do
         "$@" && return 0
         now=${EPOCHREALTIME/[.,]/}
-        (( 10#$now < deadline )) || fail "timed out after ${limit}s waiting for: $*"
+        (( 10#$now < deadline )) || return 1
         sleep "$delay"
         case $delay in 0.02) delay=0.05 ;; *) delay=0.1 ;; esac
     done

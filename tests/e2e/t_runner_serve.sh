@@ -121,7 +121,7 @@ for victim in serve runners serve-early; do
     else
         for p in $(remote_pgrep '^bash -s$'); do kill -KILL "$p" 2>/dev/null || true; done
     fi
-    wait_until 10 nothing_left || fail "$victim killed: left on the VM: $(lab ps '.')"
+    poll_until 10 nothing_left || fail "$victim killed: left on the VM after 10 s: $(lab ps '.')"
     kill "$LONG_PID" 2>/dev/null || true
     wait "$LONG_PID" 2>/dev/null || true
 done
