@@ -11,21 +11,78 @@ ws_add_action t.sha '{"risk": "L0", "command": "sha256sum | cut -d\" \" -f1"}'
 ws_add_action t.psha '{"risk": "L0", "stdin": "piped", "command": "sha256sum | cut -d\" \" -f1"}'
 d=$RX_TMP/in
 mkdir -p "$d"
-n=$((64 * 1024 * 1024))
+n=$((${STDIN_MB:-64} * 1024 * 1024))
 head -c "$n" /dev/urandom >"$d/big"
 want=$(sha256sum <"$d/big" | cut -d' ' -f1)
 
-# peak ACTION: `cat big | rexec run lab1 ACTION --stdin -`, the controller's peak RSS in KiB in $PEAK
+# peak ACTION: `cat big | rexec run lab1 ACTION --stdin -`, the controller's peak RSS in KiB in
+# $PEAK. ASan's quarantine (freed blocks it keeps, up to 256 MiB) is not rexec's memory: 4 MiB.
 peak() {
-    cat "$d/big" | /usr/bin/time -f %M -o "$RX_TMP/rss" "$REXEC_BIN" --workspace "$WS" run lab1 "$1" --stdin - >"$OUT" 2>"$ERR"
+    cat "$d/big" | ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=4 \
+        /usr/bin/time -f %M -o "$RX_TMP/rss" "$REXEC_BIN" --workspace "$WS" run lab1 "$1" \
+        --stdin - >"$OUT" 2>"$ERR"
     local rc=$?
     PEAK=$(tail -n1 "$RX_TMP/rss")
     return $rc
 }
-peak t.sha || fail "exit $?: $(cat "$ERR")"
-assert_eq "$want" "$(cat "$OUT")" "sha256 of 64 MiB piped (staged)"
-echo "peak RSS staged: $PEAK KiB" >&2
-peak t.psha || fail "exit $?: $(cat "$ERR")"
-assert_eq "$want" "$(cat "$OUT")" "sha256 of 64 MiB piped (piped action)"
-echo "peak RSS piped: $PEAK KiB" >&2
+CAP=$((48 * 1024)) # KiB: reading the pipe whole took 4x the input (256 MiB here)
+for a in t.sha t.psha; do
+    peak "$a" || fail "$a: exit $?: $(cat "$ERR")"
+    assert_eq "$want" "$(cat "$OUT")" "$a: sha256 of 64 MiB piped"
+    ((PEAK < CAP)) || fail "$a: peak RSS $PEAK KiB for 64 MiB of piped stdin (cap $CAP KiB)"
+done
+
+# The frames carry any bytes, and the ends: an empty pipe, one byte, bytes that look like frames.
+printf '0\n5\nabc\n' >"$d/framey"
+head -c 1 /dev/urandom >"$d/one"
+: >"$d/empty"
+for f in framey one empty; do
+    assert_exit 0 rx run lab1 t.sha --stdin - < <(cat "$d/$f")
+    assert_eq "$(sha256sum <"$d/$f" | cut -d' ' -f1)" "$(cat "$OUT")" "sha256 of $f piped"
+done
+
+# A pipe that closes early is the stdin's end, as with ssh: the command gets what came.
+assert_exit 0 rx run lab1 t.sha --stdin - < <(head -c 100000 "$d/big"; exit 3)
+assert_eq "$(head -c 100000 "$d/big" | sha256sum | cut -d' ' -f1)" "$(cat "$OUT")" "sha256 of the bytes before the close"
+
+# A pipe that never ends nor sends: --stdin-timeout ends the call, 65, nothing ran (staged) --
+# the FIFO's writer is this shell, which holds it open and writes nothing. A bit came first.
+ws_add_action t.ran "{\"risk\": \"L0\", \"command\": \"touch '$RX_TMP/ran'; wc -c\"}"
+mkfifo "$d/fifo"
+exec 5<>"$d/fifo"
+printf 'some' >&5
+assert_exit 65 rx run lab1 t.ran --stdin "$d/fifo" --stdin-timeout 1 --json
+assert_contains "$OUT" "sent nothing for 1 s and did not end (--stdin-timeout)"
+assert_eq false "$(json executed)" "executed, a stalled pipe"
+[[ ! -e $RX_TMP/ran ]] || fail "the command ran on a stalled pipe"
+exec 5>&-
+
+# More than limits.max_stdin_bytes: 65, nothing ran.
+ws_edit 'c["limits"]["max_stdin_bytes"] = 1024 * 1024'
+assert_exit 65 rx run lab1 t.ran --stdin - --json < <(head -c $((3 * 1024 * 1024)) "$d/big")
+assert_contains "$OUT" "more than limits.max_stdin_bytes (1048576 bytes)"
+assert_eq false "$(json executed)" "executed, a pipe above max_stdin_bytes"
+[[ ! -e $RX_TMP/ran ]] || fail "the command ran on a pipe above max_stdin_bytes"
+ws_edit 'c["limits"]["max_stdin_bytes"] = 512 * 1024 * 1024'
+
+# Several hosts cannot share a pipe: it is spooled once, each host gets all of it.
+head -c 3000000 "$d/big" >"$d/three"
+assert_exit 0 rx run lab1,lab2 t.sha --stdin - < <(cat "$d/three")
+w3=$(sha256sum <"$d/three" | cut -d' ' -f1)
+assert_eq "[lab1] $w3
+[lab2] $w3" "$(sort "$OUT")" "sha256 on each host of a fan-out"
+
+# An approval binds the stdin's sha256: a pipe is spooled and hashed, then sent from the spool.
+ws_add_action t.held '{"risk": "L2", "command": "sha256sum | cut -d\" \" -f1"}'
+assert_exit 75 rx run lab1 t.held --stdin - --json < <(cat "$d/three")
+CID=$(json challenge_id)
+assert_eq "$w3" "$("$RX_PYTHON" -c 'import json,sys
+print(json.load(open(sys.argv[1]))["stdin"]["sha256"])' "$WS/approvals/$CID.json")" "challenge's stdin sha256"
+assert_eq 3000000 "$("$RX_PYTHON" -c 'import json,sys
+print(json.load(open(sys.argv[1]))["stdin"]["bytes"])' "$WS/approvals/$CID.json")" "challenge's stdin bytes"
+assert_exit 0 tty_answer "$REXEC_BIN" --workspace "$WS" approve "$CID"
+assert_exit 77 rx run lab1 t.held --stdin - --grant "$CID" --json < <(head -c 2999999 "$d/three")
+assert_contains "$OUT" "the stdin differs"
+assert_exit 0 rx run lab1 t.held --stdin - --grant "$CID" < <(cat "$d/three")
+assert_eq "$w3" "$(cat "$OUT")" "sha256 of the approved piped stdin"
 pass
