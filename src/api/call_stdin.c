@@ -24,6 +24,9 @@
  * producer (cat of a file) refills the pipe within microseconds, so frames stay large (the VM
  * starts one dd per frame); a slow one (lines now and then) sees its bytes go within 5 ms. */
 #define STREAM_GATHER_MS 5
+/* ... and at most this long in all: a producer that trickles (a byte every few ms) must neither
+ * hold the loop nor have its bytes wait for a full frame. */
+#define STREAM_GATHER_MAX_S 0.05
 /* With none, how long one pull waits before the exec asks again on its next step. The loop is
  * held meanwhile: this path is `rexec run`'s (serve spools what it streams), whose loop has
  * nothing else to do but its signals and timers, which then wait at most this long. */
@@ -64,9 +67,12 @@ long rx_call_stdin_stream_pull(void *ud, unsigned char *buf, size_t n, char *msg
     rexec_call *c = ud;
     uint64_t max = c->ctx->ws->limits.max_stdin_bytes;
     size_t got = 0;
+    double t0 = mono_now();
     if (c->stdin_last == 0)
-        c->stdin_last = mono_now(); /* the pause counts from the first pull */
+        c->stdin_last = t0; /* the pause counts from the first pull */
     while (!c->stdin_eof && got < n) {
+        if (got && mono_now() - t0 > STREAM_GATHER_MAX_S)
+            break;
         int r = stream_ready(c->stdin_fd, got ? STREAM_GATHER_MS : STREAM_IDLE_MS);
         if (r == 0 && got)
             break;
