@@ -389,8 +389,9 @@ static int build_request(run_opts *o, run_inputs *in, rexec_request *req)
         if (o->via_socket || (o->stdin_stream && strcmp(o->stdin_file, "-") != 0 &&
                               stat(o->stdin_file, &st) == 0 && S_ISREG(st.st_mode))) {
             req->stdin_path = o->stdin_file; /* streamed by the call or the client, never loaded */
-        } else if (o->stdin_stream && cli_stdin_streams(o->stdin_file)) {
-            /* a pipe, FIFO or terminal: the call sends it as it reads it (docs/cli.md) */
+        } else if (o->stdin_stream && cli_stdin_by_name(o->stdin_file)) {
+            /* a pipe, FIFO or terminal: the call sends it as it reads it (docs/cli.md); "-"
+             * redirected from a file: that file, streamed as --stdin FILE is */
             req->stdin_path = strcmp(o->stdin_file, "-") == 0 ? "/dev/stdin" : o->stdin_file;
         } else {
             int r = read_file(o->stdin_file, MAX_STDIN_FILE, &in->stdin_data, &req->stdin_len);

@@ -19,6 +19,14 @@ int cli_stdin_streams(const char *path)
     return r == 0 && (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode) || S_ISSOCK(st.st_mode));
 }
 
+int cli_stdin_by_name(const char *path)
+{
+    struct stat st;
+    if (cli_stdin_streams(path))
+        return 1;
+    return strcmp(path, "-") == 0 && fstat(0, &st) == 0 && S_ISREG(st.st_mode);
+}
+
 /* An unlinked file in a fresh 0700 directory under $TMPDIR (removed at once): nobody else can
  * name it, open it or put anything in its place. -1 with errno. */
 static int private_tmpfile(void)

@@ -41,6 +41,10 @@ for f in framey one empty; do
     assert_eq "$(sha256sum <"$d/$f" | cut -d' ' -f1)" "$(cat "$OUT")" "sha256 of $f piped"
 done
 
+# `-` redirected from a file is that file, streamed as --stdin FILE (not read whole).
+assert_exit 0 rx run lab1 t.sha --stdin - <"$d/framey"
+assert_eq "$(sha256sum <"$d/framey" | cut -d' ' -f1)" "$(cat "$OUT")" "sha256 of - from a file"
+
 # A pipe that closes early is the stdin's end, as with ssh: the command gets what came.
 assert_exit 0 rx run lab1 t.sha --stdin - < <(head -c 100000 "$d/big"; exit 3)
 assert_eq "$(head -c 100000 "$d/big" | sha256sum | cut -d' ' -f1)" "$(cat "$OUT")" "sha256 of the bytes before the close"
