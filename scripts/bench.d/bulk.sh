@@ -60,7 +60,12 @@ head -c $((stdin_mib * 1048576)) /dev/urandom >"$tmp/in"
 want=$(sha256sum <"$tmp/in" | cut -d' ' -f1)
 echo "== $stdin_mib MiB stdin from a pipe into sha256sum (cat FILE | ...; seconds, peak RSS KiB)"
 # p CMD...: `cat in | CMD`, timed (the pipe cannot end before cat has written everything)
-p() { cat "$tmp/in" | /usr/bin/time -f "%e %M" "$@" 2>"$tmp/time" >"$tmp/out"; tail -1 "$tmp/time"; }
+# (a failure is printed, with what the command said, and the round goes on)
+p() {
+    cat "$tmp/in" | /usr/bin/time -f "%e %M" "$@" 2>"$tmp/time" >"$tmp/out" ||
+        echo "FAILED: $*: $(head -n 3 "$tmp/time" | tr '\n' ' ')" >&2
+    tail -1 "$tmp/time"
+}
 exact() { grep -q "$want" "$tmp/out" && echo ok || echo DIFFERENT; }
 for r in 1 2 3; do
     read -r rs rm < <(p "$R" --workspace "$W" run lab1 bulk.in --stdin -); ro=$(exact)
