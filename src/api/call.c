@@ -857,6 +857,7 @@ void rexec_call_cancel(rexec_call *c)
         return;
     rexec_call_resume(c); /* the cancelled call's output must drain for its end line to come */
     c->cancelled = 1;
+    atomic_store(&c->stdin_stop, 1);
     if (c->job)
         rx_pool_cancel(c->job);
 }

@@ -3,6 +3,7 @@
 #ifndef RX_CALL_H
 #define RX_CALL_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -143,6 +144,7 @@ struct rexec_call {
     int stdin_eof;         /* the stream's end was read */
     double stdin_last;     /* monotonic seconds of the stream's last byte (0: not yet pulled) */
     double stdin_timeout_s; /* the longest pause of the stream */
+    atomic_int stdin_stop;  /* cancelled: a spool reading the stream on the gate's thread stops */
     rx_buf shown_error, shown_rendered; /* redacted copies handed to the caller */
     rx_buf shown_host, shown_action;
     uv_timer_t defer;

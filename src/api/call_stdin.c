@@ -32,6 +32,7 @@
  * nothing else to do but its signals and timers, which then wait at most this long. */
 #define STREAM_IDLE_MS 50
 #define STREAM_TIMEOUT_DEFAULT_S 60.0
+#define SPOOL_SLICE_MS 100
 
 int rx_call_stdin_is_stream(mode_t mode)
 {
@@ -119,8 +120,16 @@ int rx_call_stdin_spool(rexec_call *c, rexec_error *err)
         free(buf);
         return r;
     }
+    double last = mono_now();
     for (;;) {
-        int w = stream_ready(c->stdin_fd, (int)(pause * 1000));
+        /* in slices, so that a cancel (Ctrl-C) is seen within one */
+        int w = stream_ready(c->stdin_fd, SPOOL_SLICE_MS);
+        if (atomic_load(&c->stdin_stop)) {
+            r = rx_fail(err, REXEC_ECANCELLED, "%s: cancelled before it started", c->host->name);
+            break;
+        }
+        if (w == 0 && mono_now() - last < pause)
+            continue;
         ssize_t k = w > 0 ? read(c->stdin_fd, buf, RX_EXEC_CHUNK) : -1;
         if (k < 0 && (errno == EINTR || errno == EAGAIN) && w > 0)
             continue;
@@ -129,6 +138,7 @@ int rx_call_stdin_spool(rexec_call *c, rexec_error *err)
                         "(--stdin-timeout): nothing ran", c->stdin_path, pause);
             break;
         }
+        last = mono_now();
         if (k < 0) {
             r = rx_fail(err, REXEC_EREQUEST, "stdin: %s: %s", c->stdin_path, strerror(errno));
             break;

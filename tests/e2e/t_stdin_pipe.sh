@@ -89,4 +89,23 @@ assert_exit 77 rx run lab1 t.held --stdin - --grant "$CID" --json < <(head -c 29
 assert_contains "$OUT" "the stdin differs"
 assert_exit 0 rx run lab1 t.held --stdin - --grant "$CID" < <(cat "$d/three")
 assert_eq "$w3" "$(cat "$OUT")" "sha256 of the approved piped stdin"
+
+# The spool has the pipe's limits too: a stalled pipe ends it (65, no challenge written), and
+# Ctrl-C stops it at once (130), not at the pipe's timeout (60 s by default).
+exec 5<>"$d/fifo"
+printf 'some' >&5
+assert_exit 65 rx run lab1 t.held --stdin "$d/fifo" --stdin-timeout 1 --json
+assert_contains "$OUT" "sent nothing for 1 s and did not end (--stdin-timeout): nothing ran"
+assert_eq null "$(json challenge_id)" "challenge for a stalled pipe"
+# (the FIFO is not inherited: rexec opens it once its signal watchers are in place)
+"$REXEC_BIN" --workspace "$WS" run lab1 t.held --stdin "$d/fifo" >"$OUT" 2>"$ERR" 5>&- &
+pid=$!
+has_fifo_open() { ls -l "/proc/$pid/fd" 2>/dev/null | grep -q "$d/fifo"; }
+wait_until 30 has_fifo_open
+kill -INT "$pid"
+st=0
+timeout 30 tail --pid="$pid" -f /dev/null || fail "rexec still spooling 30 s after SIGINT"
+wait "$pid" || st=$?
+assert_eq 130 "$st" "exit, SIGINT while a pipe was spooled"
+exec 5>&-
 pass
