@@ -52,6 +52,7 @@ c["actions"]["bulk.sink"] = {"risk": "L0", "command": "cat >/dev/null"}
 c["actions"]["bulk.psink"] = {"risk": "L0", "command": "cat >/dev/null", "stdin": "piped"}
 c["actions"]["bulk.pin"] = {"risk": "L0", "command": "sha256sum", "stdin": "piped"}
 c["limits"]["max_stdin_bytes"] = 1 << 34
+c["limits"]["timeout_s"] = 600  # a GiB on a loaded machine: measured slow, not stopped
 json.dump(c, open(p, "w"), indent=1)
 PY
 ssh_=(ssh -F /dev/null -i "$W/keys/id_ed25519" -o UserKnownHostsFile="$W/known_hosts" -o BatchMode=yes -p "$port" root@127.0.0.1)

@@ -56,6 +56,7 @@ struct rx_exec {
     int framed;           /* rx_exec_opts.stdin_framed: ibuf holds a frame, its header first */
     int frames_done;      /* the end frame "0\n" is in ibuf or sent */
     int src_waiting;      /* the framed source had nothing at the last pull */
+    uint64_t frames, src_waits; /* frames sent, pulls that found the source empty (debug log) */
     size_t icap;          /* ibuf's size */
     rx_exec_cb cb;
     double backstop_s, drain_s;
@@ -405,8 +406,10 @@ static int next_frame(rx_exec *e)
     char m[300] = "", h[EXEC_FRAME_HDR];
     long n = e->pull(e->pull_ud, e->ibuf + EXEC_FRAME_HDR, RX_EXEC_FRAME, m, sizeof(m));
     e->src_waiting = n == RX_EXEC_PULL_WAIT;
-    if (n == RX_EXEC_PULL_WAIT)
+    if (n == RX_EXEC_PULL_WAIT) {
+        e->src_waits++;
         return 0;
+    }
     if (n < 0 || (size_t)n > RX_EXEC_FRAME) {
         exec_error(e, REXEC_EREQUEST, "stdin: %s", m[0] ? m : "the source failed");
         return -1;
@@ -416,6 +419,13 @@ static int next_frame(rx_exec *e)
     e->ioff = EXEC_FRAME_HDR - (size_t)hl;
     e->ilen = EXEC_FRAME_HDR + (size_t)n;
     e->frames_done = n == 0;
+    e->frames++;
+    if (e->frames_done)
+        rx_log(rx_session_logger(e->s), REXEC_LOG_DEBUG,
+               "%s: exec %p: stdin's last frame: %llu frames, %llu bytes with headers; the source had nothing "
+               "%llu times (up to 50 ms each)", rx_session_host(e->s)->name, (void *)e,
+               (unsigned long long)e->frames, (unsigned long long)(e->sent_total - e->script_len),
+               (unsigned long long)e->src_waits);
     return 1;
 }
 
