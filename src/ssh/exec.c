@@ -424,7 +424,8 @@ static int next_frame(rx_exec *e)
         rx_log(rx_session_logger(e->s), REXEC_LOG_DEBUG,
                "%s: exec %p: stdin's last frame: %llu frames, %llu bytes with headers; the "
                "source had nothing %llu times (up to 50 ms each)", rx_session_host(e->s)->name, (void *)e,
-               (unsigned long long)e->frames, (unsigned long long)(e->sent_total - e->script_len),
+               (unsigned long long)e->frames,
+               (unsigned long long)(e->sent_total - e->script_len),
                (unsigned long long)e->src_waits);
     return 1;
 }
