@@ -95,6 +95,8 @@ static char *request_line(const rexec_request *req, const char *op, const char *
             cJSON_AddStringToObject(o, "rationale", req->rationale);
         if (req->hypothesis_id)
             cJSON_AddStringToObject(o, "hypothesis_id", req->hypothesis_id);
+        if (req->traceparent)
+            cJSON_AddStringToObject(o, "traceparent", req->traceparent);
         cJSON_AddBoolToObject(o, "stream", stream);
         if (parallel > 0)
             cJSON_AddNumberToObject(o, "parallel", parallel);
