@@ -221,7 +221,7 @@ static void on_result(client *c, const cJSON *o)
                       .containment = js(o, "containment"), .evidence = js(o, "evidence"),
                       .challenge_id = js(o, "challenge_id"), .rendered = js(o, "rendered"),
                       .error = js(o, "error"), .exit_status = (int)jn(o, "exit_status", 70),
-                      .batch_id = js(o, "batch_id"),
+                      .batch_id = js(o, "batch_id"), .traceparent = js(o, "traceparent"),
                       .stdout_truncated_in_result = jb(o, "stdout_truncated_in_result"),
                       .stderr_truncated_in_result = jb(o, "stderr_truncated_in_result"),
                       .cap_killed = jb(o, "cap_killed")};
