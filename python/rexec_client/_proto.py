@@ -18,7 +18,7 @@ RAW_PIECE = 256 * 1024  # a raw piece, to a serve that takes them (at most 1 MiB
 # tests/install/t_serve_interface.sh holds them against it, and against what the functions below
 # really send. A new key of serve goes into one of the two.
 _CALL = ("op", "id", "targets", "action", "params", "stream", "stdin_base64", "stdin_stream",
-         "grant_id", "timeout_s", "rationale", "hypothesis_id", "parallel", "traceparent")
+         "traceparent", "grant_id", "timeout_s", "rationale", "hypothesis_id", "parallel")
 SENDS = {
     "run": _CALL,
     "eval": _CALL,
