@@ -28,6 +28,7 @@ assert_exit 64 rx serve --socket "$SOCK" --metrics-file "$MFILE" --metrics-inter
 "$REXEC_BIN" --workspace "$WS" serve --socket "$SOCK" --metrics-file "$MFILE" \
     --metrics-interval-s 1 2>"$RX_TMP/serve.err" &
 SERVE=$!
+# shellcheck disable=SC2154 # _t_rc is set inside the trap
 trap '_t_rc=$?; stop_gently $SERVE; if (exit "$_t_rc"); then _rx_cleanup; else _rx_cleanup; fi' EXIT
 wait_until 20 test -S "$SOCK"
 test -f "$MFILE" || fail "the metrics file is not there once serve listens"

@@ -43,6 +43,7 @@ n0=$(records)
 assert_exit 64 rx run lab1 t.one --traceparent "00-00000000000000000000000000000000-00f067aa0ba902b7-01"
 assert_contains "$ERR" "--traceparent: the trace id must be 32 lowercase hex digits, not all zeros"
 TRACEPARENT=garbage assert_exit 64 rx run lab1 t.one
+# shellcheck disable=SC2016 # the message names the variable
 assert_contains "$ERR" '$TRACEPARENT: not a W3C traceparent'
 assert_exit 64 rx eval lab1 t.one --traceparent "${TP1^^}"
 printf '{"action": "t.one", "traceparent": "ff-%s"}' "${TP1#00-}" >"$RX_TMP/bad.json"
@@ -54,6 +55,7 @@ assert_eq "$(records)" "$n0"
 SOCK=$RX_TMP/s.sock
 "$REXEC_BIN" --workspace "$WS" serve --socket "$SOCK" --log json 2>"$RX_TMP/serve.err" &
 SERVE=$!
+# shellcheck disable=SC2154 # _t_rc is set inside the trap
 trap '_t_rc=$?; stop_gently $SERVE; if (exit "$_t_rc"); then _rx_cleanup; else _rx_cleanup; fi' EXIT
 wait_until 20 test -S "$SOCK"
 rx run lab1 t.one --json --socket "$SOCK" --traceparent "$TP2" >"$OUT" 2>"$ERR" || fail "run through serve failed"
