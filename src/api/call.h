@@ -164,6 +164,11 @@ void rx_call_outcome(rexec_call *c);
 void rx_call_result(rexec_call *c, rexec_result *res);
 const char *rx_verdict_name(rx_verdict v);
 
+/* call_record.c: a record of the context's own (a fan-out's plan or stop), appended now or
+ * queued behind the calls' records. */
+int rx_ctx_audit_record(rexec_ctx *ctx, cJSON *o, const char *client_user, unsigned client_uid,
+                        int now, rexec_error *err);
+
 /* The registry (call.c): track from creation; when the object goes, untrack it, free it, then
  * rx_ctx_released (a closing context may go then, so nothing of ctx is used after it). */
 void rx_ctx_track(rexec_ctx *ctx, rx_ctx_obj *o, void (*cancel)(rx_ctx_obj *o));
