@@ -32,7 +32,8 @@ static const char overview[] =
     "\n"
     "exit codes: 0-254 the remote status (a remote 255 shows as 254, 124 = timeout),\n"
     "  255 host unavailable, 64 usage, 65 invalid request or parameter, 74 audit record\n"
-    "  not written (nothing ran), 75 approval required, 77 denied, 78 configuration error,\n"
+    "  not written (nothing ran), 75 approval required, 76 a fan-out stopped at\n"
+    "  --max-failures, 77 denied, 78 configuration error,\n"
     "  71 out of memory or file descriptors (RLIMIT_NOFILE, named in the message).\n"
     "See docs/cli.md and docs/exit-codes.md.\n";
 
