@@ -203,8 +203,9 @@ void rexec_fanout_get_progress(const rexec_fanout *f, rexec_fanout_progress *p)
     memset(p, 0, sizeof(*p));
     if (f == NULL)
         return;
-    *p = (rexec_fanout_progress){f->n, f->batch + 1, f->n_batches, f->done, f->failed,
-                                 f->skipped, f->stopped};
+    /* stopped: the batch it stopped in (the plan may have moved past it as that batch ended) */
+    *p = (rexec_fanout_progress){f->n, (f->stopped ? f->stop_batch : f->batch) + 1, f->n_batches,
+                                 f->done, f->failed, f->skipped, f->stopped};
 }
 
 int rexec_fanout_exit_status(const rexec_fanout *f, int worst)

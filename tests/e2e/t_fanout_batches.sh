@@ -92,6 +92,17 @@ print(json.dumps([len(b) for b in p["batches"]]), p["max_failures"])' "$WS/audit
 }
 assert_eq "[2, 2, 2, 2] 0" "$(last_plan)" "canary 2, batch 25%, max 10% of 8"
 
+# ---- the progress line on a terminal: the batch, done, failed and skipped ---------------------
+if command -v script >/dev/null 2>&1; then
+    reset_marks
+    fail_on lab2 lab4
+    printf -v cmd '%q ' "$REXEC_BIN" --workspace "$WS" run "$all" t.mark --batch 2 --max-failures 1
+    assert_exit 76 timeout 300 script -qec "$cmd" /dev/null
+    assert_contains "$OUT" "batch 2/4, 8/8 hosts done, 2 failed, 4 skipped (stopped: too many failures)"
+    assert_contains "$OUT" "rexec: lab5: not started: 2 host(s) failed"  # each skipped host says so
+    ran lab1 lab2 lab3 lab4
+fi
+
 # ---- bad values: exit 64, nothing runs, nothing is recorded -----------------------------------
 reset_marks
 before=$(audit_lines)
@@ -179,6 +190,15 @@ for bad, code in (({"batch": 0}, 64), ({"batch": "0%"}, 64), ({"batch": "101%"},
 out = ask({"op": "eval", "id": 2, "targets": targets, "action": "t.mark", "batch": 2})
 assert out[0]["type"] == "error" and "unknown key" in out[0]["error"], out
 PY
+ran lab1 lab2 lab3 lab4
+# rexec run --socket sends them: the same stop, the same exit status; a bad value is serve's 64
+reset_marks
+fail_on lab2 lab4
+assert_exit 76 rxt run --socket "$SOCK" "$all" t.mark --batch 25% --max-failures 1 --json
+ran lab1 lab2 lab3 lab4
+assert_eq 4 "$(grep -c '"reason":"STOPPED_FAILURE_THRESHOLD"' "$OUT")" "skipped through --socket"
+assert_exit 64 rxt run --socket "$SOCK" "$all" t.mark --canary 9
+assert_contains "$ERR" "canary 9"
 ran lab1 lab2 lab3 lab4
 
 # ---- the Python client passes them through --------------------------------------------------
