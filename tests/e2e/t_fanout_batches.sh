@@ -67,6 +67,8 @@ intents = sorted(r["host"] for r in mine if r["phase"] == "intent")
 assert intents == ["lab1", "lab2", "lab3", "lab4"], intents   # no call for the skipped hosts
 PY
 assert_exit 0 rx audit verify
+assert_exit 0 rx audit show
+assert_contains "$OUT" "batch_stop"
 
 # ---- the same, but without --batch: no threshold crossed, every host runs (the control above
 # really is what stopped it) ---------------------------------------------------------------------
