@@ -279,7 +279,7 @@ REXEC_API int rexec_fanout_retry(rexec_fanout *f, size_t i, const rexec_result *
  * hosts are now more than max_failures): the caller records the stop
  * (rexec_fanout_record_stop). */
 REXEC_API int rexec_fanout_done(rexec_fanout *f, size_t i, const rexec_result *res);
-/* The calls started for host i (0 when f is NULL). */
+/* The calls started for host i; 0 when f is NULL or asks for no retries (nobody counts then). */
 REXEC_API unsigned rexec_fanout_tries(const rexec_fanout *f, size_t i);
 /* The result of host i, not started because the fan-out stopped: executed 0, reason
  * STOPPED_FAILURE_THRESHOLD, err REXEC_ESTOPPED, exit_status 76. Its error is kept in f until

@@ -186,7 +186,7 @@ int rexec_fanout_done(rexec_fanout *f, size_t i, const rexec_result *res)
 
 unsigned rexec_fanout_tries(const rexec_fanout *f, size_t i)
 {
-    return f && i < f->n ? f->tries[i] : 0;
+    return f && f->retries > 0 && i < f->n ? f->tries[i] : 0; /* counted when retries are asked */
 }
 
 rexec_result rexec_fanout_skipped(rexec_fanout *f, size_t i, const char *host, const char *action)

@@ -48,6 +48,7 @@ for h in ("lab5", "lab6", "lab7", "lab8"):
     assert r["executed"] is False and r["reason"] == "STOPPED_FAILURE_THRESHOLD", r
     assert r["exit_status"] == 76 and r["run_id"] is None, r
     assert "more than the threshold" in r["error"] and r["error"].startswith(h + ": "), r
+assert all("tries" not in r for r in res.values()), res   # counted with --retry-unavailable only
 batch = res["lab1"]["batch_id"]
 assert batch and all(r.get("batch_id") in (batch, None) for r in res.values()), res
 recs = [json.loads(l) for l in open(sys.argv[2])]

@@ -294,10 +294,11 @@ static void test_retries(void **state)
     assert_int_equal(rexec_fanout_retry(f, 0, &unreached), 0); /* over */
     assert_int_equal(rexec_fanout_tries(NULL, 0), 0);
     rexec_fanout_free(f);
-    /* no retries asked: none */
+    /* no retries asked: none, and nobody counts tries */
     f = plan(NULL, 0, "5", 0, 1);
     assert_int_equal(rexec_fanout_next(f, 0), REXEC_FANOUT_START);
     assert_int_equal(rexec_fanout_retry(f, 0, &unreached), 0);
+    assert_int_equal(rexec_fanout_tries(f, 0), 0);
     rexec_fanout_free(f);
     /* once stopped, nothing is tried again */
     f = plan(NULL, 0, "0", 3, 2);
