@@ -16,6 +16,7 @@ MARK=$RX_TMP/marks
 mkdir -p "$MARK"
 # t.mark: leaves ran-PORT (the host's sshd port: which host it ran on), then fails where
 # fail-PORT exists. Every lab sshd runs on this machine, so the markers are the VM's own word.
+# shellcheck disable=SC2016 # ${SSH_CONNECTION...} is for the VM's shell
 ws_add_action t.mark "$(printf '{"risk": "L0", "command": "p=${SSH_CONNECTION##* }; touch %s/ran-$p; ! test -e %s/fail-$p"}' "$MARK" "$MARK")"
 
 rxt() { timeout 300 "$REXEC_BIN" --workspace "$WS" "$@"; }
