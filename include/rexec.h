@@ -145,6 +145,9 @@ typedef struct rexec_request {
      * in the audit records as "client"; NULL for a local caller. */
     const char *client_user;
     unsigned client_uid;
+    /* Wait this long before the call starts (a fan-out's retry, rexec_fanout_delay_ms); a cancel
+     * during the wait ends it at once, as cancelled before it started. 0: start now. */
+    unsigned start_delay_ms;
 } rexec_request;
 
 /* What a call did. Strings are owned by the call and valid during on_done only. */
@@ -279,6 +282,9 @@ REXEC_API int rexec_fanout_retry(rexec_fanout *f, size_t i, const rexec_result *
  * hosts are now more than max_failures): the caller records the stop
  * (rexec_fanout_record_stop). */
 REXEC_API int rexec_fanout_done(rexec_fanout *f, size_t i, const rexec_result *res);
+/* How long host i's next call waits before it starts: 0 for its first, then 500 ms doubling
+ * per retry up to 8 s (a host that is restarting gets time to come back). */
+REXEC_API unsigned rexec_fanout_delay_ms(const rexec_fanout *f, size_t i);
 /* The calls started for host i; 0 when f is NULL or asks for no retries (nobody counts then). */
 REXEC_API unsigned rexec_fanout_tries(const rexec_fanout *f, size_t i);
 /* The result of host i, not started because the fan-out stopped: executed 0, reason

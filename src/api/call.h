@@ -142,6 +142,7 @@ struct rexec_call {
     uv_timer_t defer;
     uv_work_t gate_work; /* the gate, off the loop, when it may block (call.c) */
     int gate_rc;
+    int delaying; /* defer runs on_start_delay: the call waits before its gate (a retry) */
 };
 
 /* call_record.c: the audit records and evidence of a call, and its public result.

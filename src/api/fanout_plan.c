@@ -184,6 +184,14 @@ int rexec_fanout_done(rexec_fanout *f, size_t i, const rexec_result *res)
     return 1;
 }
 
+unsigned rexec_fanout_delay_ms(const rexec_fanout *f, size_t i)
+{
+    if (f == NULL || i >= f->n || f->tries[i] < 2)
+        return 0;
+    unsigned k = f->tries[i] - 2u;
+    return k >= 4 ? 8000u : 500u << k;
+}
+
 unsigned rexec_fanout_tries(const rexec_fanout *f, size_t i)
 {
     return f && f->retries > 0 && i < f->n ? f->tries[i] : 0; /* counted when retries are asked */

@@ -447,6 +447,7 @@ static int call_begin(serve_req *q, serve_call *sc)
     rexec_request req = q->view;
     rexec_error e;
     req.host = sc->host;
+    req.start_delay_ms = rexec_fanout_delay_ms(q->fan, (size_t)(sc - q->calls)); /* a retry */
     if (rexec_call_start(q->srv->ctx, &req, &cb, &sc->call, &e) != 0) {
         rexec_result r = rexec_result_not_started(sc->host, req.action, e.code, e.msg);
         on_call_done(sc, &r);

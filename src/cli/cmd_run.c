@@ -139,8 +139,9 @@ static int retry_unavailable(run *r, host_call *h, const rexec_result *res)
     if (!r->o->json) {
         char *m = cli_redact(res->error ? res->error : "host unavailable");
         progress_clear(r);
-        dprintf(2, "rexec: %s (try %u of %ld); trying again\n", m,
-                rexec_fanout_tries(r->fan, i) - 1, r->o->fanout.retry_unavailable + 1);
+        dprintf(2, "rexec: %s (try %u of %ld); trying again in %.1f s\n", m,
+                rexec_fanout_tries(r->fan, i) - 1, r->o->fanout.retry_unavailable + 1,
+                rexec_fanout_delay_ms(r->fan, i) / 1000.0);
         free(m);
         progress_draw(r);
     }
@@ -200,6 +201,7 @@ static void start_call(run *r, host_call *h)
     rexec_error e;
     rexec_request req = r->req;
     req.host = h->host;
+    req.start_delay_ms = rexec_fanout_delay_ms(r->fan, (size_t)(h - r->hosts)); /* a retry */
     if (h->grant[0])
         req.grant_id = h->grant;
     if (rexec_call_start(r->ctx, &req, &cb, &h->call, &e) != 0) {

@@ -194,6 +194,32 @@ for bad, code in (({"batch": 0}, 64), ({"batch": "0%"}, 64), ({"batch": "101%"},
 out = ask({"op": "eval", "id": 2, "targets": targets, "action": "t.mark", "batch": 2})
 assert out[0]["type"] == "error" and "unknown key" in out[0]["error"], out
 PY
+# a retry waits before it starts (500 ms, doubling); a cancel during the wait ends it at once:
+# 10 retries would take 55 s of waits, the cancel comes after the first try's outcome
+"$RX_PYTHON" - "$SOCK" "$WS/audit/audit.log" >"$OUT" 2>&1 <<'PY' || { cat "$OUT" >&2; fail "serve: a cancel during a retry's wait"; }
+import json, socket, sys, time
+path, log = sys.argv[1:3]
+seen = len(open(log).readlines())
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.settimeout(300)
+s.connect(path)
+s.sendall(json.dumps({"op": "run", "id": 1, "targets": "closed", "action": "t.mark",
+                      "retry_unavailable": 10}).encode() + b"\n")
+deadline = time.monotonic() + 120
+while not any('"phase":"outcome"' in l and '"host":"closed"' in l for l in open(log).readlines()[seen:]):
+    assert time.monotonic() < deadline, "no outcome of the first try"
+    time.sleep(0.05)
+s.sendall(b'{"op":"cancel","id":2,"target":1}\n')
+f, res = s.makefile("rb"), None
+while True:
+    m = json.loads(f.readline())
+    if m["type"] == "result":
+        res = m
+    if m["type"] == "done":
+        break
+assert res["exit_status"] == 130 and res["executed"] is False, res
+assert 2 <= res["tries"] <= 10, res   # the waiting try was ended, not tried to the end
+PY
 ran lab1 lab2 lab3 lab4
 # rexec run --socket sends them: the same stop, the same exit status; a bad value is serve's 64
 reset_marks

@@ -283,8 +283,11 @@ static void test_retries(void **state)
     for (size_t i = 0; i < 3; i++)
         assert_int_equal(rexec_fanout_next(f, i), REXEC_FANOUT_START);
     assert_int_equal(rexec_fanout_tries(f, 0), 1);
+    assert_int_equal(rexec_fanout_delay_ms(f, 0), 0); /* the first try goes at once */
     assert_int_equal(rexec_fanout_retry(f, 0, &unreached), 1);
+    assert_int_equal(rexec_fanout_delay_ms(f, 0), 500);
     assert_int_equal(rexec_fanout_retry(f, 0, &unreached), 1);
+    assert_int_equal(rexec_fanout_delay_ms(f, 0), 1000);
     assert_int_equal(rexec_fanout_retry(f, 0, &unreached), 0); /* 2 retries: 3 tries */
     assert_int_equal(rexec_fanout_tries(f, 0), 3);
     assert_int_equal(rexec_fanout_retry(f, 1, &ran_failed), 0); /* it ran: never again */
@@ -293,6 +296,16 @@ static void test_retries(void **state)
     rexec_fanout_done(f, 0, &unreached);
     assert_int_equal(rexec_fanout_retry(f, 0, &unreached), 0); /* over */
     assert_int_equal(rexec_fanout_tries(NULL, 0), 0);
+    rexec_fanout_free(f);
+    /* the back-off doubles up to 8 s */
+    f = plan(NULL, 0, NULL, 10, 1);
+    assert_int_equal(rexec_fanout_next(f, 0), REXEC_FANOUT_START);
+    static const unsigned want[] = {500, 1000, 2000, 4000, 8000, 8000, 8000};
+    for (size_t k = 0; k < sizeof(want) / sizeof(*want); k++) {
+        assert_int_equal(rexec_fanout_retry(f, 0, &unreached), 1);
+        assert_int_equal(rexec_fanout_delay_ms(f, 0), want[k]);
+    }
+    assert_int_equal(rexec_fanout_delay_ms(NULL, 0), 0);
     rexec_fanout_free(f);
     /* no retries asked: none, and nobody counts tries */
     f = plan(NULL, 0, "5", 0, 1);
