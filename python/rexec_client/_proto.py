@@ -98,7 +98,8 @@ def socket_path(path):
 
 def call_request(op, targets, action=None, params=None, *, stdin=None, grant_id=None,
                  timeout_s=None, rationale=None, hypothesis_id=None, parallel=None, stream=True,
-                 traceparent=None, batch=None, canary=None, max_failures=None, retry_unavailable=None):
+                 traceparent=None, batch=None, canary=None, max_failures=None,
+                 retry_unavailable=None):
     """The request object of a run, eval or check. batch and max_failures: an int N or a str
     "N" / "P%"; canary, retry_unavailable: ints; run only (eval runs nothing: not sent)."""
     if op not in ("run", "eval", "check"):
