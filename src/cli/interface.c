@@ -29,6 +29,7 @@ static const cli_opt eval_opts[] = {
     {"--json", NULL, NULL, "one JSON object per host on stdout"},
     {"--parallel", NULL, "N", "hosts at once (default limits.parallel, 16)"},
     {"--socket", NULL, "PATH", "through a running `rexec serve` (as the global option)"},
+    {"--traceparent", NULL, "VALUE", "a W3C traceparent recorded with the call (or $TRACEPARENT)"},
     {NULL, NULL, NULL, NULL},
 };
 static const cli_opt run_opts[] = {
@@ -41,11 +42,11 @@ static const cli_opt run_opts[] = {
     {"--json", NULL, NULL, "one JSON object per host on stdout"},
     {"--parallel", NULL, "N", "hosts at once (default limits.parallel, 16)"},
     {"--socket", NULL, "PATH", "through a running `rexec serve` (as the global option)"},
-    {"--traceparent", NULL, "VALUE", "a W3C traceparent recorded with the call (or $TRACEPARENT)"},
     {"--batch", NULL, "N|P%", "hosts in batches of N (or P% of them): one batch at a time"},
     {"--canary", NULL, "N", "the first N hosts run first, alone"},
     {"--max-failures", NULL, "N|P%", "once more hosts than that failed, start no more"},
     {"--retry-unavailable", NULL, "N", "try again (up to N) a host the call never reached"},
+    {"--traceparent", NULL, "VALUE", "a W3C traceparent recorded with the call (or $TRACEPARENT)"},
     {NULL, NULL, NULL, NULL},
 };
 static const cli_opt check_opts[] = {
