@@ -26,6 +26,7 @@ static const cli_opt eval_opts[] = {
     {"--approve", NULL, NULL, "ask for approval at this terminal, then run"},
     {"--grant", NULL, "ID", "run with a single-use grant from `rexec approve`"},
     {"--timeout", NULL, "S", "shorten the action's timeout (never lengthen it)"},
+    {"--stdin-timeout", NULL, "S", "end a piped --stdin that pauses longer (default 60)"},
     {"--json", NULL, NULL, "one JSON object per host on stdout"},
     {"--parallel", NULL, "N", "hosts at once (default limits.parallel, 16)"},
     {"--socket", NULL, "PATH", "through a running `rexec serve` (as the global option)"},
