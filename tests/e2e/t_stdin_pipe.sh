@@ -1,6 +1,14 @@
 #!/usr/bin/env bash
 # `--stdin -` fed by a pipe (docs/cli.md, "--stdin"; docs/remote-contract.md, "Stdin of unknown
-# length"): sent as it is read, in frames, in flat memory.
+# length"): sent as it is read, in frames, in flat memory. 64 MiB through `cat | rexec run` into
+# sha256sum on the VM, staged and "stdin": "piped", byte-exact and under an RSS cap (reading it
+# whole took 4x the input); frame-like bytes, one byte, an empty pipe; `-` from a file; a pipe
+# that closes early (its end); a FIFO that stalls (--stdin-timeout: 65, nothing ran); more than
+# max_stdin_bytes (65, nothing ran); a fan-out (spooled once, each host gets all); an approval
+# binding a piped stdin's sha256 (spooled, hashed, the grant runs that content only), a stalled
+# pipe there and SIGINT while it is spooled (130 at once). A pipe never reaches a runner: only
+# `rexec run` has one, and its first call to a host takes a channel of its own (a fan-out
+# spools), so every case here is on a channel.
 tid="stdin: a pipe streams in flat memory"
 . "${REXEC_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/e2e/lib.sh"
 
