@@ -16,6 +16,7 @@
 
 #include "call.h"
 #include "err.h"
+#include "host_hold.h"
 #include "jsonx.h"
 #include "request.h"
 #include "serve_log.h"
@@ -137,6 +138,8 @@ struct serve_req {
     uint64_t t0;  /* uv_hrtime() when it arrived */
     rx_spool spool;   /* "stdin_stream": the stdin as it arrives, then what the calls read */
     serve_wait *wait; /* "stdin_stream": set until its "eof" arrives */
+    const rx_host **held; /* its hosts, held in the pool until it ends (host_hold.h) */
+    size_t n_held;
 };
 
 static void client_close(serve_client *cl);
@@ -293,6 +296,7 @@ static void req_free(serve_req *q)
 {
     rexec_server *s = q->srv;
     wait_end(q);
+    rx_ctx_release_hosts(s->ctx, q->held, q->n_held);
     rx_spool_close(&q->spool);
     cJSON_Delete(q->id);
     free(q->op);
@@ -745,6 +749,7 @@ static int start_run(serve_client *cl, const cJSON *root, const char *op, rexec_
     q->view.capture = 1;
     q->view.client_user = cl->peer.user;
     q->view.client_uid = (unsigned)cl->peer.uid;
+    q->held = rx_ctx_hold_hosts(q->srv->ctx, q->hosts, q->n, &q->n_held);
     send_accepted(q, streamed);
     if (!streamed)
         req_launch(q);
