@@ -359,11 +359,17 @@ __rx_live() {
 # FIFOs' EOF and the parent-death signal end them in the normal case; this is for when both
 # came too late. It reads only the base (this user's alone), follows no symlink, opens no FIFO
 # and writes nothing: it removes and it sends SIGKILL.
+# /proc is read only when a dead runner's directory was found: a runner that ends normally
+# removes its own after its slots were told to quit, so leftovers come with a dead runner's
+# directory (a SIGKILLed runner removes nothing). Reading every process's command line at each
+# runner start would cost O(processes) per start, O(runners^2) when many start on one machine.
 __rx_sweep() {
-    local d p w a
+    local d p w a dead=
     for d in "$__rx_base"/r.*; do
-        [ "$d" = "$__rx_dir" ] || __rx_live "$d" || [ ! -d "$d" ] || [ -L "$d" ] || rm -rf -- "$d"
+        [ "$d" = "$__rx_dir" ] || __rx_live "$d" || [ ! -d "$d" ] || [ -L "$d" ] ||
+            { rm -rf -- "$d"; dead=1; }
     done
+    [ -n "$dead" ] || return 0
     for p in /proc/[1-9]*; do
         [ -O "$p" ] || continue
         mapfile -d '' -t a 2>/dev/null <"$p/cmdline" || continue
