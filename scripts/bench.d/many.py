@@ -58,13 +58,17 @@ def load():
 class Serve:
     def __init__(self, rexec, ws, tmp):
         self.sock = os.path.join(tmp, "serve.sock")
+        self.err = open(os.path.join(tmp, "serve.err"), "w+")
         self.p = subprocess.Popen([rexec, "--workspace", ws, "serve", "--socket", self.sock,
                                    "--idle-timeout", "0", "--log", "off"],
-                                  stderr=subprocess.DEVNULL)
-        for _ in range(500):
-            if os.path.exists(self.sock):
+                                  stderr=self.err)
+        for _ in range(3000):
+            if os.path.exists(self.sock) or self.p.poll() is not None:
                 break
             time.sleep(0.01)
+        if not os.path.exists(self.sock):
+            self.err.seek(0)
+            sys.exit("many: serve did not start: %s" % self.err.read()[-2000:])
         self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.s.connect(self.sock)
         self.f = self.s.makefile("rb")
@@ -94,9 +98,23 @@ class Serve:
 
 
 async def asy_open(ports, user, key, kh):
-    return await asyncio.gather(*(asyncssh.connect(
-        "127.0.0.1", port=p, username=user, client_keys=[key], known_hosts=kh, agent_path=None,
-        config=None) for p in ports))
+    # asyncssh does not retry a connection sshd dropped (MaxStartups, or a burst right after
+    # serve's connections went): 100 handshakes at a time, each tried up to 5 times. Only the
+    # rounds on the open connections are compared.
+    sem = asyncio.Semaphore(100)
+
+    async def one(p):
+        async with sem:
+            for k in range(5):
+                try:
+                    return await asyncssh.connect("127.0.0.1", port=p, username=user,
+                                                  client_keys=[key], known_hosts=kh,
+                                                  agent_path=None, config=None)
+                except (OSError, asyncssh.Error):
+                    if k == 4:
+                        raise
+                    await asyncio.sleep(0.5 * (k + 1))
+    return await asyncio.gather(*(one(p) for p in ports))
 
 
 async def asy_fan(conns):
@@ -126,7 +144,9 @@ def main():
         hosts["m%d" % (i + 1)] = h
     conf["hosts"] = hosts
     conf["groups"] = {"many": sorted(hosts, key=lambda h: int(h[1:]))}
-    conf.setdefault("limits", {})["parallel"] = a.parallel or a.hosts_n
+    # limits.parallel is at most 1024: beyond it the hosts go in a rolling window of 1024
+    a.parallel = a.parallel or min(a.hosts_n, 1024)
+    conf.setdefault("limits", {})["parallel"] = a.parallel
     conf["limits"]["connect_timeout_s"] = a.connect_timeout
     with open(os.path.join(ws, "rexec.json"), "w") as f:
         json.dump(conf, f)
@@ -137,7 +157,7 @@ def main():
 
     print("many hosts: %d host entries over %d lab sshds (127.0.0.1), sys.uname, %d warm rounds, "
           "limits.parallel %d, connect_timeout_s %g" % (a.hosts_n, len(lab_hosts), a.rounds,
-                                                        a.parallel or a.hosts_n, a.connect_timeout),
+                                                        a.parallel, a.connect_timeout),
           flush=True)
     sv = Serve(a.rexec, ws, tmp)
     rss0, fd0 = status_kib(sv.p.pid, "VmRSS"), fds(sv.p.pid)
