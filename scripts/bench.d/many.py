@@ -117,9 +117,14 @@ async def asy_open(ports, user, key, kh):
     return await asyncio.gather(*(one(p) for p in ports))
 
 
-async def asy_fan(conns):
-    rs = await asyncio.gather(*(c.run("uname -a", check=True) for c in conns))
-    return sum("Linux" in r.stdout for r in rs)
+async def asy_fan(conns, errors):
+    rs = await asyncio.gather(*(c.run("uname -a", check=True) for c in conns),
+                              return_exceptions=True)
+    for r in rs:
+        if isinstance(r, BaseException):
+            why = "%s: %s" % (type(r).__name__, str(r)[:100])
+            errors[why] = errors.get(why, 0) + 1
+    return sum(not isinstance(r, BaseException) and "Linux" in r.stdout for r in rs)
 
 
 def main():
@@ -185,13 +190,15 @@ def main():
     conns = loop.run_until_complete(asy_open(ports, h0["user"], key, kh))
     asy_connect = time.perf_counter() - t
     print("  asyncssh connect: %.2f s" % asy_connect, flush=True)
-    aw = []
+    aw, asy_errors = [], {}
     for i in range(a.rounds):
         t, l0 = time.perf_counter(), load()
-        n_ok = loop.run_until_complete(asy_fan(conns))
+        n_ok = loop.run_until_complete(asy_fan(conns, asy_errors))
         aw.append(time.perf_counter() - t)
         print("  asyncssh round %d: %.2f s, %d ok (load %s -> %s)" % (i + 1, aw[-1], n_ok, l0,
                                                                       load()), flush=True)
+    for why, k in sorted(asy_errors.items(), key=lambda x: -x[1])[:8]:
+        print("  asyncssh failed %d time(s): %s" % (k, why))
     for c in conns:
         c.close()
     loop.close()
