@@ -4,7 +4,7 @@ import json
 import os
 
 # Final replies: the request is over once one of these arrives.
-FINAL = ("done", "error", "pong", "list", "reloaded")
+FINAL = ("done", "error", "pong", "list", "reloaded", "metrics")
 CANCEL_ID = "__cancel__"
 # stdin up to INLINE_MAX rides in the request line; more, or a file object, is streamed in
 # "stdin" lines of PIECE bytes (64 KiB as base64, under serve's 68 KiB line limit).
@@ -18,7 +18,7 @@ RAW_PIECE = 256 * 1024  # a raw piece, to a serve that takes them (at most 1 MiB
 # tests/install/t_serve_interface.sh holds them against it, and against what the functions below
 # really send. A new key of serve goes into one of the two.
 _CALL = ("op", "id", "targets", "action", "params", "stream", "stdin_base64", "stdin_stream",
-         "grant_id", "timeout_s", "rationale", "hypothesis_id", "parallel")
+         "traceparent", "grant_id", "timeout_s", "rationale", "hypothesis_id", "parallel")
 SENDS = {
     "run": _CALL,
     "eval": _CALL,
@@ -30,6 +30,7 @@ SENDS = {
     "actions": ("op", "id"),
     "groups": ("op", "id"),
     "reload": ("op", "id"),
+    "metrics": ("op", "id"),
 }
 _CALL_NOT_SENT = {
     "host": "targets names the hosts (host is the --request document's)",
@@ -94,7 +95,8 @@ def socket_path(path):
 
 
 def call_request(op, targets, action=None, params=None, *, stdin=None, grant_id=None,
-                 timeout_s=None, rationale=None, hypothesis_id=None, parallel=None, stream=True):
+                 timeout_s=None, rationale=None, hypothesis_id=None, parallel=None, stream=True,
+                 traceparent=None):
     """The request object of a run, eval or check."""
     if op not in ("run", "eval", "check"):
         raise RexecError("op must be run, eval or check", 64)
@@ -109,7 +111,8 @@ def call_request(op, targets, action=None, params=None, *, stdin=None, grant_id=
     elif stdin is not None:
         req["stdin_base64"] = base64.b64encode(as_bytes(stdin)).decode()
     for key, val in (("grant_id", grant_id), ("timeout_s", timeout_s), ("rationale", rationale),
-                     ("hypothesis_id", hypothesis_id), ("parallel", parallel)):
+                     ("hypothesis_id", hypothesis_id), ("parallel", parallel),
+                     ("traceparent", traceparent)):
         if val is not None:
             req[key] = val
     return req
