@@ -367,7 +367,7 @@ __rx_live() {
 # are fewer): checking every one made each start O(runners), 2,000 runners starting on one
 # machine O(runners^2) (minutes of CPU); with more, one of the next starts finds a dead one.
 __rx_sweep() {
-    local d p w a dead= i n o=0
+    local d p w a i n o=0 dead=''
     local -a ds=("$__rx_base"/r.*)
     n=${#ds[@]}
     [ "$n" -le 64 ] || o=$((RANDOM % n))
