@@ -105,15 +105,16 @@ printf 'some' >&5
 assert_exit 65 rx run lab1 t.held --stdin "$d/fifo" --stdin-timeout 1 --json
 assert_contains "$OUT" "sent nothing for 1 s and did not end (--stdin-timeout): nothing ran"
 assert_eq null "$(json challenge_id)" "challenge for a stalled pipe"
-# (the FIFO is not inherited: rexec opens it once its signal watchers are in place)
+# The spool (an unlinked file in evidence/, opened by the gate once the call has started, so
+# after rexec's signal watchers) is open: the pipe is being read into it.
 "$REXEC_BIN" --workspace "$WS" run lab1 t.held --stdin "$d/fifo" >"$OUT" 2>"$ERR" 5>&- &
 pid=$!
-has_fifo_open() { ls -l "/proc/$pid/fd" 2>/dev/null | grep -q "$d/fifo"; }
-wait_until 30 has_fifo_open
+spooling() { ls -l "/proc/$pid/fd" 2>/dev/null | grep -q "$WS/evidence/.*(deleted)"; }
+poll_until 30 spooling || fail "no spool open after 30 s; rexec said: $(cat "$ERR")"
 kill -INT "$pid"
 st=0
-timeout 30 tail --pid="$pid" -f /dev/null || fail "rexec still spooling 30 s after SIGINT"
+timeout 30 tail --pid="$pid" -f /dev/null || fail "rexec still spooling 30 s after SIGINT: $(cat "$ERR")"
 wait "$pid" || st=$?
-assert_eq 130 "$st" "exit, SIGINT while a pipe was spooled"
+assert_eq 130 "$st" "exit, SIGINT while a pipe was spooled ($(cat "$ERR"))"
 exec 5>&-
 pass
