@@ -19,8 +19,10 @@ RAW_PIECE = 256 * 1024  # a raw piece, to a serve that takes them (at most 1 MiB
 # really send. A new key of serve goes into one of the two.
 _CALL = ("op", "id", "targets", "action", "params", "stream", "stdin_base64", "stdin_stream",
          "traceparent", "grant_id", "timeout_s", "rationale", "hypothesis_id", "parallel")
+# run only: a fan-out's batches, canary, failure threshold and retries (eval runs nothing)
+_FANOUT = ("batch", "canary", "max_failures", "retry_unavailable")
 SENDS = {
-    "run": _CALL,
+    "run": _CALL + _FANOUT,
     "eval": _CALL,
     "check": ("op", "id", "targets"),
     "cancel": ("op", "id", "target"),
@@ -96,8 +98,10 @@ def socket_path(path):
 
 def call_request(op, targets, action=None, params=None, *, stdin=None, grant_id=None,
                  timeout_s=None, rationale=None, hypothesis_id=None, parallel=None, stream=True,
-                 traceparent=None):
-    """The request object of a run, eval or check."""
+                 traceparent=None, batch=None, canary=None, max_failures=None,
+                 retry_unavailable=None):
+    """The request object of a run, eval or check. batch and max_failures: an int N or a str
+    "N" / "P%"; canary, retry_unavailable: ints; run only (eval runs nothing: not sent)."""
     if op not in ("run", "eval", "check"):
         raise RexecError("op must be run, eval or check", 64)
     req = {"op": op, "id": 1, "targets": targets}
@@ -114,6 +118,10 @@ def call_request(op, targets, action=None, params=None, *, stdin=None, grant_id=
                      ("hypothesis_id", hypothesis_id), ("parallel", parallel),
                      ("traceparent", traceparent)):
         if val is not None:
+            req[key] = val
+    for key, val in (("batch", batch), ("canary", canary), ("max_failures", max_failures),
+                     ("retry_unavailable", retry_unavailable)):
+        if val is not None and op == "run":
             req[key] = val
     return req
 
@@ -187,6 +195,8 @@ class Collector:
             self.result["results"].append(strip(m))
         elif t == "done":
             self.result["exit_status"] = m.get("exit_status")
+            if "stopped" in m:  # a run's failure threshold kept hosts from starting
+                self.result["stopped"] = m["stopped"]
         if t in FINAL:
             self.final = m
         return t in FINAL
