@@ -12,7 +12,7 @@
 #include "call.h"
 #include "err.h"
 
-#define METRICS_TEXT_MAX ((size_t)1 << 20) /* the text is about 10 KiB */
+#define METRICS_TEXT_MAX ((size_t)1 << 20) /* the text is about 6 KiB */
 
 int rx_serve_metrics_render(const rexec_ctx *ctx, rx_metrics_gauges *g, rx_buf *out)
 {
@@ -24,7 +24,7 @@ int rx_serve_metrics_render(const rexec_ctx *ctx, rx_metrics_gauges *g, rx_buf *
     g->recorder_queue = rx_recorder_queued(ctx->rec);
     g->version = rexec_version();
     /* Counts and fixed names only; still through the redactor, as every output of rexec
-     * (a few microseconds for the ~10 KiB). */
+     * (a few microseconds for the ~6 KiB). */
     rx_buf raw;
     rx_buf_init(&raw, METRICS_TEXT_MAX);
     int r = rx_metrics_render(g, &raw);

@@ -71,6 +71,7 @@ assert r["results"][0]["decision"] == "ALLOW" and r["results"][0]["executed"] is
 r = c.check("lab1")
 assert r["exit_status"] == 0 and isinstance(r["results"][0]["facts"], dict), r
 assert [g["name"] for g in c.groups()] == ["lab"] and c.ping()["pid"] > 0
+assert c.metrics().startswith("# HELP rexec_build_info ")  # serve's Prometheus text
 # stdin past what a request line carries is streamed ("stdin_stream"): bytes, and a file object
 import base64, hashlib, json
 big = os.urandom(3 * 1024 * 1024 + 17)
@@ -119,6 +120,7 @@ async def main():
     assert [x["results"][0]["stdout"] for x in rs] == ["n%d\n" % i for i in range(10)], rs
     assert len({x["results"][0]["run_id"] for x in rs}) == 10, rs
     assert all(x["exit_status"] == 0 for x in rs), rs
+    assert 'rexec_calls_total{decision="allowed",exit_class="ok"} ' in await ac.metrics()
     big = os.urandom(1024 * 1024 + 1)
     r = await ac.run("lab2", "t.sha", stdin=big)
     assert r["results"][0]["stdout"] == hashlib.sha256(big).hexdigest() + "\n", r

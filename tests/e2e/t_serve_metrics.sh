@@ -131,6 +131,18 @@ while json.loads(f.readline())["type"] != "done":
 PY
 CLIENT=$!
 wait_until 90 remote_pgrep 'sleep 77' >/dev/null
+# while it runs (on lab1's runner: lab1 had calls before), the gauges say so
+"$RX_PYTHON" - "$SOCK" "$REXEC_SRC/tests/e2e" <<'PY' || fail "the gauges do not show the running call"
+import json, socket, sys
+sys.path.insert(0, sys.argv[2])
+import promtext
+s = socket.socket(socket.AF_UNIX); s.settimeout(120); s.connect(sys.argv[1])
+s.sendall(b'{"op":"metrics"}\n')
+m = promtext.parse(json.loads(s.makefile().readline())["text"])
+assert promtext.value(m, "rexec_runners", state="busy") == 1
+assert promtext.value(m, "rexec_serve_requests_in_flight") == 1
+assert promtext.value(m, "rexec_serve_clients", state="reading") == 2
+PY
 kill -TERM "$SERVE"
 wait "$SERVE" || fail "serve did not exit 0 on SIGTERM"
 SERVE=

@@ -139,7 +139,7 @@ check_set(f"{PY}: cancel_line", "the keys of `cancel` it sends", line_keys(_prot
 # The sync client's methods against a stand-in serve that records each request line.
 REPLY = {"ping": {"type": "pong"}, "hosts": {"type": "list", "hosts": []},
          "actions": {"type": "list", "actions": []}, "groups": {"type": "list", "groups": []},
-         "reload": {"type": "reloaded"}}
+         "reload": {"type": "reloaded"}, "metrics": {"type": "metrics", "text": ""}}
 got = {}
 with tempfile.TemporaryDirectory() as d:
     path = os.path.join(d, "s")
@@ -165,12 +165,12 @@ with tempfile.TemporaryDirectory() as d:
     cl.run("h", "a", {"p": "v"}, stdin=b"x", **call_kw)
     cl.eval("h", "a", {"p": "v"}, stdin=b"x", **call_kw)
     cl.check("h")
-    for op in ("ping", "hosts", "actions", "groups", "reload"):
+    for op in ("ping", "hosts", "actions", "groups", "reload", "metrics"):
         getattr(cl, op)()
     socket.socket(socket.AF_UNIX, socket.SOCK_STREAM).connect(path)  # ends the stand-in
     t.join(60)
     srv.close()
-for op in ("run", "eval", "check", "ping", "hosts", "actions", "groups", "reload"):
+for op in ("run", "eval", "check", "ping", "hosts", "actions", "groups", "reload", "metrics"):
     if op not in got:
         bad(f"{PY}: Client.{op} sent no `{op}` request")
     else:
