@@ -189,6 +189,12 @@ typedef struct rexec_callbacks {
     /* Called once when the call is over, whatever happened. */
     void (*on_done)(void *ud, const rexec_result *result);
     void *ud;
+    /* Called once the gate has decided, before the command starts or the call ends (may be
+     * NULL): reason is the gate's code ("ALLOW_LEVEL", "REQUIRES_APPROVAL", ...) or NULL when the
+     * call ended before a decision (an unknown action, a bad parameter); challenge_id is the
+     * pending challenge of a REQUIRES_APPROVAL, else NULL. serve uses it to present a fan-out's
+     * one challenge once every host's gate has decided. */
+    void (*on_gate)(void *ud, const char *reason, const char *challenge_id);
 } rexec_callbacks;
 
 /* Loads the workspace (rexec.json) and prepares a pool on loop. Returns 0 or a rexec_err with

@@ -153,7 +153,7 @@ static void on_done(void *ud, const rexec_result *res)
 
 static void start_call(run *r, host_call *h)
 {
-    rexec_callbacks cb = {on_output, on_done, h};
+    rexec_callbacks cb = {.on_output = on_output, .on_done = on_done, .ud = h};
     rexec_error e;
     rexec_request req = r->req;
     req.host = h->host;
