@@ -371,6 +371,12 @@ REXEC_API int rexec_approvals_prune(const char *workspace_dir, size_t *removed, 
 /* rexec_approve_tty for the workspace at workspace_dir. */
 REXEC_API int rexec_approve_tty_at(const char *workspace_dir, const char *challenge_id,
                                    rexec_error *err);
+/* Denies pending challenge_id for the operator running this process (`rexec deny`): it can
+ * never be approved or used; reason (may be NULL) is recorded in the challenge and the audit
+ * log and told to a caller waiting on it through serve. 0, REXEC_EDENIED (unknown, expired,
+ * used, already decided), REXEC_ECONFIG, REXEC_EAUDIT. */
+REXEC_API int rexec_approvals_deny(const char *workspace_dir, const char *challenge_id,
+                                   const char *reason, rexec_error *err);
 
 /* ---- The audit log, for `rexec audit` and other readers (docs/audit.md) ----------------- */
 
