@@ -716,11 +716,10 @@ int rx_approvals_decide(const rx_ws *ws, const char *id, const rx_approval_decis
         return rx_fail(err, REXEC_EDENIED, "not an approval id (ch- and 16 hex digits)");
     if ((r = ap_dir_open(ws, 0, &d_, err)) == 1)
         r = rx_fail(err, REXEC_EDENIED, "no challenge or grant %s in %s", id, d_.path);
-    if (r != 0 || (r = ap_lock(&d_, err)) != 0 || (r = ap_load_in(&d_, id, &c, err)) != 0 ||
-        (r = rx_approvals_approvable(&c, d->expect_hash, err)) < 0 ||
-        (r = ap_self(&c, d, err)) != 0)
+    if (r != 0 || (r = ap_lock(&d_, err)) != 0 || (r = ap_load_in(&d_, id, &c, err)) != 0)
         goto out;
-    if ((r = rx_approvals_approvable(&c, d->expect_hash, err)) == 1 && !d->approve) {
+    r = rx_approvals_approvable(&c, d->expect_hash, err);
+    if (r == 1 && !d->approve) {
         r = rx_fail(err, REXEC_EDENIED, "challenge %s was already approved by %s: a grant is "
                     "not denied (it expires unused, or `rexec approvals --prune` removes it)",
                     id, c.approved_by ? c.approved_by : "?");
@@ -728,7 +727,7 @@ int rx_approvals_decide(const rx_ws *ws, const char *id, const rx_approval_decis
     }
     if (r == 1)
         goto loaded;
-    if (r != 0)
+    if (r != 0 || (r = ap_self(&c, d, err)) != 0)
         goto out;
     if (!ap_mark(c.tree, d, rx_approvals_now(), rx_approvals_ttl(ws))) {
         r = rx_fail(err, REXEC_ENOMEM, "approvals: out of memory");
@@ -1088,7 +1087,10 @@ static int prune_one(const ap_dir *d, const char *name, rx_challenge *c, void *u
 {
     ap_prune *p = ud;
     int64_t used = c->used_at ? c->used_at : c->expires;
-    int old = c->state == RX_AP_USED ? p->now >= used + p->ttl : rx_challenge_expired(c, p->now);
+    int closed = c->state == RX_AP_DENIED || c->state == RX_AP_WITHDRAWN;
+    int old = c->state == RX_AP_USED ? p->now >= used + p->ttl
+              : closed               ? p->now >= c->expires /* kept as long as it could matter */
+                                     : rx_challenge_expired(c, p->now);
     if (!old || (c->state == RX_AP_USED && strstr(name, ".json") != NULL))
         return 0;
     if (unlinkat(d->fd, name, 0) != 0 && errno != ENOENT)
