@@ -37,7 +37,7 @@ def send(s, o):
 def cmd_start(results):
     """The command's first stdout line: its start, as `date +%s.%N` printed it."""
     for r in results:
-        if r.get("reason") == "ALLOW_GRANT":
+        if r.get("reason") in ("ALLOW_GRANT", "ALLOW_LEVEL"):
             return float(r["stdout"].split()[0])
     return None
 
@@ -47,6 +47,8 @@ def agent(path, mode, unit):
     t0 = time.time()
     s, f = connect(path)
     req = {"op": "run", "id": 1, "targets": "lab1", "action": ACTION, "params": {"unit": unit}}
+    if mode == "plain":  # the floor: the same command at L0, no approval
+        req["action"] = ACTION + "-l0"
     if mode == "wait":
         req["wait_approval_s"] = 60
     send(s, req)
@@ -103,16 +105,17 @@ def pct(v, p):
 
 def drive(path, agent_user, approver_user, n):
     """Rounds alternate between the two flows, so that a change of load hits both alike."""
-    rows = {"wait": ([], [], []), "retry": ([], [], [])}
+    rows = {"wait": ([], [], []), "retry": ([], [], []), "plain": ([], [], [])}
     appr = subprocess.Popen(as_user(approver_user, "approver", path, str(2 * n)),
                             stdout=subprocess.PIPE, text=True)
-    for i in range(2 * n):
-        mode = ("wait", "retry")[i % 2]
+    for i in range(3 * n):
+        mode = ("wait", "retry", "plain")[i % 3]
         unit = "%s%d" % (mode, i)
         out = subprocess.run(as_user(agent_user, "agent", path, mode, unit),
                              capture_output=True, text=True, check=True).stdout
         a = json.loads(out)
-        d = json.loads(appr.stdout.readline())
+        d = json.loads(appr.stdout.readline()) if mode != "plain" else \
+            {"unit": unit, "sent": 0, "event": 0}
         assert d["unit"] == unit, (d, unit)
         if a["cmd"] is None:
             raise SystemExit("round %d: the command did not run: %s" % (i, out))
@@ -125,7 +128,8 @@ def drive(path, agent_user, approver_user, n):
     appr.wait(60)
     print("%-44s %9s %9s %9s %9s" % ("", "p50 ms", "p90 ms", "max ms", "mean ms"))
     for mode, label in (("wait", "wait_approval_s (one call)"),
-                        ("retry", "peer: 75, approve, call again")):
+                        ("retry", "peer: 75, approve, call again"),
+                        ("plain", "floor: the same command at L0, no approval")):
         totals, reactions, overheads = rows[mode]
         print(label)
         for name, v in (("request -> command start", totals), ("approver's reaction", reactions),
@@ -137,7 +141,10 @@ def drive(path, agent_user, approver_user, n):
           "%.1f ms over the reaction (%s)" % (pct(w, 50), pct(w, 90), max(w),
                                               "met at p90" if pct(w, 90) <= 50 else
                                               "NOT met at p90"))
+    p = rows["plain"][2]
     print("ratio, wait vs the peer (minus the reaction, p50): %.2f" % (pct(w, 50) / pct(r, 50)))
+    print("approval's own cost over the floor (p50): wait %.1f ms, peer %.1f ms" %
+          (pct(w, 50) - pct(p, 50), pct(r, 50) - pct(p, 50)))
 
 
 if __name__ == "__main__":

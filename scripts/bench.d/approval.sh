@@ -33,6 +33,8 @@ c = json.load(open(p))
 c["actions"]["bench.approve"] = {"risk": "L2", "state_changing": True,
     "command": "date +%s.%N; echo {unit}",
     "params": {"unit": {"type": "string", "pattern": "^[a-z0-9]{1,32}$"}}}
+c["actions"]["bench.approve-l0"] = dict(c["actions"]["bench.approve"], risk="L0",
+                                        state_changing=False)
 c["serve"] = {"clients": [{"user": agent, "verbs": ["run"]},
                           {"user": approver, "verbs": ["approvals", "approve"]}]}
 json.dump(c, open(p, "w"), indent=2)
