@@ -134,8 +134,10 @@ static int ap_lock(const ap_dir *d, rexec_error *err)
     return 0;
 }
 
-/* Writes doc to name whole or not at all: a temporary file (0600), fsync, rename, fsync dir. */
-static int ap_write(const ap_dir *d, const char *name, const cJSON *doc, rexec_error *err)
+/* Writes doc to name whole or not at all: a temporary file (0600), fsync, rename, fsync dir;
+ * without durable, no fsync (a record of something another step already made durable). */
+static int ap_write_how(const ap_dir *d, const char *name, const cJSON *doc, int durable,
+                        rexec_error *err)
 {
     char tmp[AP_NAME_MAX + 32];
     int fd = -1, r = 0;
@@ -150,18 +152,23 @@ static int ap_write(const ap_dir *d, const char *name, const cJSON *doc, rexec_e
         goto out;
     }
     if (rx_fs_write_all(fd, text, strlen(text)) != 0 || rx_fs_write_all(fd, "\n", 1) != 0 ||
-        fsync(fd) != 0 || renameat(d->fd, tmp, d->fd, name) != 0) {
+        (durable && fsync(fd) != 0) || renameat(d->fd, tmp, d->fd, name) != 0) {
         r = rx_fail(err, REXEC_EAUDIT, "%s/%s: cannot write: %s", d->path, name, strerror(errno));
         unlinkat(d->fd, tmp, 0);
         goto out;
     }
-    if (fsync(d->fd) != 0 && errno != EINVAL)
+    if (durable && fsync(d->fd) != 0 && errno != EINVAL)
         r = rx_fail(err, REXEC_EAUDIT, "%s: fsync: %s", d->path, strerror(errno));
 out:
     if (fd >= 0)
         close(fd);
     free(text);
     return r;
+}
+
+static int ap_write(const ap_dir *d, const char *name, const cJSON *doc, rexec_error *err)
+{
+    return ap_write_how(d, name, doc, 1, err);
 }
 
 /* Reads name from approvals/ (a private regular file, not a symlink). Returns 0, 1 when it
@@ -777,7 +784,7 @@ static void ap_stamp_used(const ap_dir *d, const char *id)
         return;
     if (set_member(c.tree, "state", cJSON_CreateString("used")) &&
         set_time(c.tree, "used_at", rx_approvals_now()))
-        ap_write(d, name, c.tree, &e);
+        ap_write_how(d, name, c.tree, 0, &e); /* the fsynced rename made the use */
     rx_challenge_free(&c);
 }
 
