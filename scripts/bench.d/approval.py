@@ -105,7 +105,7 @@ def pct(v, p):
 
 def drive(path, agent_user, approver_user, n):
     """Rounds alternate between the two flows, so that a change of load hits both alike."""
-    rows = {"wait": ([], [], []), "retry": ([], [], []), "plain": ([], [], [])}
+    rows = {"wait": ([], [], [], []), "retry": ([], [], [], []), "plain": ([], [], [], [])}
     appr = subprocess.Popen(as_user(approver_user, "approver", path, str(2 * n)),
                             stdout=subprocess.PIPE, text=True)
     for i in range(3 * n):
@@ -121,19 +121,21 @@ def drive(path, agent_user, approver_user, n):
             raise SystemExit("round %d: the command did not run: %s" % (i, out))
         reaction = d["sent"] - d["event"]
         total = a["cmd"] - a["t0"]
-        totals, reactions, overheads = rows[mode]
+        totals, reactions, overheads, after = rows[mode]
         totals.append(total * 1000)
         reactions.append(reaction * 1000)
         overheads.append((total - reaction) * 1000)
+        after.append((a["cmd"] - d["sent"]) * 1000 if d["sent"] else 0.0)
     appr.wait(60)
     print("%-44s %9s %9s %9s %9s" % ("", "p50 ms", "p90 ms", "max ms", "mean ms"))
     for mode, label in (("wait", "wait_approval_s (one call)"),
                         ("retry", "peer: 75, approve, call again"),
                         ("plain", "floor: the same command at L0, no approval")):
-        totals, reactions, overheads = rows[mode]
+        totals, reactions, overheads, after = rows[mode]
         print(label)
         for name, v in (("request -> command start", totals), ("approver's reaction", reactions),
-                        ("request -> start, minus the reaction", overheads)):
+                        ("request -> start, minus the reaction", overheads),
+                        ("approve sent -> command start", after)):
             print("  %-42s %9.1f %9.1f %9.1f %9.1f" % (name, pct(v, 50), pct(v, 90), max(v),
                                                         statistics.mean(v)))
     w, r = rows["wait"][2], rows["retry"][2]
