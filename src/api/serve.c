@@ -1560,6 +1560,8 @@ static size_t hub_queued(void *cl)
 static void hub_drop(void *cl, const char *why)
 {
     serve_client *c = cl;
+    fprintf(stderr, "rexec serve: user %s (uid %u): %s\n", c->peer.user, (unsigned)c->peer.uid,
+            why);
     send_error(c, NULL, REXEC_ENOMEM, why);
     client_stop_reading(c);
     if (c->reqs == NULL)
