@@ -272,6 +272,8 @@ assert_contains "$RX_TMP/serve.err" "more than 1 MiB on stdout: killed"
 assert_contains "$RX_TMP/serve.err" "cannot start it: no such file or directory"
 assert_exit 0 as_appr "$RX_PYTHON" "$CL" lines "$SOCK" '{"op":"approvals","id":1}'
 assert_contains "$OUT" '"notify_failures": 4'
+assert_exit 0 "$RX_PYTHON" "$CL" lines "$SOCK" '{"op":"metrics","id":1}'
+assert_contains "$OUT" 'rexec_notify_failures_total 4'
 assert_not_contains "$RX_TMP/serve.err" "$TOKEN"
 
 kill -TERM "$SERVE_PID"
