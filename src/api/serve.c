@@ -153,6 +153,7 @@ struct serve_req {
     int verdict;  /* 0 undecided, 1 approved, 2 not (why says) */
     int waiting;  /* registered with the hub */
     int pins;     /* > 0: held hosts are being resolved: req_done waits for the loop's end */
+    int gating_batch; /* its batch_id is with the hub until every host's gate has decided */
     char *why;
     rexec_fanout *fan; /* "batch", "canary", "max_failures", "retry_unavailable"; or NULL */
     int cancelled;     /* a cancel came: no host is tried again */
@@ -313,6 +314,8 @@ static void req_free(serve_req *q)
     rexec_server *s = q->srv;
     if (q->waiting)
         rx_hub_unwait(s->hub, q);
+    if (q->gating_batch)
+        rx_hub_batch_end(s->hub, q->view.batch_id);
     free(q->why);
     wait_end(q);
     rx_spool_close(&q->spool);
@@ -653,6 +656,9 @@ static void approval_decided(void *ud, int approved, const char *why);
 static void approval_all_gated(serve_req *q)
 {
     rexec_server *s = q->srv;
+    if (q->gating_batch)
+        rx_hub_batch_end(s->hub, q->view.batch_id);
+    q->gating_batch = 0;
     if (q->challenge[0] == 0)
         return;
     rx_hub_pending(s->hub, q->challenge);
@@ -1014,6 +1020,8 @@ static int start_run(serve_client *cl, const cJSON *root, const char *op, rexec_
         return r;
     }
     q->view.eval_only = strcmp(op, "eval") == 0;
+    if (q->view.batch_id && !q->view.eval_only)
+        q->gating_batch = rx_hub_batch_begin(q->srv->hub, q->view.batch_id) == 0;
     q->view.capture = 1;
     q->view.client_user = cl->peer.user;
     q->view.client_uid = (unsigned)cl->peer.uid;

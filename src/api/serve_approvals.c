@@ -35,6 +35,11 @@ typedef struct hub_known {
     struct hub_known *next;
 } hub_known;
 
+typedef struct hub_batch { /* a fan-out request of serve whose gates have not all decided */
+    char id[REXEC_BATCH_ID_SIZE];
+    struct hub_batch *next;
+} hub_batch;
+
 typedef struct hub_wait {
     char id[RX_APPROVAL_ID_LEN + 1];
     uint64_t deadline; /* uv_now, ms */
@@ -53,6 +58,7 @@ struct rx_hub {
     hub_known *known;
     size_t n_known;
     hub_wait *waits;
+    hub_batch *batches;
     rx_notifier *notify;
     void (*on_closed)(void *ud);
     void *closed_ud;
@@ -444,6 +450,38 @@ void rx_hub_pending(rx_hub *h, const char *id)
     rx_challenge_free(&c);
 }
 
+int rx_hub_batch_begin(rx_hub *h, const char *batch_id)
+{
+    hub_batch *b;
+    if (h == NULL || batch_id == NULL || (b = calloc(1, sizeof(*b))) == NULL)
+        return -1;
+    snprintf(b->id, sizeof(b->id), "%s", batch_id);
+    b->next = h->batches;
+    h->batches = b;
+    return 0;
+}
+
+void rx_hub_batch_end(rx_hub *h, const char *batch_id)
+{
+    for (hub_batch **pp = h && batch_id ? &h->batches : NULL, *b; pp && (b = *pp) != NULL;
+         pp = &b->next)
+        if (strcmp(b->id, batch_id) == 0) {
+            *pp = b->next;
+            free(b);
+            return;
+        }
+}
+
+/* A fan-out's challenge while its request's hosts are still being decided: its host list may
+ * still grow, so it is neither listed, replayed nor approvable through serve yet. */
+static int still_gating(const rx_hub *h, const rx_challenge *c)
+{
+    for (const hub_batch *b = h->batches; c->request_id != NULL && b; b = b->next)
+        if (strcmp(b->id, c->request_id) == 0)
+            return 1;
+    return 0;
+}
+
 int rx_hub_wait(rx_hub *h, const char *id, double wait_s, rx_hub_decided_fn fn, void *ud)
 {
     if (h == NULL || h->closing)
@@ -578,7 +616,8 @@ static int op_list(rx_hub *h, void *cl, const cJSON *root, rexec_error *err)
     if (id != NULL)
         cJSON_AddItemToArray(a, challenge_json(h, &one));
     for (size_t i = 0; i < n; i++)
-        if (v[i].state == RX_AP_PENDING && !rx_challenge_expired(&v[i], rx_approvals_now()))
+        if (v[i].state == RX_AP_PENDING && !rx_challenge_expired(&v[i], rx_approvals_now()) &&
+            !still_gating(h, &v[i]))
             cJSON_AddItemToArray(a, challenge_json(h, &v[i]));
     cJSON_AddNumberToObject(o, "notify_failures", (double)rx_notifier_failures(h->notify));
     h->port.send(cl, o);
@@ -587,6 +626,19 @@ static int op_list(rx_hub *h, void *cl, const cJSON *root, rexec_error *err)
         rx_challenge_free(&one);
     rx_challenges_free(v, n);
     return 0;
+}
+
+/* Not a fan-out's challenge still growing (still_gating). */
+static int approvable_now(const rx_hub *h, const char *id, rexec_error *err)
+{
+    rx_challenge c;
+    int r = rx_approvals_load(h->ctx->ws, id, &c, err), gating = r == 0 && still_gating(h, &c);
+    if (r == 0)
+        rx_challenge_free(&c);
+    if (r != 0 || !gating)
+        return r;
+    return rx_fail(err, REXEC_EDENIED, "challenge %s: its request's hosts are still being "
+                   "decided; approve it once it is announced (approval_pending)", id);
 }
 
 static int op_decide(rx_hub *h, void *cl, const rx_peer *p, const cJSON *root, int approve,
@@ -601,6 +653,8 @@ static int op_decide(rx_hub *h, void *cl, const rx_peer *p, const cJSON *root, i
         (r = get_note(root, approve ? "comment" : "reason", &note, err)) != 0)
         return r;
     d.note = note ? note : approve ? NULL : "denied by the operator";
+    if (approve && (r = approvable_now(h, id, err)) != 0)
+        return r;
     if ((r = rx_approvals_decide(h->ctx->ws, id, &d, &c, err)) == 1) {
         r = rx_fail(err, REXEC_EDENIED, "challenge %s was already approved by %s", id,
                     c.approved_by ? c.approved_by : "?");
@@ -653,7 +707,8 @@ static int op_watch(rx_hub *h, void *cl, const cJSON *root, rexec_error *err)
     h->watchers = w;
     w->cl = cl;
     for (size_t i = 0; i < n && h->watchers == w; i++)
-        if (v[i].state == RX_AP_PENDING && !rx_challenge_expired(&v[i], rx_approvals_now())) {
+        if (v[i].state == RX_AP_PENDING && !rx_challenge_expired(&v[i], rx_approvals_now()) &&
+            !still_gating(h, &v[i])) {
             hub_known *k = known_add(h, v[i].id, RX_AP_PENDING);
             if (k != NULL)
                 k->announced = 1;
@@ -715,6 +770,11 @@ static void hub_maybe_closed(rx_hub *h)
         hub_wait *w = h->waits;
         h->waits = w->next;
         free(w);
+    }
+    while (h->batches) {
+        hub_batch *b = h->batches;
+        h->batches = b->next;
+        free(b);
     }
     free(h);
     if (cb)

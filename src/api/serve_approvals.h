@@ -37,6 +37,12 @@ int rx_hub_op(rx_hub *h, void *cl, const rx_peer *p, const cJSON *root, const ch
  * watchers and the notify program, once per challenge. */
 void rx_hub_pending(rx_hub *h, const char *id);
 
+/* A fan-out request (batch_id) whose hosts' gates are being decided: until its end, the
+ * challenge it makes is not listed, replayed to a new watcher, nor approvable through serve
+ * (its host list may still grow). begin: 0, or -1 (no memory: then it is not held back). */
+int rx_hub_batch_begin(rx_hub *h, const char *batch_id);
+void rx_hub_batch_end(rx_hub *h, const char *batch_id);
+
 /* Holds a request until challenge id is decided, for at most wait_s seconds; fn is called once
  * (never from within this call), unless rx_hub_unwait comes first. 0, or -1 (no memory). */
 int rx_hub_wait(rx_hub *h, const char *id, double wait_s, rx_hub_decided_fn fn, void *ud);
