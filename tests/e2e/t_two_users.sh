@@ -27,14 +27,17 @@ _two_users_cleanup() {
     local rc=$?
     set +e # (exit "$rc") below only hands the status on to _rx_cleanup
     [[ -z ${SERVE_PID:-} ]] || stop_gently "$SERVE_PID"
-    for u in "${USERS_MADE[@]}"; do userdel "$u" || echo "cleanup: userdel $u failed" >&2; done
+    for u in "${USERS_MADE[@]}"; do
+        poll_until 60 userdel "$u" 2>/dev/null || echo "cleanup: userdel $u failed" >&2
+    done
     (exit "$rc")
     _rx_cleanup
 }
 trap _two_users_cleanup EXIT
 for u in "$OP" "$AGENT"; do
-    useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin "$u" ||
-        fail "useradd $u"
+    # other tests add users too: useradd fails while one of them holds /etc/passwd's lock
+    poll_until 60 useradd --system --no-create-home --home-dir /nonexistent \
+        --shell /usr/sbin/nologin "$u" 2>>"$RX_TMP/useradd.err" || fail "useradd $u: $(cat "$RX_TMP/useradd.err")"
     USERS_MADE+=("$u")
 done
 cov_env "$OP"
