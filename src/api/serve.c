@@ -150,7 +150,7 @@ struct serve_req {
     /* approvals (docs/serve-protocol.md, "Waiting for a decision") */
     double wait_approval_s; /* 0: hosts that need approval report 75 at once */
     char challenge[RX_APPROVAL_ID_LEN + 1]; /* the request's challenge, once a gate made it */
-    size_t gated, held;
+    size_t gated, waiting_hosts; /* hosts whose gate decided; hosts held for the decision */
     int verdict;  /* 0 undecided, 1 approved, 2 not (why says) */
     int waiting;  /* registered with the hub */
     int pins;     /* > 0: held hosts are being resolved: req_done waits for the loop's end */
@@ -729,7 +729,7 @@ static void approval_resolve(serve_req *q, int code)
         if (!sc->held)
             continue;
         sc->held = 0;
-        q->held--;
+        q->waiting_hosts--;
         if (q->verdict == 1 && q->cl != NULL)
             approval_rerun(sc);
         else
@@ -759,7 +759,7 @@ static int approval_hold(serve_call *sc, const rexec_result *r)
         strcmp(r->challenge_id, q->challenge) != 0 || q->verdict == 2)
         return 0;
     sc->held = 1;
-    q->held++;
+    q->waiting_hosts++;
     if (q->verdict == 1) /* approved before this host's refusal came back */
         approval_resolve(q, REXEC_EDENIED);
     else if (q->finished < q->n)
@@ -779,9 +779,9 @@ static int approval_abandon(serve_req *q, const char *why)
     q->verdict = 2;
     q->why = strdup("cancelled before it started (the approval wait was withdrawn)");
     rx_hub_withdraw(q->srv->hub, q->challenge, why);
-    if (q->held == 0)
+    if (q->waiting_hosts == 0)
         return 0;
-    size_t left = q->n - q->finished - q->held;
+    size_t left = q->n - q->finished - q->waiting_hosts;
     approval_resolve(q, REXEC_ECANCELLED);
     return left == 0; /* approval_resolve ended it */
 }
