@@ -16,6 +16,7 @@ static const char overview[] =
     "  hosts | actions      list the inventory | the catalog (actions --lint: its templates)\n"
     "  groups               list the host groups (@name) and their hosts\n"
     "  approve ID           confirm a pending challenge at a terminal\n"
+    "  deny ID              refuse a pending challenge for good (--reason TEXT)\n"
     "  approvals            list pending challenges and unused grants\n"
     "  audit verify|show|head|prune|recover  the audit log (`rexec help audit`)\n"
     "  evidence prune       remove old evidence (--older-than 30d by default)\n"
@@ -57,7 +58,8 @@ static const char run_help[] =
     "                          \"stdin\": \"piped\" (docs/workspace.md). A pipe (- fed by\n"
     "                          one, a FIFO) is sent as it is read, in flat memory; spooled\n"
     "                          first only for an approval or grant, or several hosts\n"
-    "  --grant ID              run with a single-use grant from `rexec approve`\n"
+    "  --grant ID              run with a single-use grant from `rexec approve` (once: a\n"
+    "                          second --grant is refused, 64)\n"
     "  --approve               ask for approval here, at this terminal, then run\n"
     "  --timeout S             shorten the action's timeout (never lengthen it)\n"
     "  --stdin-timeout S       end a piped --stdin that pauses longer (default 60): exit 65\n"
@@ -175,6 +177,16 @@ static const char approve_help[] =
     "  --prune  first remove expired challenges and old used grants\n"
     "See docs/gate.md.\n";
 
+static const char deny_help[] =
+    "usage: rexec deny CHALLENGE_ID [--reason TEXT]\n"
+    "\n"
+    "deny refuses a pending challenge for good: it can never be approved or used, and a\n"
+    "caller waiting on it through serve (wait_approval_s) ends at once with 77 and the\n"
+    "reason. The decision, by this user, is recorded in the challenge and the audit log.\n"
+    "  --reason TEXT  why (at most 1024 bytes)\n"
+    "Exit 0 denied; 77 unknown, expired, used or already decided; 74; 78; 64. See\n"
+    "docs/gate.md.\n";
+
 static const char audit_help[] =
     "usage: rexec audit verify [--key FILE] [--head H] [--json]\n"
     "       rexec audit head [--key FILE] [--reset]\n"
@@ -234,10 +246,12 @@ static const char serve_help[] =
     "                   [--metrics-interval-s N]\n"
     "\n"
     "A long-lived controller on a Unix socket, speaking newline-delimited JSON (run, eval,\n"
-    "check, cancel, stdin, ping, hosts, actions, groups, reload, metrics). Its own user may\n"
-    "use every op; the users and groups in rexec.json's serve.clients only the verbs listed\n"
-    "there (never approve); anyone else is refused. The socket is 0600 unless serve.clients\n"
-    "asks for more (serve.socket_mode, serve.socket_group). See docs/gate.md, \"Two users\".\n"
+    "check, cancel, stdin, ping, hosts, actions, groups, reload, metrics, approvals, approve,\n"
+    "deny, watch). Its own user may use every op; the users and groups in rexec.json's\n"
+    "serve.clients only the verbs listed there (approve never with run or eval, and no uid\n"
+    "approves its own request); anyone else is refused. The socket is 0600 unless\n"
+    "serve.clients asks for more (serve.socket_mode, serve.socket_group). See docs/gate.md,\n"
+    "\"Two users\" and \"Approvers on serve\".\n"
     "Connections to hosts stay warm between calls. SIGHUP reloads rexec.json (a file that does\n"
     "not load is refused; calls in flight finish on their configuration); SIGTERM stops.\n"
     "--log: one structured line per request and per call (time, client uid and user, op, id,\n"
@@ -255,7 +269,7 @@ static const struct {
     const char *name, *text;
 } helps[] = {
     {"run", run_help},         {"eval", eval_help},           {"check", check_help},
-    {"hosts", hosts_help},     {"actions", actions_help},     {"approve", approve_help},
+    {"hosts", hosts_help},     {"actions", actions_help},     {"approve", approve_help}, {"deny", deny_help},
     {"approvals", approve_help}, {"audit", audit_help},       {"serve", serve_help},
     {"groups", groups_help},   {"evidence", evidence_help},   {"help", overview},
 };

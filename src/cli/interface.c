@@ -38,7 +38,7 @@ static const cli_opt run_opts[] = {
     {"--request", NULL, "FILE", "a JSON request (strict, <= 64 KiB)"},
     {"--stdin", NULL, "FILE", "the command's stdin, byte for byte (- for rexec's own)"},
     {"--approve", NULL, NULL, "ask for approval at this terminal, then run"},
-    {"--grant", NULL, "ID", "run with a single-use grant from `rexec approve`"},
+    {"--grant", NULL, "ID", "run with a single-use grant from `rexec approve` (once)"},
     {"--timeout", NULL, "S", "shorten the action's timeout (never lengthen it)"},
     {"--stdin-timeout", NULL, "S", "end a piped --stdin that pauses longer (default 60)"},
     {"--json", NULL, NULL, "one JSON object per host on stdout"},
@@ -74,6 +74,10 @@ static const cli_opt approvals_opts[] = {
     {"--json", NULL, NULL, "one JSON object a line"},
     {"--all", NULL, NULL, "also the grants already used"},
     {"--prune", NULL, NULL, "first remove expired challenges and old used grants"},
+    {NULL, NULL, NULL, NULL},
+};
+static const cli_opt deny_opts[] = {
+    {"--reason", NULL, "TEXT", "why: recorded, and told to a caller waiting on it"},
     {NULL, NULL, NULL, NULL},
 };
 static const cli_opt verify_opts[] = {
@@ -134,6 +138,7 @@ const cli_entry cli_entries[] = {
     {"actions", NULL, "", "list the catalog (--lint: its templates)", actions_opts},
     {"groups", NULL, "", "list the host groups (@name) and their hosts", json_only},
     {"approve", NULL, "CHALLENGE_ID", "confirm a pending challenge at a terminal", none},
+    {"deny", NULL, "CHALLENGE_ID", "refuse a pending challenge for good", deny_opts},
     {"approvals", NULL, "", "list pending challenges and unused grants", approvals_opts},
     {"audit", "verify", "", "check the audit chain (and a shipped head)", verify_opts},
     {"audit", "head", "", "the log's head, to ship elsewhere", head_opts},

@@ -19,9 +19,10 @@
 #define RUN_EVAL (RX_OP_RUN | RX_OP_EVAL)
 #define DOC (RUN_EVAL | RX_OP_DOC)
 
-const char *const rx_serve_op_names[] = {"run",    "eval",   "check",   "cancel",
-                                         "stdin",  "ping",   "hosts",   "actions",
-                                         "groups", "reload", "metrics", NULL};
+const char *const rx_serve_op_names[] = {"run",     "eval",      "check",   "cancel", "stdin",
+                                         "ping",    "hosts",     "actions", "groups", "reload",
+                                         "metrics", "approvals", "approve", "deny",   "watch",
+                                         NULL};
 
 const rx_serve_key rx_serve_keys[] = {
     {"op", "string", RX_OP_ALL, "the operation; required"},
@@ -47,6 +48,11 @@ const rx_serve_key rx_serve_keys[] = {
      "N or \"P%\": once more hosts than that have failed, no new host starts"},
     {"retry_unavailable", "integer 0–10", RX_OP_RUN,
      "tries again, up to N times, a host whose call provably never reached it"},
+    {"wait_approval_s", "number", RUN_EVAL, "run: hold hosts that need approval until a decision"},
+    {"challenge_id", "string", RX_OP_APPROVALS | RX_OP_APPROVE | RX_OP_DENY,
+     "a challenge (ch- and 16 hex digits)"},
+    {"comment", "string", RX_OP_APPROVE, "recorded with the approval"},
+    {"reason", "string", RX_OP_DENY, "why it is denied: recorded, and told to the caller"},
     {"target", "any JSON value", RX_OP_CANCEL | RX_OP_STDIN,
      "the id of the request this line is about; required"},
     {"data", "string", RX_OP_STDIN, "the next piece as UTF-8 text"},
