@@ -134,6 +134,8 @@ assert_contains "$OUT" 'wait_approval_s: from 0 (excluded) to 900 s'
 # ---- the caller leaves: its challenge is withdrawn, and can no longer be approved ---------------
 as_appr "$RX_PYTHON" "$CL" approver "$SOCK" deny nomatch 1 >"$RX_TMP/watch4" 2>&1 &
 WPID=$!
+# (events are sent from when the watch is registered: wait for it, or one may come before)
+wait_until 60 grep -q '"type": "watching"' "$RX_TMP/watch4"
 assert_exit 0 as_agent "$RX_PYTHON" "$CL" run "$SOCK" lab1 svc.restart u4 60 leave
 ID4=$(grep -o '"challenge_id": "ch-[0-9a-f]*"' "$OUT" | head -1 | cut -d'"' -f4)
 wait_until 60 grep -q '"state":	"withdrawn"' "$WS/approvals/$ID4.json"
@@ -223,6 +225,8 @@ ws_edit 'c["limits"]["approval_ttl_s"] = 2'
 assert_exit 0 "$RX_PYTHON" "$CL" lines "$SOCK" '{"op":"reload","id":1}'
 as_appr "$RX_PYTHON" "$CL" approver "$SOCK" deny nomatch 1 >"$RX_TMP/watch11" 2>&1 &
 WPID=$!
+# (events are sent from when the watch is registered: wait for it, or one may come before)
+wait_until 60 grep -q '"type": "watching"' "$RX_TMP/watch11"
 assert_exit 75 as_agent env REXEC_SOCKET="$SOCK" "$REXEC_BIN" run lab1 svc.restart --param unit=u11 --json
 ID11=$(json challenge_id)
 wait_until 60 grep -q "\"challenge_id\": \"$ID11\".*\"event\": \"approval_expired\"" "$RX_TMP/watch11"
