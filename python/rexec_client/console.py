@@ -267,13 +267,15 @@ class Console:
             p["text"] += k
 
     def key(self, k):
-        """False when the console is to end."""
+        """None, or the exit status when the console is to end (q: 0, Ctrl-C: 130)."""
         if self.prompt is not None:
             self.key_prompt(k)
-            return True
+            return None
         n = len(self.pending)
-        if k in ("q", "Q", "\x03", "\x04"):
-            return False
+        if k in ("q", "Q", "\x04"):
+            return 0
+        if k == "\x03":
+            return 130
         if k in ("\x1b[A", "k") and n:
             self.sel = (self.sel - 1) % n
         elif k in ("\x1b[B", "j") and n:
@@ -286,7 +288,7 @@ class Console:
             self.start_prompt("code")
         elif k == "d":
             self.start_prompt("reason")
-        return True
+        return None
 
     # ---- the loop -----------------------------------------------------------------------------
     def keys(self, data):
@@ -316,8 +318,9 @@ class Console:
                 if not data:
                     return 0
                 for k in self.keys(data):
-                    if not self.key(k):
-                        return 0
+                    status = self.key(k)
+                    if status is not None:
+                        return status
             self.draw()
 
 
