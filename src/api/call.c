@@ -78,6 +78,7 @@ static void ctx_maybe_free(rexec_ctx *ctx)
     rx_recorder_close(ctx->rec);
     rx_ctx_reload_free(ctx);
     rx_ctx_secrets_free(ctx);
+    rx_ctx_fanouts_free(ctx);
     rx_ws_free(ctx->ws);
     free(ctx);
     if (cb)
@@ -194,6 +195,7 @@ static void call_free(rexec_call *c)
     free(c->host_name), free(c->action_name), free(c->grant_id);
     free(c->rationale), free(c->hypothesis_id), free(c->evidence), free(c->batch_id);
     free(c->client_user);
+    rx_ctx_fanout_release(c->ctx, c->fanout);
     rx_call_secrets_unpin(c); /* after its streams and evidence, which scanned with it */
     rx_call_ws_unpin(c);
     free(c);
@@ -567,11 +569,11 @@ static int audit_challenge(void *ud, const rx_decision *d, rexec_error *err)
 }
 
 /* A grant is spent when the audit log says a call ran on it, whatever approvals/ says now. */
-static int audit_grant_used(void *ud, const char *id, int64_t created, int *used,
-                            rexec_error *err)
+static int audit_grant_used(void *ud, const char *id, const char *host, int64_t created,
+                            int *used, rexec_error *err)
 {
     rexec_call *c = ud;
-    return rx_audit_grant_used(c->ws_pin->dir, id, (time_t)created, used, err);
+    return rx_audit_grant_used(c->ws_pin->dir, id, host, (time_t)created, used, err);
 }
 
 static int call_decide(rexec_call *c, rexec_error *err)
@@ -582,7 +584,10 @@ static int call_decide(rexec_call *c, rexec_error *err)
                         .stdin_hash = c->stdin_path ? call_stdin_hash : NULL,
                         .grant_id = c->grant_id, .eval_only = c->eval_only,
                         .redactor = rx_call_redactor(c), .on_challenge = audit_challenge,
-                        .grant_used = audit_grant_used, .ud = c};
+                        .grant_used = audit_grant_used, .ud = c, .fanout = c->fanout,
+                        .requester_uid = c->client_user ? (long)c->client_uid : -1,
+                        .requester_user = c->client_user,
+                        .request_id = c->batch_id ? c->batch_id : c->run_id};
     int r = rx_gate_decide(&in, &c->dec, err);
     if (r != 0)
         return r;
@@ -813,6 +818,7 @@ int rexec_call_start(rexec_ctx *ctx, const rexec_request *req, const rexec_callb
     c->defer.data = c;
     c->gate_work.data = c;
     rx_ctx_track(ctx, &c->obj, call_obj_cancel);
+    c->fanout = req->eval_only ? NULL : rx_ctx_fanout_take(ctx, c->batch_id);
     rx_call_secrets_pin(c);
     rx_call_ws_pin(c);
     if (out)

@@ -52,7 +52,16 @@ struct rexec_ctx {
     unsigned reloads;
     /* serve: checks a workspace before a reload puts it in place (rx_serve_ws_check), or NULL */
     int (*ws_check)(const rx_ws *nw, rexec_error *err);
+    /* fanout.c: the challenge each fan-out request's hosts share, by batch_id */
+    struct rx_fanouts *fanouts;
 };
+
+typedef struct rx_fanouts rx_fanouts;
+/* fanout.c: the shared challenge slot of batch_id (NULL: none free, or no batch_id), held until
+ * released; loop thread only. */
+rx_gate_fanout *rx_ctx_fanout_take(rexec_ctx *ctx, const char *batch_id);
+void rx_ctx_fanout_release(rexec_ctx *ctx, rx_gate_fanout *f);
+void rx_ctx_fanouts_free(rexec_ctx *ctx);
 
 /* One output stream: raw bytes -> redactor -> cap -> (evidence file, sha256, caller, and with
  * capture the result buffer). Once the cap is reached the stream is full: later bytes are only
@@ -141,6 +150,7 @@ struct rexec_call {
     rx_buf shown_host, shown_action;
     uv_timer_t defer;
     uv_work_t gate_work; /* the gate, off the loop, when it may block (call.c) */
+    rx_gate_fanout *fanout; /* its fan-out's shared challenge (fanout.c), or NULL */
     int gate_rc;
 };
 

@@ -88,6 +88,10 @@ unsigned rx_peer_verbs(const rx_ws *ws, const rx_peer *p)
         else if (c->group != NULL && name_gid(c->group, &gid) == 0 && peer_in_group(p, gid))
             verbs |= c->verbs;
     }
+    /* entries that add up (a user's and its group's) never make a uid that runs an approver:
+     * it keeps what runs, and loses approve */
+    if ((verbs & RX_VERB_APPROVE) && (verbs & RX_VERB_EXECUTING))
+        verbs &= ~(unsigned)RX_VERB_APPROVE;
     return verbs;
 }
 

@@ -18,8 +18,9 @@
 #define RUN_EVAL (RX_OP_RUN | RX_OP_EVAL)
 #define DOC (RUN_EVAL | RX_OP_DOC)
 
-const char *const rx_serve_op_names[] = {"run",  "eval",  "check",   "cancel", "stdin",
-                                         "ping", "hosts", "actions", "groups", "reload", NULL};
+const char *const rx_serve_op_names[] = {"run",    "eval",      "check",   "cancel", "stdin",
+                                         "ping",   "hosts",     "actions", "groups", "reload",
+                                         "approvals", "approve", "deny",   "watch",  NULL};
 
 const rx_serve_key rx_serve_keys[] = {
     {"op", "string", RX_OP_ALL, "the operation; required"},
@@ -37,6 +38,11 @@ const rx_serve_key rx_serve_keys[] = {
     {"grant_id", "string", RUN_EVAL, "a grant from rexec approve"},
     {"stream", "boolean", RUN_EVAL, "send output lines as the output arrives"},
     {"parallel", "integer 1–1024", RUN_EVAL, "hosts of this request at once"},
+    {"wait_approval_s", "number", RX_OP_RUN, "hold hosts that need approval until a decision"},
+    {"challenge_id", "string", RX_OP_APPROVALS | RX_OP_APPROVE | RX_OP_DENY,
+     "a challenge (ch- and 16 hex digits)"},
+    {"comment", "string", RX_OP_APPROVE, "recorded with the approval"},
+    {"reason", "string", RX_OP_DENY, "why it is denied: recorded, and told to the caller"},
     {"target", "any JSON value", RX_OP_CANCEL | RX_OP_STDIN,
      "the id of the request this line is about; required"},
     {"data", "string", RX_OP_STDIN, "the next piece as UTF-8 text"},

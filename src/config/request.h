@@ -92,8 +92,12 @@ enum {
     RX_OP_ACTIONS = 1u << 7,
     RX_OP_GROUPS = 1u << 8,
     RX_OP_RELOAD = 1u << 9,
-    RX_OP_ALL = (1u << 10) - 1,
-    RX_OP_DOC = 1u << 10, /* also a key of the `rexec run --request FILE` document */
+    RX_OP_APPROVALS = 1u << 10,
+    RX_OP_APPROVE = 1u << 11,
+    RX_OP_DENY = 1u << 12,
+    RX_OP_WATCH = 1u << 13,
+    RX_OP_ALL = (1u << 14) - 1,
+    RX_OP_DOC = 1u << 14, /* also a key of the `rexec run --request FILE` document */
 };
 
 typedef struct rx_serve_key {

@@ -15,7 +15,8 @@ static const struct {
 } verbs[] = {
     {"run", RX_VERB_RUN},       {"eval", RX_VERB_EVAL},     {"check", RX_VERB_CHECK},
     {"cancel", RX_VERB_CANCEL}, {"list", RX_VERB_LIST},     {"reload", RX_VERB_RELOAD},
-    {"ping", RX_VERB_PING},
+    {"ping", RX_VERB_PING},     {"approvals", RX_VERB_APPROVALS}, {"approve", RX_VERB_APPROVE},
+    {"deny", RX_VERB_DENY},
 };
 #define N_VERBS (sizeof(verbs) / sizeof(verbs[0]))
 
@@ -23,6 +24,8 @@ unsigned rx_serve_op_verb(const char *op)
 {
     if (strcmp(op, "hosts") == 0 || strcmp(op, "actions") == 0 || strcmp(op, "groups") == 0)
         return RX_VERB_LIST;
+    if (strcmp(op, "watch") == 0)
+        return RX_VERB_APPROVALS;
     for (size_t i = 0; i < N_VERBS; i++)
         if (strcmp(op, verbs[i].name) == 0 && verbs[i].bit != RX_VERB_LIST)
             return verbs[i].bit;
@@ -59,17 +62,13 @@ static int verb_parse(const cJSON *it, const char *path, unsigned *out, rexec_er
     int r = rx_json_want(it, path, cJSON_String, C, err);
     if (r != 0)
         return r;
-    if (strcmp(it->valuestring, "approve") == 0)
-        return rx_json_fail(err, C, path, "\"approve\" cannot be granted: a challenge is "
-                                          "approved only at the operator's terminal (rexec "
-                                          "approve), never through serve");
     for (size_t i = 0; i < N_VERBS; i++)
         if (strcmp(it->valuestring, verbs[i].name) == 0) {
             *out |= verbs[i].bit;
             return 0;
         }
     return rx_json_fail(err, C, path, "\"%.40s\" is not a verb (run, eval, check, cancel, list, "
-                                      "reload, ping)", it->valuestring);
+                                      "reload, ping, approvals, approve, deny)", it->valuestring);
 }
 
 static int load_name(const cJSON *o, const char *key, const char *path, char **out,
@@ -109,7 +108,33 @@ static int load_client(const cJSON *o, const char *path, rx_serve_client *cl, re
     }
     if (cl->verbs == 0)
         return rx_json_fail(err, C, p, "grants nothing: list the verbs this client may use");
+    if ((cl->verbs & RX_VERB_APPROVE) && (cl->verbs & RX_VERB_EXECUTING))
+        return rx_json_fail(err, C, p, "grants \"approve\" with \"run\" or \"eval\": one user "
+                            "would approve what it asks for; give approvers an entry (and a "
+                            "user) of their own");
     cl->verbs |= RX_VERB_PING;
+    return 0;
+}
+
+/* Two entries naming the same user add up: approve in one and run in the other is refused
+ * as in one entry. (Groups are resolved when serve admits a peer: serve_peer.c.) */
+static int check_approvers(const rx_serve_conf *c, rexec_error *err)
+{
+    char p[RX_JSON_PATH_MAX];
+    for (size_t i = 0; i < c->n_clients; i++) {
+        unsigned v = 0;
+        if (c->clients[i].user == NULL)
+            continue;
+        for (size_t k = 0; k < c->n_clients; k++)
+            if (c->clients[k].user && strcmp(c->clients[k].user, c->clients[i].user) == 0)
+                v |= c->clients[k].verbs;
+        if ((v & RX_VERB_APPROVE) && (v & RX_VERB_EXECUTING)) {
+            rx_json_path_index(p, sizeof(p), "serve.clients", i);
+            return rx_json_fail(err, C, p, "user \"%s\" gets \"approve\" and \"run\" or "
+                                "\"eval\" from its entries: one user would approve what it "
+                                "asks for", c->clients[i].user);
+        }
+    }
     return 0;
 }
 
@@ -152,7 +177,7 @@ int rx_serve_conf_load(const cJSON *root, rx_serve_conf *out, rexec_error *err)
         if (r != 0)
             return r;
     }
-    return 0;
+    return check_approvers(out, err);
 }
 
 void rx_serve_conf_free(rx_serve_conf *c)

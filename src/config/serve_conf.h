@@ -4,7 +4,8 @@
  *
  * Names are kept as written: they are looked up when serve starts or reloads (an unknown one
  * stops that), so a workspace naming a user this machine lacks still loads for every other
- * command. "approve" is never a verb: approvals happen only at the operator's terminal. */
+ * command. "approve" is never granted together with "run" or "eval" to one user (one entry, or
+ * two entries naming the same user): such a workspace does not load. */
 #ifndef RX_SERVE_CONF_H
 #define RX_SERVE_CONF_H
 
@@ -23,7 +24,11 @@ enum {
     RX_VERB_LIST = 1u << 4,   /* hosts, actions, groups */
     RX_VERB_RELOAD = 1u << 5,
     RX_VERB_PING = 1u << 6,
-    RX_VERB_ALL = (1u << 7) - 1
+    RX_VERB_APPROVALS = 1u << 7, /* approvals (list, show), watch */
+    RX_VERB_APPROVE = 1u << 8,   /* approve: never with run or eval (the same uid would approve
+                                  * what it asks for) */
+    RX_VERB_DENY = 1u << 9,
+    RX_VERB_ALL = (1u << 10) - 1
 };
 
 /* serve's socket mode when the section lists clients and gives no socket_mode: 0660 with a
@@ -50,6 +55,9 @@ void rx_serve_conf_free(rx_serve_conf *c);
 
 /* The verb an op needs ("run" -> RX_VERB_RUN, "hosts" -> RX_VERB_LIST, ...); 0 for an unknown op. */
 unsigned rx_serve_op_verb(const char *op);
+
+/* The executing verbs: a uid with one of them may not approve. */
+#define RX_VERB_EXECUTING (RX_VERB_RUN | RX_VERB_EVAL)
 
 /* "run, eval, cancel" into out (cap bytes); "nothing" for 0. */
 const char *rx_serve_verbs_str(unsigned verbs, char *out, size_t cap);

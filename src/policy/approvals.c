@@ -55,13 +55,13 @@ int rx_approval_id_ok(const char *id)
 
 const char *rx_approval_state_name(rx_approval_state s)
 {
-    static const char *const names[] = {"pending", "approved", "used"};
-    return (unsigned)s <= RX_AP_USED ? names[s] : "?";
+    static const char *const names[] = {"pending", "approved", "used", "denied", "withdrawn"};
+    return (unsigned)s <= RX_AP_WITHDRAWN ? names[s] : "?";
 }
 
 int rx_challenge_expired(const rx_challenge *c, int64_t now)
 {
-    return c->state != RX_AP_USED && now >= c->expires;
+    return (c->state == RX_AP_PENDING || c->state == RX_AP_APPROVED) && now >= c->expires;
 }
 
 int64_t rx_approvals_ttl(const rx_ws *ws)
@@ -263,6 +263,18 @@ static int ap_build_lists(cJSON *doc, const rx_challenge_in *in)
     return ok;
 }
 
+/* Who asked (a serve client's uid and user), and the request's id in the audit log. */
+static int ap_build_requester(cJSON *doc, const rx_challenge_in *in)
+{
+    if (in->request_id && !add_str(doc, "request_id", in->request_id))
+        return 0;
+    if (in->requester_uid < 0)
+        return 1;
+    cJSON *o = cJSON_AddObjectToObject(doc, "requester");
+    return o != NULL && cJSON_AddNumberToObject(o, "uid", (double)in->requester_uid) != NULL &&
+           add_str(o, "user", in->requester_user);
+}
+
 static cJSON *ap_build(const rx_challenge_in *in, const char *id, const char *code, int64_t now,
                        int64_t ttl)
 {
@@ -278,7 +290,7 @@ static cJSON *ap_build(const rx_challenge_in *in, const char *id, const char *co
              add_str(doc, "request_hash", in->request_hash) &&
              add_redacted(doc, "rendered", in->redactor, in->rendered,
                           in->rendered ? strlen(in->rendered) : 0) &&
-             ap_build_lists(doc, in) &&
+             ap_build_lists(doc, in) && ap_build_requester(doc, in) &&
              add_str(doc, "code", code);
     if (!ok) {
         cJSON_Delete(doc);
@@ -371,10 +383,76 @@ static int parse_state(const cJSON *doc, int used, rx_challenge *c, rexec_error 
         c->state = RX_AP_APPROVED;
     else if (strcmp(st, "used") == 0)
         c->state = RX_AP_USED;
+    else if (strcmp(st, "denied") == 0)
+        c->state = RX_AP_DENIED;
+    else if (strcmp(st, "withdrawn") == 0)
+        c->state = RX_AP_WITHDRAWN;
     else
         return rx_json_fail(err, REXEC_EAUDIT, "state", "unknown state");
     if (used) /* the name decides: a .used file is used, whatever its body says */
         c->state = RX_AP_USED;
+    return 0;
+}
+
+/* An optional uid: absent or null is -1. */
+static int get_opt_uid(const cJSON *o, const char *key, long *out, rexec_error *err)
+{
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);
+    long long v = -1;
+    int r = 0;
+    if (it != NULL && !cJSON_IsNull(it))
+        r = rx_json_get_int(o, key, "", 1, 0, 0xffffffffLL, &v, REXEC_EAUDIT, err);
+    *out = (long)v;
+    return r;
+}
+
+static int parse_decisions(const cJSON *doc, rx_challenge *c, rexec_error *err)
+{
+    int r;
+    if ((r = get_opt_uid(doc, "approved_uid", &c->approved_uid, err)) != 0 ||
+        (r = get_opt_str(doc, "approved_via", &c->approved_via, err)) != 0 ||
+        (r = get_opt_str(doc, "comment", &c->comment, err)) != 0 ||
+        (r = get_time(doc, "denied_at", 0, &c->denied_at, err)) != 0 ||
+        (r = get_opt_str(doc, "denied_by", &c->denied_by, err)) != 0 ||
+        (r = get_opt_uid(doc, "denied_uid", &c->denied_uid, err)) != 0 ||
+        (r = get_opt_str(doc, "denied_via", &c->denied_via, err)) != 0)
+        return r;
+    return get_opt_str(doc, "deny_reason", &c->deny_reason, err);
+}
+
+static int parse_requester(const cJSON *doc, rx_challenge *c, rexec_error *err)
+{
+    const cJSON *o = cJSON_GetObjectItemCaseSensitive(doc, "requester");
+    int r = get_opt_str(doc, "request_id", &c->request_id, err);
+    c->requester_uid = -1;
+    if (r != 0 || o == NULL || cJSON_IsNull(o))
+        return r;
+    if ((r = rx_json_want(o, "requester", cJSON_Object, REXEC_EAUDIT, err)) != 0 ||
+        (r = get_opt_uid(o, "uid", &c->requester_uid, err)) != 0)
+        return r;
+    return get_opt_str(o, "user", &c->requester_user, err);
+}
+
+/* "targets": [{"host", "request_hash", "rendered", "used"}]: a fan-out's hosts. */
+static int parse_targets(const cJSON *doc, rx_challenge *c, rexec_error *err)
+{
+    const cJSON *a = NULL, *it;
+    int r = rx_json_get_array(doc, "targets", "", 0, &a, REXEC_EAUDIT, err);
+    if (r != 0 || a == NULL)
+        return r;
+    size_t n = (size_t)cJSON_GetArraySize(a);
+    if ((c->targets = calloc(n + 1, sizeof(*c->targets))) == NULL)
+        return rx_fail(err, REXEC_ENOMEM, "out of memory");
+    cJSON_ArrayForEach(it, a) {
+        rx_challenge_target *t = &c->targets[c->n_targets++];
+        if ((r = rx_json_want(it, "targets", cJSON_Object, REXEC_EAUDIT, err)) != 0 ||
+            (r = rx_json_get_string(it, "host", "targets", 1, &t->host, REXEC_EAUDIT, err)) ||
+            (r = rx_json_get_string(it, "request_hash", "targets", 1, &t->request_hash,
+                                    REXEC_EAUDIT, err)) != 0 ||
+            (r = get_opt_str(it, "rendered", &t->rendered, err)) != 0 ||
+            (r = rx_json_get_bool(it, "used", "targets", 0, &t->used, REXEC_EAUDIT, err)) != 0)
+            return r;
+    }
     return 0;
 }
 
@@ -384,7 +462,9 @@ static int parse_doc(const cJSON *doc, const char *id, int used, rx_challenge *c
     static const char *const keys[] = {
         "version", "id", "state", "created", "expires", "host", "action", "risk",
         "declared_risk", "risk_why", "request_hash", "rendered", "params", "stdin", "secrets",
-        "code", "approved_at", "approved_by", "approved_tty", "used_at", NULL};
+        "code", "approved_at", "approved_by", "approved_tty", "used_at", "approved_uid",
+        "approved_via", "comment", "denied_at", "denied_by", "denied_uid", "denied_via",
+        "deny_reason", "requester", "request_id", "targets", NULL};
     const char *fid = NULL;
     long long v = 0;
     int r;
@@ -409,7 +489,9 @@ static int parse_doc(const cJSON *doc, const char *id, int used, rx_challenge *c
         (r = parse_secrets(doc, c, err)) != 0 ||
         (r = rx_json_get_string(doc, "code", "", 1, &c->code, REXEC_EAUDIT, err)) != 0 ||
         (r = get_opt_str(doc, "approved_by", &c->approved_by, err)) != 0 ||
-        (r = get_opt_str(doc, "approved_tty", &c->approved_tty, err)) != 0)
+        (r = get_opt_str(doc, "approved_tty", &c->approved_tty, err)) != 0 ||
+        (r = parse_decisions(doc, c, err)) != 0 || (r = parse_requester(doc, c, err)) != 0 ||
+        (r = parse_targets(doc, c, err)) != 0)
         return r;
     if (v != AP_VERSION)
         return rx_json_fail(err, REXEC_EAUDIT, "version", "unsupported version %lld", v);
@@ -425,6 +507,7 @@ void rx_challenge_free(rx_challenge *c)
     free(c->param_names);
     free(c->param_values);
     free(c->secrets);
+    free(c->targets);
     cJSON_Delete(c->tree);
     memset(c, 0, sizeof(*c));
 }
@@ -553,11 +636,24 @@ static int set_time(cJSON *o, const char *key, int64_t t)
     return set_member(o, key, cJSON_CreateString(s));
 }
 
+/* Why a closed challenge (denied, withdrawn) can never be approved or used. */
+static int ap_closed(const rx_challenge *c, rexec_error *err)
+{
+    if (c->state == RX_AP_WITHDRAWN)
+        return rx_fail(err, REXEC_EDENIED, "challenge %s was withdrawn (%s)", c->id,
+                       c->deny_reason ? c->deny_reason : "its caller stopped waiting");
+    return rx_fail(err, REXEC_EDENIED, "challenge %s was denied by %s%s%s", c->id,
+                   c->denied_by ? c->denied_by : "?", c->deny_reason ? ": " : "",
+                   c->deny_reason ? c->deny_reason : "");
+}
+
 int rx_approvals_approvable(const rx_challenge *c, const char *expect_hash, rexec_error *err)
 {
     char t[32];
     if (c->state == RX_AP_USED)
         return rx_fail(err, REXEC_EDENIED, "grant %s was already used", c->id);
+    if (c->state == RX_AP_DENIED || c->state == RX_AP_WITHDRAWN)
+        return ap_closed(c, err);
     if (rx_challenge_expired(c, rx_approvals_now())) {
         rx_approval_time_str(c->expires, t);
         return rx_fail(err, REXEC_EDENIED, "%s %s expired at %s", c->state == RX_AP_APPROVED ?
@@ -571,42 +667,103 @@ int rx_approvals_approvable(const rx_challenge *c, const char *expect_hash, rexe
     return 0;
 }
 
-int rx_approvals_approve_as(const rx_ws *ws, const char *id, const char *user, const char *tty,
-                            const char *expect_hash, rexec_error *err)
+static int set_uid(cJSON *o, const char *key, long uid)
+{
+    return set_member(o, key, uid >= 0 ? cJSON_CreateNumber((double)uid) : cJSON_CreateNull());
+}
+
+static int set_str(cJSON *o, const char *key, const char *v)
+{
+    return set_member(o, key, v ? cJSON_CreateString(v) : cJSON_CreateNull());
+}
+
+/* The members a decision writes. */
+static int ap_mark(cJSON *doc, const rx_approval_decision *d, int64_t now, int64_t ttl)
+{
+    if (d->approve)
+        return set_member(doc, "state", cJSON_CreateString("approved")) &&
+               set_time(doc, "approved_at", now) && set_time(doc, "expires", now + ttl) &&
+               set_str(doc, "approved_by", d->user ? d->user : "?") &&
+               set_str(doc, "approved_tty", d->tty) && set_uid(doc, "approved_uid", d->uid) &&
+               set_str(doc, "approved_via", d->via) && set_str(doc, "comment", d->note);
+    return set_member(doc, "state", cJSON_CreateString(d->withdraw ? "withdrawn" : "denied")) &&
+           set_time(doc, "denied_at", now) && set_str(doc, "denied_by", d->user ? d->user : "?") &&
+           set_uid(doc, "denied_uid", d->uid) && set_str(doc, "denied_via", d->via) &&
+           set_str(doc, "deny_reason", d->note);
+}
+
+/* An approval by the uid that asked is no approval: refused whatever the configuration. */
+static int ap_self(const rx_challenge *c, const rx_approval_decision *d, rexec_error *err)
+{
+    if (!d->approve || !d->not_self || d->uid < 0 || c->requester_uid < 0 || d->uid != c->requester_uid)
+        return 0;
+    return rx_fail(err, REXEC_EDENIED, "%s (uid %ld) made the request of challenge %s and "
+                   "cannot approve its own request: another user approves it",
+                   d->user ? d->user : "?", d->uid, c->id);
+}
+
+int rx_approvals_decide(const rx_ws *ws, const char *id, const rx_approval_decision *d,
+                        rx_challenge *after, rexec_error *err)
 {
     char name[AP_NAME_MAX];
     rx_challenge c = {0};
-    ap_dir d = {.fd = -1};
-    int64_t now = rx_approvals_now();
-    cJSON *doc;
+    ap_dir d_ = {.fd = -1};
     int r;
 
+    if (after != NULL)
+        memset(after, 0, sizeof(*after));
     if (!rx_approval_id_ok(id))
         return rx_fail(err, REXEC_EDENIED, "not an approval id (ch- and 16 hex digits)");
-    if ((r = ap_dir_open(ws, 0, &d, err)) == 1)
-        r = rx_fail(err, REXEC_EDENIED, "no challenge or grant %s in %s", id, d.path);
-    if (r != 0 || (r = ap_lock(&d, err)) != 0 || (r = ap_load_in(&d, id, &c, err)) != 0 ||
-        (r = rx_approvals_approvable(&c, expect_hash, err)) != 0)
+    if ((r = ap_dir_open(ws, 0, &d_, err)) == 1)
+        r = rx_fail(err, REXEC_EDENIED, "no challenge or grant %s in %s", id, d_.path);
+    if (r != 0 || (r = ap_lock(&d_, err)) != 0 || (r = ap_load_in(&d_, id, &c, err)) != 0 ||
+        (r = rx_approvals_approvable(&c, d->expect_hash, err)) < 0 ||
+        (r = ap_self(&c, d, err)) != 0)
         goto out;
-    doc = c.tree;
-    if (!set_member(doc, "state", cJSON_CreateString("approved")) ||
-        !set_time(doc, "approved_at", now) || !set_time(doc, "expires", now + rx_approvals_ttl(ws)) ||
-        !set_member(doc, "approved_by", cJSON_CreateString(user ? user : "?")) ||
-        !set_member(doc, "approved_tty", tty ? cJSON_CreateString(tty) : cJSON_CreateNull())) {
+    if ((r = rx_approvals_approvable(&c, d->expect_hash, err)) == 1 && !d->approve) {
+        r = rx_fail(err, REXEC_EDENIED, "challenge %s was already approved by %s: a grant is "
+                    "not denied (it expires unused, or `rexec approvals --prune` removes it)",
+                    id, c.approved_by ? c.approved_by : "?");
+        goto out;
+    }
+    if (r == 1)
+        goto loaded;
+    if (r != 0)
+        goto out;
+    if (!ap_mark(c.tree, d, rx_approvals_now(), rx_approvals_ttl(ws))) {
         r = rx_fail(err, REXEC_ENOMEM, "approvals: out of memory");
         goto out;
     }
     snprintf(name, sizeof(name), "%s.json", id);
-    r = ap_write(&d, name, doc, err);
+    if ((r = ap_write(&d_, name, c.tree, err)) != 0)
+        goto out;
+    rx_challenge_free(&c);
+    r = ap_load_in(&d_, id, &c, err); /* as it is now, parsed */
+loaded:
+    if (after != NULL && (r == 0 || r == 1)) {
+        *after = c;
+        memset(&c, 0, sizeof(c));
+    }
 out:
     rx_challenge_free(&c);
-    ap_dir_close(&d);
+    ap_dir_close(&d_);
+    return r;
+}
+
+int rx_approvals_approve_as(const rx_ws *ws, const char *id, const char *user, const char *tty,
+                            const char *expect_hash, rexec_error *err)
+{
+    rx_approval_decision d = {.approve = 1, .user = user, .uid = (long)getuid(), .via = "tty",
+                              .tty = tty, .expect_hash = expect_hash};
+    int r = rx_approvals_decide(ws, id, &d, NULL, err);
     return r == 1 ? 0 : r;
 }
 
 int rx_approvals_approve(const rx_ws *ws, const char *id, const char *user, rexec_error *err)
 {
-    return rx_approvals_approve_as(ws, id, user, NULL, NULL, err);
+    rx_approval_decision d = {.approve = 1, .user = user, .uid = -1, .via = "tty"};
+    int r = rx_approvals_decide(ws, id, &d, NULL, err);
+    return r == 1 ? 0 : r;
 }
 
 /* Records when a consumed grant was used. Best effort: the rename already made the use
@@ -650,6 +807,155 @@ int rx_approvals_consume(const rx_ws *ws, const char *id, rexec_error *err)
         r = rx_fail(err, REXEC_EAUDIT, "%s: fsync: %s", d.path, strerror(errno));
     ap_stamp_used(&d, id);
 out:
+    ap_dir_close(&d);
+    return r;
+}
+
+/* ---- Fan-out challenges ------------------------------------------------------------------ */
+
+const rx_challenge_target *rx_challenge_target_of(const rx_challenge *c, const char *host)
+{
+    for (size_t i = 0; host != NULL && i < c->n_targets; i++)
+        if (strcmp(c->targets[i].host, host) == 0)
+            return &c->targets[i];
+    return NULL;
+}
+
+const char *rx_challenge_hosts_str(const rx_challenge *c, char *out, size_t cap)
+{
+    size_t at = 0;
+    out[0] = 0;
+    if (c->n_targets == 0)
+        snprintf(out, cap, "%s", c->host ? c->host : "?");
+    for (size_t i = 0; i < c->n_targets && at < cap; i++) {
+        int w = snprintf(out + at, cap - at, "%s%s", i ? "," : "", c->targets[i].host);
+        if (w < 0)
+            break;
+        at += (size_t)w;
+    }
+    return out;
+}
+
+static cJSON *ap_target_json(const char *host, const char *hash, const char *rendered,
+                             const rx_redactor *r)
+{
+    cJSON *t = cJSON_CreateObject();
+    int ok = t != NULL && add_str(t, "host", host) && add_str(t, "request_hash", hash) &&
+             (rendered ? add_redacted(t, "rendered", r, rendered, strlen(rendered))
+                       : add_str(t, "rendered", NULL)) &&
+             cJSON_AddFalseToObject(t, "used") != NULL;
+    if (!ok) {
+        cJSON_Delete(t);
+        return NULL;
+    }
+    return t;
+}
+
+/* The targets array of a challenge's document, made from its one host when it has none. */
+static cJSON *ap_targets_of(cJSON *doc, const rx_challenge *c)
+{
+    cJSON *a = cJSON_GetObjectItemCaseSensitive(doc, "targets"), *t;
+    if (a != NULL)
+        return a;
+    if ((a = cJSON_AddArrayToObject(doc, "targets")) == NULL ||
+        (t = ap_target_json(c->host, c->request_hash, NULL, NULL)) == NULL)
+        return NULL;
+    cJSON_AddItemToArray(a, t);
+    return a;
+}
+
+int rx_approvals_add_target(const rx_ws *ws, const char *id, const char *host,
+                            const char *request_hash, const char *rendered,
+                            const rx_redactor *redactor, rexec_error *err)
+{
+    char name[AP_NAME_MAX];
+    rx_challenge c = {0};
+    ap_dir d = {.fd = -1};
+    cJSON *a, *t;
+    int r;
+
+    r = ap_dir_open(ws, 0, &d, err);
+    if (r == 0 && (r = ap_lock(&d, err)) == 0 && (r = ap_load_in(&d, id, &c, err)) == REXEC_EDENIED)
+        r = 1; /* gone (pruned): a new challenge */
+    if (r != 0)
+        goto out;
+    if (c.state != RX_AP_PENDING || rx_challenge_expired(&c, rx_approvals_now())) {
+        r = 1; /* decided meanwhile: this host's request gets a challenge of its own */
+        goto out;
+    }
+    if (rx_challenge_target_of(&c, host) != NULL || (c.n_targets == 0 && strcmp(c.host, host) == 0))
+        goto out; /* listed already */
+    if ((a = ap_targets_of(c.tree, &c)) == NULL ||
+        (t = ap_target_json(host, request_hash, rendered, redactor)) == NULL) {
+        r = rx_fail(err, REXEC_ENOMEM, "approvals: out of memory");
+        goto out;
+    }
+    cJSON_AddItemToArray(a, t);
+    snprintf(name, sizeof(name), "%s.json", id);
+    r = ap_write(&d, name, c.tree, err);
+out:
+    rx_challenge_free(&c);
+    ap_dir_close(&d);
+    return r;
+}
+
+/* Marks host's target used in doc; 1 when every target is used now. */
+static int ap_target_use(cJSON *doc, const char *host)
+{
+    cJSON *a = cJSON_GetObjectItemCaseSensitive(doc, "targets"), *t;
+    int all = 1;
+    cJSON_ArrayForEach(t, a) {
+        const cJSON *h = cJSON_GetObjectItemCaseSensitive(t, "host");
+        if (cJSON_IsString(h) && strcmp(h->valuestring, host) == 0) {
+            set_member(t, "used", cJSON_CreateTrue());
+            set_time(t, "used_at", rx_approvals_now());
+        }
+        all &= cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(t, "used"));
+    }
+    return all;
+}
+
+int rx_approvals_consume_host(const rx_ws *ws, const char *id, const char *host,
+                              rexec_error *err)
+{
+    char name[AP_NAME_MAX], used[AP_NAME_MAX];
+    rx_challenge c = {0};
+    ap_dir d = {.fd = -1};
+    const rx_challenge_target *t;
+    int r;
+
+    if (!rx_approval_id_ok(id))
+        return rx_fail(err, REXEC_EDENIED, "not an approval id (ch- and 16 hex digits)");
+    if ((r = ap_dir_open(ws, 0, &d, err)) == 1)
+        r = rx_fail(err, REXEC_EDENIED, "no grant %s in %s", id, d.path);
+    if (r != 0 || (r = ap_lock(&d, err)) != 0 || (r = ap_load_in(&d, id, &c, err)) != 0)
+        goto out;
+    if (c.n_targets == 0) { /* not a fan-out: the rename is the use */
+        ap_dir_close(&d);
+        rx_challenge_free(&c);
+        return rx_approvals_consume(ws, id, err);
+    }
+    t = rx_challenge_target_of(&c, host);
+    if (c.state != RX_AP_APPROVED || t == NULL || t->used) {
+        r = rx_fail(err, REXEC_EDENIED, "grant %s was already used%s%s", id, t ? " by host " : "",
+                    t ? host : "");
+        goto out;
+    }
+    snprintf(name, sizeof(name), "%s.json", id);
+    snprintf(used, sizeof(used), "%s.used", id);
+    if (ap_target_use(c.tree, host)) { /* the last host: the grant is spent */
+        set_member(c.tree, "state", cJSON_CreateString("used"));
+        set_time(c.tree, "used_at", rx_approvals_now());
+        if ((r = ap_write(&d, name, c.tree, err)) == 0 && renameat(d.fd, name, d.fd, used) != 0)
+            r = rx_fail(err, REXEC_EAUDIT, "%s/%s: cannot consume: %s", d.path, name,
+                        strerror(errno));
+        if (r == 0 && fsync(d.fd) != 0 && errno != EINVAL)
+            r = rx_fail(err, REXEC_EAUDIT, "%s: fsync: %s", d.path, strerror(errno));
+    } else {
+        r = ap_write(&d, name, c.tree, err);
+    }
+out:
+    rx_challenge_free(&c);
     ap_dir_close(&d);
     return r;
 }

@@ -27,8 +27,19 @@
 typedef enum rx_approval_state {
     RX_AP_PENDING = 0, /* written by the gate, waiting for an operator */
     RX_AP_APPROVED,    /* a grant: an operator confirmed it, not used yet */
-    RX_AP_USED         /* consumed by a call (<id>.used) */
+    RX_AP_USED,        /* consumed by a call (<id>.used); a fan-out grant: by its last host */
+    RX_AP_DENIED,      /* an operator refused it: never approved, never used */
+    RX_AP_WITHDRAWN    /* its caller stopped waiting (serve): never approved, never used */
 } rx_approval_state;
+
+/* One host of a fan-out challenge: one approval, each host runs once (docs/gate.md, "One
+ * decision for a fan-out"). */
+typedef struct rx_challenge_target {
+    const char *host;
+    const char *request_hash;
+    const char *rendered; /* NULL: the challenge's */
+    int used;             /* this host ran on the grant */
+} rx_challenge_target;
 
 /* What the gate records about a call that needs approval. Everything is borrowed. */
 typedef struct rx_challenge_in {
@@ -47,6 +58,9 @@ typedef struct rx_challenge_in {
     char *const *secrets;       /* the action's secret NAMES */
     size_t n_secrets;
     const rx_redactor *redactor; /* rendered and parameter values are written through it */
+    long requester_uid;         /* the serve client that asked, or -1 (the rexec process) */
+    const char *requester_user; /* its user name (NULL with -1) */
+    const char *request_id;     /* the fan-out's batch_id, or the call's run_id (may be NULL) */
     /* Called with the new id before the file is written; an error means no file is written
      * (the caller's audit record of the challenge comes first). May be NULL. */
     int (*before_write)(void *ud, const char *id, rexec_error *err);
@@ -73,6 +87,17 @@ typedef struct rx_challenge {
     size_t n_secrets;
     const char *code;           /* the confirmation code the operator types back */
     const char *approved_by, *approved_tty;
+    long approved_uid;          /* -1: not recorded */
+    const char *approved_via;   /* "tty", "socket", "web" (NULL in older files) */
+    const char *comment;        /* the approver's, or NULL */
+    int64_t denied_at;          /* DENIED / WITHDRAWN: when */
+    const char *denied_by, *denied_via, *deny_reason;
+    long denied_uid;            /* -1: not recorded (serve withdrew it) */
+    long requester_uid;         /* -1: none recorded */
+    const char *requester_user, *request_id;
+    rx_challenge_target *targets; /* a fan-out's hosts (array owned, strings not); n_targets 0:
+                                   * the one host above */
+    size_t n_targets;
     void *tree;                 /* the parsed document (cJSON), owned */
 } rx_challenge;
 
@@ -130,6 +155,47 @@ int rx_approvals_approvable(const rx_challenge *c, const char *expect_hash, rexe
 int rx_approvals_approve_as(const rx_ws *ws, const char *id, const char *user, const char *tty,
                             const char *expect_hash, rexec_error *err);
 int64_t rx_approvals_ttl(const rx_ws *ws);
+
+/* A decision on a pending challenge, by someone (docs/gate.md, "Approvers on serve"). */
+typedef struct rx_approval_decision {
+    int approve;             /* 1 approve, 0 deny (or withdraw: via "serve") */
+    const char *user;        /* who decided (recorded as approved_by / denied_by) */
+    long uid;                /* the decider's uid, or -1 */
+    const char *via;         /* "tty", "socket", "web", "serve" (a withdrawal) */
+    const char *tty;         /* the terminal (via tty), or NULL */
+    const char *note;        /* approve: comment; deny: reason (may be NULL) */
+    const char *expect_hash; /* refuse when the request hash is no longer this (may be NULL) */
+    int withdraw;            /* deny as "withdrawn" (the caller stopped waiting) */
+    int not_self;            /* refuse an approval when uid is the requester's (serve) */
+} rx_approval_decision;
+
+/* Decides challenge id under the directory's lock. With not_self, an approval is refused when
+ * the decider's uid is the requester's (REXEC_EDENIED: "cannot approve its own request"),
+ * whatever the configuration says. Returns 0 with the challenge as it is now in *after (may be NULL; free
+ * with rx_challenge_free); 1 when it was approved already and d approves (nothing changes);
+ * REXEC_EDENIED when it is unknown, expired, used, denied or withdrawn, or already approved and
+ * d denies; REXEC_EAUDIT when approvals/ cannot be used. */
+int rx_approvals_decide(const rx_ws *ws, const char *id, const rx_approval_decision *d,
+                        rx_challenge *after, rexec_error *err);
+
+/* Adds a host to pending challenge id (a fan-out: one approval for every host of a request).
+ * Returns 0, 1 when the challenge is no longer pending (the caller makes a new one), or
+ * REXEC_EAUDIT / REXEC_ENOMEM. */
+int rx_approvals_add_target(const rx_ws *ws, const char *id, const char *host,
+                            const char *request_hash, const char *rendered,
+                            const rx_redactor *redactor, rexec_error *err);
+
+/* The target of c for host (NULL when c is not a fan-out or does not list host). */
+const rx_challenge_target *rx_challenge_target_of(const rx_challenge *c, const char *host);
+
+/* Consumes host's use of a fan-out grant (the last host's use renames the file to .used).
+ * Exactly one of racing callers for one host gets 0; the others REXEC_EDENIED ("already
+ * used"). A grant that is not a fan-out: rx_approvals_consume. */
+int rx_approvals_consume_host(const rx_ws *ws, const char *id, const char *host,
+                              rexec_error *err);
+
+/* "lab1,lab2" (or the one host) into out. */
+const char *rx_challenge_hosts_str(const rx_challenge *c, char *out, size_t cap);
 
 /* Lists approvals/: pending challenges and unused grants (expired ones included; check with
  * rx_challenge_expired), and used grants too when include_used. Sorted by creation time.

@@ -312,6 +312,25 @@ static int before_challenge(void *ud, const char *id, rexec_error *err)
     return h->in->on_challenge ? h->in->on_challenge(h->in->ud, h->d, err) : 0;
 }
 
+/* A fan-out's later host joins the request's challenge: its refusal is recorded (on_challenge)
+ * with that id, then it is added to the file. 0 when it joined, 1 when there is nothing to join
+ * (or the challenge was decided meanwhile), or an error. */
+static int join_challenge(const rx_gate_input *in, const char *hash, const char *lv,
+                          rx_decision *d, rexec_error *err)
+{
+    const char *id = in->fanout->id;
+    int r;
+    if (id[0] == 0)
+        return 1;
+    snprintf(d->challenge_id, sizeof(d->challenge_id), "%s", id);
+    say(d, "%s: approval required (challenge %s, for every host of this request)", lv, id);
+    decided(d, RX_REQUIRES_APPROVAL, "REQUIRES_APPROVAL");
+    if (in->on_challenge && (r = in->on_challenge(in->ud, d, err)) != 0)
+        return r;
+    return rx_approvals_add_target(in->ws, id, in->host->name, hash, in->rendered, in->redactor,
+                                   err);
+}
+
 /* Writes a pending challenge bound to the request (unless eval_only) and asks for approval. */
 static int require_approval(const rx_gate_input *in, const char *hash, const char *stdin_hex,
                             rx_decision *d, rexec_error *err)
@@ -324,7 +343,9 @@ static int require_approval(const rx_gate_input *in, const char *hash, const cha
         .request_hash = hash, .rendered = in->rendered, .params = in->values,
         .n_params = a->n_params, .has_stdin = gate_has_stdin(in), .stdin_sha256 = stdin_hex,
         .stdin_len = in->stdin_len, .secrets = a->secrets, .n_secrets = a->n_secrets,
-        .redactor = in->redactor, .before_write = before_challenge};
+        .redactor = in->redactor, .before_write = before_challenge,
+        .requester_uid = in->requester_uid, .requester_user = in->requester_user,
+        .request_id = in->request_id};
     challenge_hook hook = {in, d, lv};
     int r;
 
@@ -334,12 +355,22 @@ static int require_approval(const rx_gate_input *in, const char *hash, const cha
         say(d, "%s: approval required (eval: no challenge written)", lv);
         return decided(d, RX_REQUIRES_APPROVAL, "REQUIRES_APPROVAL");
     }
-    if ((r = rx_approvals_create(in->ws, &c, d->challenge_id, err)) != 0) {
+    if (in->fanout != NULL) {
+        pthread_mutex_lock(&in->fanout->mu);
+        r = join_challenge(in, hash, lv, d, err);
+        if (r == 1 && (r = rx_approvals_create(in->ws, &c, d->challenge_id, err)) == 0)
+            snprintf(in->fanout->id, sizeof(in->fanout->id), "%s", d->challenge_id);
+        pthread_mutex_unlock(&in->fanout->mu);
+    } else {
+        r = rx_approvals_create(in->ws, &c, d->challenge_id, err);
+    }
+    if (r != 0) {
         memset(d, 0, sizeof(*d));
         d->effective_risk = a->risk;
         return r;
     }
-    say(d, "%s: approval required (challenge %s)", lv, d->challenge_id);
+    if (d->message[0] == 0 || strstr(d->message, "for every host") == NULL)
+        say(d, "%s: approval required (challenge %s)", lv, d->challenge_id);
     return decided(d, RX_REQUIRES_APPROVAL, "REQUIRES_APPROVAL");
 }
 
@@ -404,6 +435,14 @@ static int grant_usable(const rx_gate_input *in, const rx_challenge *c, const ch
         decided(d, RX_DENY, "GRANT_EXPIRED");
         return 0;
     }
+    if (c->state == RX_AP_DENIED || c->state == RX_AP_WITHDRAWN) {
+        say(d, "challenge %s was %s%s%s%s: it can never be used", id,
+            c->state == RX_AP_DENIED ? "denied by " : "withdrawn",
+            c->state == RX_AP_DENIED ? (c->denied_by ? c->denied_by : "?") : "",
+            c->deny_reason ? ": " : "", c->deny_reason ? c->deny_reason : "");
+        decided(d, RX_DENY, "GRANT_NOT_APPROVED");
+        return 0;
+    }
     if (c->state != RX_AP_APPROVED) {
         say(d, "challenge %s has not been approved: an operator runs `rexec approve %s` at a "
             "terminal", id, id);
@@ -417,6 +456,28 @@ static int grant_usable(const rx_gate_input *in, const rx_challenge *c, const ch
         return 0;
     }
     return 1;
+}
+
+/* A fan-out grant is checked as the grant of this host: its target's request hash and use. 1
+ * when this host is not one the grant lists (d says so). */
+static int fanout_view(const rx_gate_input *in, rx_challenge *c, rx_decision *d)
+{
+    char hosts[256];
+    const rx_challenge_target *t;
+    if (c->n_targets == 0)
+        return 0;
+    if ((t = rx_challenge_target_of(c, in->host->name)) == NULL) {
+        say(d, "grant %s does not match this request (it was approved for hosts %s, not %s): "
+            "the grant was not used", c->id, rx_challenge_hosts_str(c, hosts, sizeof(hosts)),
+            in->host->name);
+        decided(d, RX_DENY, "GRANT_MISMATCH");
+        return 1;
+    }
+    c->host = t->host;
+    c->request_hash = t->request_hash;
+    if (t->used && c->state != RX_AP_USED)
+        c->state = RX_AP_USED;
+    return 0;
 }
 
 static int use_grant(const rx_gate_input *in, const char *hash, const char *stdin_hex,
@@ -437,7 +498,13 @@ static int use_grant(const rx_gate_input *in, const char *hash, const char *stdi
             *err = e;
         return r;
     }
-    if (in->grant_used != NULL && (r = in->grant_used(in->ud, c.id, c.created, &used, &e)) != 0) {
+    if ((r = fanout_view(in, &c, d)) != 0) {
+        r = r == 1 ? 0 : r;
+        goto out;
+    }
+    if (in->grant_used != NULL &&
+        (r = in->grant_used(in->ud, c.id, c.n_targets ? in->host->name : NULL, c.created, &used,
+                            &e)) != 0) {
         if (err != NULL)
             *err = e;
         goto out;
@@ -451,7 +518,8 @@ static int use_grant(const rx_gate_input *in, const char *hash, const char *stdi
     if (!grant_usable(in, &c, hash, stdin_hex, d))
         goto out;
     level_msg(in, lv, sizeof(lv));
-    if (!in->eval_only && (r = rx_approvals_consume(in->ws, c.id, &e)) == REXEC_EDENIED) {
+    if (!in->eval_only && (r = rx_approvals_consume_host(in->ws, c.id, in->host->name, &e)) ==
+                              REXEC_EDENIED) {
         say(d, "grant %s was already used: a grant runs once", c.id);
         decided(d, RX_DENY, "GRANT_USED");
         r = 0;

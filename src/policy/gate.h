@@ -3,6 +3,7 @@
 #ifndef RX_GATE_H
 #define RX_GATE_H
 
+#include <pthread.h>
 #include <stddef.h>
 
 #include "redact.h"
@@ -31,6 +32,14 @@ typedef struct rx_decision {
     char message[512];           /* for people: why, naming host/action/parameter */
 } rx_decision;
 
+/* The hosts of one fan-out request share one challenge (docs/gate.md, "One decision for a
+ * fan-out"): the first host that needs approval makes it, the others are added to it. Shared by
+ * the request's calls, whose gates may run on several threads at once: mu orders them. */
+typedef struct rx_gate_fanout {
+    pthread_mutex_t mu;
+    char id[64]; /* the request's challenge so far, or "" */
+} rx_gate_fanout;
+
 /* A call's request after parameter resolution. */
 typedef struct rx_gate_input {
     const rx_ws *ws;
@@ -53,8 +62,15 @@ typedef struct rx_gate_input {
     int (*on_challenge)(void *ud, const rx_decision *d, rexec_error *err);
     /* Asked before a grant is taken: sets *used when the audit log shows a call that ran on it
      * (created: the grant's creation, Unix seconds). An error is returned. May be NULL. */
-    int (*grant_used)(void *ud, const char *id, int64_t created, int *used, rexec_error *err);
+    /* host: the host whose use is asked about (a fan-out grant serves each of its hosts once),
+     * or NULL: any use. */
+    int (*grant_used)(void *ud, const char *id, const char *host, int64_t created, int *used,
+                      rexec_error *err);
     void *ud;
+    rx_gate_fanout *fanout;     /* NULL: the challenge is this call's alone */
+    long requester_uid;         /* recorded in the challenge: the serve client, or -1 */
+    const char *requester_user;
+    const char *request_id;     /* the batch_id or the run_id */
 } rx_gate_input;
 
 /* Maps the caller's parameters onto the action's: unknown names, missing required parameters and

@@ -251,9 +251,10 @@ int rx_audit_recover(const char *ws_dir, const char *key_file, int flags,
 /* Sets *used when a record shows a call that ran on grant_id (reason ALLOW_GRANT, "grant_id"
  * equal): the proof a grant is spent that a rewritten approvals/ cannot undo. Files rotated
  * before since (the grant's creation) are not read. 0, or REXEC_EAUDIT when a file cannot be
- * read. A missing log holds no use. */
-int rx_audit_grant_used(const char *ws_dir, const char *grant_id, time_t since, int *used,
-                        rexec_error *err);
+ * read. A missing log holds no use. host: only a use on that host counts (a fan-out grant
+ * serves each of its hosts once); NULL: any. */
+int rx_audit_grant_used(const char *ws_dir, const char *grant_id, const char *host, time_t since,
+                        int *used, rexec_error *err);
 
 /* ---- Retention (audit_prune.c, docs/audit.md "Retention") -------------------------------- */
 

@@ -320,7 +320,8 @@ static int teardown(void **state)
     return system(cmd) == 0 ? 0 : -1;
 }
 
-/* serve.clients: verbs as bits, ping always, approve never, names and modes checked. */
+/* serve.clients: verbs as bits, ping always, approve never with run/eval, names and modes
+ * checked. */
 static void test_serve_clients(void **state)
 {
     (void)state;
@@ -340,10 +341,23 @@ static void test_serve_clients(void **state)
     rx_ws_free(ws);
     assert_int_equal(rx_serve_op_verb("hosts"), RX_VERB_LIST);
     assert_int_equal(rx_serve_op_verb("reload"), RX_VERB_RELOAD);
-    assert_int_equal(rx_serve_op_verb("approve"), 0);
+    assert_int_equal(rx_serve_op_verb("approve"), RX_VERB_APPROVE);
+    assert_int_equal(rx_serve_op_verb("deny"), RX_VERB_DENY);
+    assert_int_equal(rx_serve_op_verb("approvals"), RX_VERB_APPROVALS);
+    assert_int_equal(rx_serve_op_verb("watch"), RX_VERB_APPROVALS);
     assert_int_equal(rx_serve_op_verb("list"), 0); /* a verb, not an op */
-    expect("{" HOSTS ", \"serve\": {\"clients\": [{\"user\": \"a\", \"verbs\": [\"approve\"]}]}}",
-           REXEC_ECONFIG, "serve.clients[0].verbs[0]: \"approve\" cannot be granted");
+    /* an approver: its own entry; never approve with run or eval for one user */
+    ws = load("{" HOSTS ", \"serve\": {\"clients\": [{\"user\": \"agent\", \"verbs\": "
+              "[\"run\", \"deny\"]}, {\"user\": \"alice\", \"verbs\": [\"approvals\", "
+              "\"approve\", \"deny\"]}]}}");
+    assert_int_equal(ws->serve.clients[1].verbs,
+                     RX_VERB_APPROVALS | RX_VERB_APPROVE | RX_VERB_DENY | RX_VERB_PING);
+    rx_ws_free(ws);
+    expect("{" HOSTS ", \"serve\": {\"clients\": [{\"user\": \"a\", \"verbs\": [\"approve\", "
+           "\"run\"]}]}}", REXEC_ECONFIG, "serve.clients[0].verbs: grants \"approve\" with");
+    expect("{" HOSTS ", \"serve\": {\"clients\": [{\"user\": \"a\", \"verbs\": [\"eval\"]}, "
+           "{\"user\": \"a\", \"verbs\": [\"approve\"]}]}}", REXEC_ECONFIG,
+           "user \"a\" gets \"approve\" and \"run\" or \"eval\"");
     expect("{" HOSTS ", \"serve\": {\"clients\": [{\"user\": \"a\", \"group\": \"g\", "
            "\"verbs\": [\"run\"]}]}}", REXEC_ECONFIG, "exactly one of");
     expect("{" HOSTS ", \"serve\": {\"clients\": [{\"user\": \"a\", \"verbs\": []}]}}",
