@@ -52,28 +52,43 @@ static int usage(const char *what)
     return cli_error(64, "usage: rexec approvals %s (see `rexec help approvals`)", what);
 }
 
-/* rexec approvals watch [--socket PATH] */
-static int watch(const cli_global *g, int argc)
+/* --socket PATH: main.c takes it as the global option wherever it stands; here for a caller
+ * that hands the arguments on (cli_approvals_ui is given them unparsed). */
+static int socket_arg(int argc, char **argv, int *i, const char **sock)
 {
-    if (argc != 1)
-        return usage("watch [--socket PATH]");
-    if (g->socket == NULL)
+    int missing = 0;
+    const char *v = cli_opt_value(argc, argv, i, "--socket", &missing);
+    if (v != NULL)
+        *sock = v;
+    return v != NULL;
+}
+
+/* rexec approvals watch [--socket PATH] */
+static int watch(const cli_global *g, int argc, char **argv)
+{
+    const char *sock = g->socket;
+    for (int i = 1; i < argc; i++)
+        if (!socket_arg(argc, argv, &i, &sock))
+            return usage("watch [--socket PATH]");
+    if (sock == NULL)
         return cli_error(64, "approvals watch: no serve socket: give --socket PATH (or set "
                          "$REXEC_SOCKET) of a `rexec serve` that grants this user the approvals "
                          "and approve verbs");
-    const char *args[] = {"--socket", g->socket};
+    const char *args[] = {"--socket", sock};
     return exec_module("console", args, 2);
 }
 
 /* rexec approvals web --listen unix:PATH [--socket PATH] [--quiet] */
 static int web(const cli_global *g, int argc, char **argv)
 {
-    const char *listen = NULL;
+    const char *listen = NULL, *sock = g->socket;
     int quiet = 0, missing = 0;
     for (int i = 1; i < argc; i++) {
         const char *v = cli_opt_value(argc, argv, &i, "--listen", &missing);
         if (v != NULL)
             listen = v;
+        else if (socket_arg(argc, argv, &i, &sock))
+            continue;
         else if (strcmp(argv[i], "--quiet") == 0)
             quiet = 1;
         else
@@ -82,16 +97,16 @@ static int web(const cli_global *g, int argc, char **argv)
     if (listen == NULL || strncmp(listen, "unix:", 5) != 0 || listen[5] == 0)
         return cli_error(64, "approvals web: --listen unix:PATH is required (a Unix socket only "
                          "this user can open; operators reach it with ssh -L)");
-    if (g->socket == NULL)
+    if (sock == NULL)
         return cli_error(64, "approvals web: no serve socket: give --socket PATH (or set "
                          "$REXEC_SOCKET)");
-    const char *args[] = {"--listen", listen, "--socket", g->socket, "--quiet"};
+    const char *args[] = {"--listen", listen, "--socket", sock, "--quiet"};
     return exec_module("web", args, quiet ? 5 : 4);
 }
 
 int cli_approvals_ui(const cli_global *g, int argc, char **argv)
 {
     if (strcmp(argv[0], "watch") == 0)
-        return watch(g, argc);
+        return watch(g, argc, argv);
     return web(g, argc, argv);
 }
