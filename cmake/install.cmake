@@ -107,7 +107,8 @@ install(CODE "
   endif()
   file(INSTALL DESTINATION \"\${CMAKE_INSTALL_PREFIX}/\${_rexec_py}\" TYPE DIRECTORY
        FILES \"${CMAKE_SOURCE_DIR}/python/rexec_client\"
-       FILES_MATCHING PATTERN \"*.py\" PATTERN \"__pycache__\" EXCLUDE)
+       FILES_MATCHING PATTERN \"*.py\" PATTERN \"*.js\" PATTERN \"*.css\"
+       PATTERN \"__pycache__\" EXCLUDE)
 ")
 
 # After an install into the running system (no DESTDIR) as root, the dynamic linker's cache
