@@ -123,8 +123,8 @@ class Console:
                 if self.pending.pop(cid, None) is not None and kind == "approval_expired":
                     self.status = "%s expired" % visible(cid)
                 elif kind == "approval_decided" and ev.get("decision") != "withdrawn":
-                    self.status = "%s %s by %s via %s" % (
-                        visible(cid), visible(ev.get("decision")), visible(ev.get("by")),
+                    self.status = "%s %s (by %s via %s)" % (
+                        visible(ev.get("decision")), visible(cid), visible(ev.get("by")),
                         visible(ev.get("via")))
                 if self.prompt and self.prompt.get("id") == cid:
                     self.prompt = None
