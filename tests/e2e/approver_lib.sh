@@ -26,6 +26,7 @@ _approver_cleanup() {
     local rc=$?
     set +e
     for p in "${HELD_PIDS[@]}" "${EXTRA_PIDS[@]}"; do kill "$p" 2>/dev/null; done
+    for p in "${HELD_PIDS[@]}" "${EXTRA_PIDS[@]}"; do wait "$p" 2>/dev/null; done  # before userdel
     [[ -z $SERVE_PID ]] || stop_gently "$SERVE_PID"
     [[ -z ${APPROVER_CLEANUP_HOOK:-} ]] || "$APPROVER_CLEANUP_HOOK"
     if [[ -n $APPROVER_MADE ]]; then

@@ -104,6 +104,14 @@ class Browser:
              "--user-data-dir=" + profile, "--window-size=%d,%d" % (width, height), "about:blank"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=open(os.path.join(profile, "..", "chromium.log"), "ab"))
+        try:
+            self._connect(profile)
+        except BaseException:
+            self.proc.kill()  # a failed or interrupted start leaves no browser behind
+            self.proc.wait()
+            raise
+
+    def _connect(self, profile):
         port_file = os.path.join(profile, "DevToolsActivePort")
         deadline = time.time() + 60
         while True:
@@ -182,7 +190,7 @@ class Browser:
     def close(self):
         try:
             self.call("Browser.close")
-        except (OSError, RuntimeError):
+        except (OSError, RuntimeError, ValueError):
             pass
         try:
             self.proc.wait(20)
@@ -192,6 +200,8 @@ class Browser:
 
 
 def main():
+    import signal
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the browser is closed on the way out
     profile = sys.argv[1]
     os.makedirs(profile, exist_ok=True)
     size = (int(sys.argv[2]), int(sys.argv[3])) if len(sys.argv) > 3 else (1100, 900)

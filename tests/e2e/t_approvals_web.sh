@@ -24,8 +24,9 @@ WEBDIR=$RX_TMP/web
 mkdir -m 0711 "$WEBDIR"
 chown "$APPROVER" "$WEBDIR"
 WEBSOCK=$WEBDIR/web.sock
-as_approver "$REXEC_BIN" approvals web --listen "unix:$WEBSOCK" --socket "$SOCK" \
-    2>"$RX_TMP/web.err" &
+# setpriv itself in the background (not a function's subshell), so $! is the page's pid
+setpriv --reuid="$APPROVER" --regid="$APPROVER" --init-groups env HOME=/ \
+    "$REXEC_BIN" approvals web --listen "unix:$WEBSOCK" --socket "$SOCK" >/dev/null 2>"$RX_TMP/web.err" &
 EXTRA_PIDS+=($!)
 poll_until 30 test -S "$WEBSOCK" || { _rx_show "web's stderr" "$RX_TMP/web.err"; fail "no web socket"; }
 assert_eq "600 $APPROVER" "$(stat -c '%a %U' "$WEBSOCK")" "the page's socket"
@@ -47,6 +48,7 @@ sed -e "s|^Port .*|Port $CTL_PORT|" -e "s|^PidFile .*|PidFile $CTL/sshd.pid|" \
     -e "s|^AuthorizedKeysFile .*|AuthorizedKeysFile $CTL/authorized_keys|" \
     -e "s|^AllowUsers .*|AllowUsers $APPROVER|" \
     -e "s|^AllowStreamLocalForwarding .*|AllowStreamLocalForwarding local|" \
+    -e "s|^AllowTcpForwarding .*|AllowTcpForwarding local|" \
     "$LAB_DIR/hosts/lab1/sshd_config" >"$CTL/sshd_config"
 chmod 0600 "$CTL/sshd_config"
 SSHD=$(command -v sshd || echo /usr/sbin/sshd)
@@ -57,7 +59,7 @@ HTTP_PORT=$("$RX_PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.
 ssh -N -F /dev/null -p "$CTL_PORT" -i "$WS/keys/id_ed25519" -o BatchMode=yes \
     -o IdentitiesOnly=yes -o IdentityAgent=none -o StrictHostKeyChecking=no \
     -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR -o ExitOnForwardFailure=yes \
-    -L "127.0.0.1:$HTTP_PORT:$WEBSOCK" "$APPROVER@127.0.0.1" 2>"$RX_TMP/ssh.err" &
+    -L "127.0.0.1:$HTTP_PORT:$WEBSOCK" "$APPROVER@127.0.0.1" >/dev/null 2>"$RX_TMP/ssh.err" &
 EXTRA_PIDS+=($!)
 tunnel_up() {
     "$RX_PYTHON" -c '
@@ -75,6 +77,9 @@ cdp() {  # cdp COMMAND...: one command to the browser; its answer in CDP_OUT; fa
     IFS= read -r -t 180 CDP_OUT <&"${CDP[0]}" || { _rx_show cdp "$RX_TMP/cdp.err"; fail "browser: no answer to: $1"; }
     [[ $CDP_OUT == ok* ]] || { _rx_show cdp "$RX_TMP/cdp.err"; fail "browser: $* -> $CDP_OUT"; }
     CDP_OUT=${CDP_OUT#ok }
+}
+decide_on_page() {  # decide_on_page ID approve|deny TEXT: type TEXT in ID's form, click the button
+    cdp eval "(function(){var f=document.querySelector('form.decide[data-id=\"$1\"]'); f.elements.text.value='$3'; f.querySelector('button.$2').click(); return 1})()"
 }
 IFS= read -r -t 120 CDP_OUT <&"${CDP[0]}" || { _rx_show cdp "$RX_TMP/cdp.err"; fail "chromium did not start"; }
 assert_eq "ok ready" "$CDP_OUT" "browser"
@@ -97,8 +102,7 @@ assert_contains <(printf '%s' "$CDP_OUT") "root (uid 0)"
 assert_eq 0 "$(wc -l <"$RAN")" "runs before a decision"
 
 # approve alpha with a comment: the held call runs
-cdp eval "(function(){var f=document.querySelector('form.decide[data-id=\"$CID_A\"]');
-  f.elements.text.value='change 4411'; f.querySelector('button.approve').click(); return 1})()"
+decide_on_page "$CID_A" approve "change 4411"
 cdp wait 60 "document.getElementById('status').textContent.indexOf('approved $CID_A') === 0"
 poll_until 60 done_status "$RX_TMP/call_a" >/dev/null || { _rx_show caller "$RX_TMP/call_a"; fail "alpha did not end"; }
 assert_eq 0 "$(done_status "$RX_TMP/call_a")" "alpha's exit status"
@@ -106,8 +110,7 @@ assert_eq ALLOW_GRANT "$(result_field "$RX_TMP/call_a" reason)" "alpha's reason"
 assert_eq alpha "$(cat "$RAN")" "what ran"
 
 # deny beta with a reason: its caller gets 77 and the reason
-cdp eval "(function(){var f=document.querySelector('form.decide[data-id=\"$CID_B\"]');
-  f.elements.text.value='not during the freeze'; f.querySelector('button.deny').click(); return 1})()"
+decide_on_page "$CID_B" deny "not during the freeze"
 cdp wait 60 "document.getElementById('status').textContent.indexOf('denied $CID_B') === 0"
 poll_until 60 done_status "$RX_TMP/call_b" >/dev/null || { _rx_show caller "$RX_TMP/call_b"; fail "beta did not end"; }
 assert_eq 77 "$(done_status "$RX_TMP/call_b")" "beta's exit status"
