@@ -189,6 +189,12 @@ typedef struct rexec_callbacks {
     /* Called once when the call is over, whatever happened. */
     void (*on_done)(void *ud, const rexec_result *result);
     void *ud;
+    /* Called once the gate has decided, before the command starts or the call ends (may be
+     * NULL): reason is the gate's code ("ALLOW_LEVEL", "REQUIRES_APPROVAL", ...) or NULL when the
+     * call ended before a decision (an unknown action, a bad parameter); challenge_id is the
+     * pending challenge of a REQUIRES_APPROVAL, else NULL. serve uses it to present a fan-out's
+     * one challenge once every host's gate has decided. */
+    void (*on_gate)(void *ud, const char *reason, const char *challenge_id);
 } rexec_callbacks;
 
 /* Loads the workspace (rexec.json) and prepares a pool on loop. Returns 0 or a rexec_err with
@@ -365,6 +371,12 @@ REXEC_API int rexec_approvals_prune(const char *workspace_dir, size_t *removed, 
 /* rexec_approve_tty for the workspace at workspace_dir. */
 REXEC_API int rexec_approve_tty_at(const char *workspace_dir, const char *challenge_id,
                                    rexec_error *err);
+/* Denies pending challenge_id for the operator running this process (`rexec deny`): it can
+ * never be approved or used; reason (may be NULL) is recorded in the challenge and the audit
+ * log and told to a caller waiting on it through serve. 0, REXEC_EDENIED (unknown, expired,
+ * used, already decided), REXEC_ECONFIG, REXEC_EAUDIT. */
+REXEC_API int rexec_approvals_deny(const char *workspace_dir, const char *challenge_id,
+                                   const char *reason, rexec_error *err);
 
 /* ---- The audit log, for `rexec audit` and other readers (docs/audit.md) ----------------- */
 

@@ -4,7 +4,7 @@ import json
 import os
 
 # Final replies: the request is over once one of these arrives.
-FINAL = ("done", "error", "pong", "list", "reloaded")
+FINAL = ("done", "error", "pong", "list", "reloaded", "approvals", "approved", "denied")
 CANCEL_ID = "__cancel__"
 # stdin up to INLINE_MAX rides in the request line; more, or a file object, is streamed in
 # "stdin" lines of PIECE bytes (64 KiB as base64, under serve's 68 KiB line limit).
@@ -18,7 +18,7 @@ RAW_PIECE = 256 * 1024  # a raw piece, to a serve that takes them (at most 1 MiB
 # tests/install/t_serve_interface.sh holds them against it, and against what the functions below
 # really send. A new key of serve goes into one of the two.
 _CALL = ("op", "id", "targets", "action", "params", "stream", "stdin_base64", "stdin_stream",
-         "grant_id", "timeout_s", "rationale", "hypothesis_id", "parallel")
+         "grant_id", "timeout_s", "rationale", "hypothesis_id", "parallel", "wait_approval_s")
 SENDS = {
     "run": _CALL,
     "eval": _CALL,
@@ -30,6 +30,10 @@ SENDS = {
     "actions": ("op", "id"),
     "groups": ("op", "id"),
     "reload": ("op", "id"),
+    "approvals": ("op", "id", "challenge_id"),
+    "approve": ("op", "id", "challenge_id", "comment"),
+    "deny": ("op", "id", "challenge_id", "reason"),
+    "watch": ("op", "id"),
 }
 _CALL_NOT_SENT = {
     "host": "targets names the hosts (host is the --request document's)",
@@ -94,8 +98,10 @@ def socket_path(path):
 
 
 def call_request(op, targets, action=None, params=None, *, stdin=None, grant_id=None,
-                 timeout_s=None, rationale=None, hypothesis_id=None, parallel=None, stream=True):
-    """The request object of a run, eval or check."""
+                 timeout_s=None, rationale=None, hypothesis_id=None, parallel=None, stream=True,
+                 wait_approval_s=None):
+    """The request object of a run, eval or check (wait_approval_s: eval takes it and never
+    waits)."""
     if op not in ("run", "eval", "check"):
         raise RexecError("op must be run, eval or check", 64)
     req = {"op": op, "id": 1, "targets": targets}
@@ -109,9 +115,21 @@ def call_request(op, targets, action=None, params=None, *, stdin=None, grant_id=
     elif stdin is not None:
         req["stdin_base64"] = base64.b64encode(as_bytes(stdin)).decode()
     for key, val in (("grant_id", grant_id), ("timeout_s", timeout_s), ("rationale", rationale),
-                     ("hypothesis_id", hypothesis_id), ("parallel", parallel)):
+                     ("hypothesis_id", hypothesis_id), ("parallel", parallel),
+                     ("wait_approval_s", wait_approval_s)):
         if val is not None:
             req[key] = val
+    return req
+
+
+def approval_request(op, challenge_id=None, note=None):
+    """The request object of approvals, approve, deny or watch (note: approve's comment,
+    deny's reason)."""
+    req = {"op": op, "id": 1}
+    if challenge_id is not None:
+        req["challenge_id"] = challenge_id
+    if note is not None:
+        req["comment" if op == "approve" else "reason"] = note
     return req
 
 
@@ -184,6 +202,8 @@ class Collector:
             self.result["results"].append(strip(m))
         elif t == "done":
             self.result["exit_status"] = m.get("exit_status")
+        elif t == "challenge":  # wait_approval_s: held for this challenge's decision
+            self.result["challenge"] = strip(m)
         if t in FINAL:
             self.final = m
         return t in FINAL

@@ -1,8 +1,8 @@
 """The asyncio client: one connection per call, any number of calls at once on one loop."""
 import asyncio
 
-from ._proto import (CANCEL_ID, Collector, RexecError, call_request, cancel_line, decode, encode,
-                     socket_path, stdin_lines, streamed, unreachable)
+from ._proto import (CANCEL_ID, Collector, RexecError, approval_request, call_request, cancel_line,
+                     decode, encode, socket_path, stdin_lines, streamed, strip, unreachable)
 
 LINE_LIMIT = 64 * 1024 * 1024  # a result line holds up to two capped streams, as JSON
 
@@ -149,3 +149,31 @@ class AsyncClient:
 
     async def reload(self):
         return await self._simple("reload")
+
+    # ---- approvers (serve.clients verbs approvals, approve, deny) ----------------------------
+
+    async def _approval(self, op, challenge_id=None, note=None):
+        reader, writer = await self._connect()
+        writer.write(encode(approval_request(op, challenge_id, note)))
+        await writer.drain()
+        return await AsyncCall(reader, writer).wait()
+
+    async def approvals(self, challenge_id=None):
+        return (await self._approval("approvals", challenge_id))["approvals"]
+
+    async def approve(self, challenge_id, comment=None):
+        return await self._approval("approve", challenge_id, comment)
+
+    async def deny(self, challenge_id, reason=None):
+        return await self._approval("deny", challenge_id, reason)
+
+    async def watch(self):
+        """An async generator of approval events (as Client.watch)."""
+        reader, writer = await self._connect()
+        writer.write(encode(approval_request("watch")))
+        await writer.drain()
+        async for m in AsyncCall(reader, writer).events():
+            if m.get("type") == "error":
+                raise RexecError(m.get("error") or "error", m.get("exit_status", 70), m)
+            if m.get("type") == "event":
+                yield strip(m)

@@ -2,8 +2,8 @@
 import socket
 import threading
 
-from ._proto import (CANCEL_ID, Collector, RexecError, call_request, cancel_line, decode, encode,
-                     socket_path, stdin_lines, streamed, unreachable)
+from ._proto import (CANCEL_ID, Collector, RexecError, approval_request, call_request, cancel_line,
+                     decode, encode, socket_path, stdin_lines, streamed, strip, unreachable)
 
 
 class Call:
@@ -155,3 +155,35 @@ class Client:
     def reload(self):
         """Reloads rexec.json; RexecError (exit_status 78) when the new file does not load."""
         return self._simple("reload")
+
+    # ---- approvers (serve.clients verbs approvals, approve, deny) ----------------------------
+
+    def _approval(self, op, challenge_id=None, note=None):
+        s = self._connect()
+        with Call(s) as c:
+            s.sendall(encode(approval_request(op, challenge_id, note)))
+            return c.wait()
+
+    def approvals(self, challenge_id=None):
+        """The pending challenges (a list of dicts), or the one named, whatever its state."""
+        return self._approval("approvals", challenge_id)["approvals"]
+
+    def approve(self, challenge_id, comment=None):
+        """Approves a challenge as this process's user; RexecError 77 when refused."""
+        return self._approval("approve", challenge_id, comment)
+
+    def deny(self, challenge_id, reason=None):
+        """Denies a challenge for good; a caller waiting on it ends with 77 and the reason."""
+        return self._approval("deny", challenge_id, reason)
+
+    def watch(self):
+        """Yields approval events as they happen ({"event": "approval_pending", "challenge":
+        {...}}, approval_decided, approval_expired), the pending ones first; until closed."""
+        s = self._connect()
+        with Call(s) as c:
+            s.sendall(encode(approval_request("watch")))
+            for m in c.events():
+                if m.get("type") == "error":
+                    raise RexecError(m.get("error") or "error", m.get("exit_status", 70), m)
+                if m.get("type") == "event":
+                    yield strip(m)

@@ -1,9 +1,13 @@
 /* The operator's side of the gate without a context (include/rexec.h, "Approvals"): list, get,
  * prune and the terminal confirmation on a workspace directory, for `rexec approve` and
  * `rexec approvals`. The workspace is loaded for its approvals/ and grant TTL only. */
+#include <pwd.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "approval_record.h"
 #include "approvals.h"
 #include "approve_tty.h"
 #include "err.h"
@@ -129,6 +133,31 @@ int rexec_approve_tty_at(const char *workspace_dir, const char *challenge_id, re
     int r = rx_ws_load(&ws, workspace_dir, err);
     if (r == 0)
         r = rx_approve_tty(ws, challenge_id, err);
+    rx_ws_free(ws);
+    return r;
+}
+
+int rexec_approvals_deny(const char *workspace_dir, const char *challenge_id,
+                         const char *reason, rexec_error *err)
+{
+    char user[128];
+    struct passwd *pw = getpwuid(getuid());
+    rx_ws *ws = NULL;
+    rx_challenge after;
+    rexec_error e;
+    int r = rx_ws_load(&ws, workspace_dir, err);
+    if (pw != NULL && pw->pw_name != NULL)
+        snprintf(user, sizeof(user), "%s", pw->pw_name);
+    else
+        snprintf(user, sizeof(user), "uid %u", (unsigned)getuid());
+    rx_approval_decision d = {.approve = 0, .user = user, .uid = (long)getuid(), .via = "cli",
+                              .note = reason ? reason : "denied by the operator"};
+    if (r == 0 && (r = rx_approvals_decide(ws, challenge_id, &d, &after, err)) == 0) {
+        if (rx_ws_audit_approval(ws, &after, &e) != 0)
+            fprintf(stderr, "rexec: denied %s, but its audit record could not be written: %s\n",
+                    challenge_id, e.msg);
+        rx_challenge_free(&after);
+    }
     rx_ws_free(ws);
     return r;
 }

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "approvals.h"
+#include "approval_record.h"
 #include "approve_tty.h"
 #include "buf.h"
 #include "err.h"
@@ -235,6 +236,24 @@ static void ap_tty_name(char *buf, size_t cap)
     snprintf(buf, cap, "/dev/tty");
 }
 
+/* The approval, then its audit record (who, uid, via tty, the terminal). The approval stands
+ * when the record cannot be written: the challenge file holds it, and the message says so. */
+static int approve_recorded(const rx_ws *ws, const rx_challenge *c, const char *user,
+                            const char *tty, rexec_error *err)
+{
+    rx_approval_decision d = {.approve = 1, .user = user, .uid = (long)getuid(), .via = "tty",
+                              .tty = tty, .expect_hash = c->request_hash};
+    rx_challenge after;
+    rexec_error e;
+    int r = rx_approvals_decide(ws, c->id, &d, &after, err);
+    if (r == 0 && rx_ws_audit_approval(ws, &after, &e) != 0)
+        fprintf(stderr, "rexec: approved %s, but its audit record could not be written: %s\n",
+                c->id, e.msg);
+    if (r == 0 || r == 1)
+        rx_challenge_free(&after);
+    return r == 1 ? 0 : r;
+}
+
 int rx_approve_tty(const rx_ws *ws, const char *challenge_id, rexec_error *err)
 {
     char user[128], tty[128], msg[256], t[32];
@@ -249,7 +268,7 @@ int rx_approve_tty(const rx_ws *ws, const char *challenge_id, rexec_error *err)
         goto out;
     ap_user(user, sizeof(user));
     ap_tty_name(tty, sizeof(tty));
-    if ((r = rx_approvals_approve_as(ws, c.id, user, tty, c.request_hash, err)) != 0)
+    if ((r = approve_recorded(ws, &c, user, tty, err)) != 0)
         goto out;
     rx_approval_time_str(rx_approvals_now() + rx_approvals_ttl(ws), t);
     snprintf(msg, sizeof(msg), "approved %s: the caller may now run it once with --grant %s "

@@ -757,6 +757,9 @@ static int call_send(rexec_call *c, rexec_error *err)
  * rendering and the intent, or the end. */
 static void call_after_gate(rexec_call *c, int r)
 {
+    if (c->cb.on_gate != NULL)
+        c->cb.on_gate(c->cb.ud, c->decided ? c->dec.reason : NULL,
+                      c->decided && c->dec.challenge_id[0] ? c->dec.challenge_id : NULL);
     if (r == 0 && c->cancelled)
         r = rx_fail(&c->err, REXEC_ECANCELLED, "%s: cancelled before it started", c->host->name);
     if (r == 0 && !c->eval_only && (r = call_secrets(c, &c->err)) == 0 &&

@@ -166,6 +166,8 @@ int rx_call_audit(rexec_call *c, const char *phase, rexec_error *err);
 /* Opens the context's audit log and recorder now if they are not open: before the gate runs on
  * the thread pool, which then only appends through the recorder (thread-safe). */
 int rx_call_audit_ready(rexec_call *c, rexec_error *err);
+/* The same for a record that is not a call's (serve's approval decisions). */
+int rx_ctx_audit_ready(rexec_ctx *ctx, rexec_error *err);
 int rx_call_audit_submit(rexec_call *c, const char *phase, void (*done)(rx_record_job *),
                          rexec_error *err);
 int rx_call_evidence_submit(rexec_call *c, void (*done)(rx_record_job *), rexec_error *err);

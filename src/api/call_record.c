@@ -259,6 +259,11 @@ static int call_audit_open(rexec_ctx *ctx, rexec_error *err)
     return r;
 }
 
+int rx_ctx_audit_ready(rexec_ctx *ctx, rexec_error *err)
+{
+    return ctx->rec == NULL ? call_audit_open(ctx, err) : 0;
+}
+
 int rx_call_audit_ready(rexec_call *c, rexec_error *err)
 {
     return c->ctx->rec == NULL ? call_audit_open(c->ctx, err) : 0;

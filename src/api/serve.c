@@ -14,10 +14,12 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
+#include "approvals.h"
 #include "call.h"
 #include "err.h"
 #include "jsonx.h"
 #include "request.h"
+#include "serve_approvals.h"
 #include "serve_log.h"
 #include "serve_peer.h"
 #include "serve_stdin.h"
@@ -69,6 +71,7 @@ struct rexec_server {
     void (*on_stopped)(void *ud);
     void *stopped_ud;
     rx_serve_log log;
+    rx_hub *hub; /* approvals: the approver ops, watchers, waits (serve_approvals.c) */
 };
 
 struct serve_client {
@@ -112,6 +115,9 @@ typedef struct serve_call {
     serve_req *req;
     const char *host;
     rexec_call *call;
+    int gated;  /* its gate has decided (or it ended before one) */
+    int needs;  /* that decision was REQUIRES_APPROVAL */
+    int held;   /* wait_approval_s: its REQUIRES_APPROVAL result is held for the decision */
 } serve_call;
 
 /* One request: a run/eval over TARGETS, or a check. Outlives its client when the client leaves
@@ -137,6 +143,14 @@ struct serve_req {
     uint64_t t0;  /* uv_hrtime() when it arrived */
     rx_spool spool;   /* "stdin_stream": the stdin as it arrives, then what the calls read */
     serve_wait *wait; /* "stdin_stream": set until its "eof" arrives */
+    /* approvals (docs/serve-protocol.md, "Waiting for a decision") */
+    double wait_approval_s; /* 0: hosts that need approval report 75 at once */
+    char challenge[RX_APPROVAL_ID_LEN + 1]; /* the request's challenge, once a gate made it */
+    size_t gated, held;
+    int verdict;  /* 0 undecided, 1 approved, 2 not (why says) */
+    int waiting;  /* registered with the hub */
+    int pins;     /* > 0: held hosts are being resolved: req_done waits for the loop's end */
+    char *why;
 };
 
 static void client_close(serve_client *cl);
@@ -292,6 +306,9 @@ static void wait_end(serve_req *q);
 static void req_free(serve_req *q)
 {
     rexec_server *s = q->srv;
+    if (q->waiting)
+        rx_hub_unwait(s->hub, q);
+    free(q->why);
     wait_end(q);
     rx_spool_close(&q->spool);
     cJSON_Delete(q->id);
@@ -344,6 +361,8 @@ static void req_done(serve_req *q)
 }
 
 static void req_launch(serve_req *q);
+static void on_call_gate(void *ud, const char *reason, const char *challenge_id);
+static int approval_hold(serve_call *sc, const rexec_result *r);
 
 static void on_call_output(void *ud, int stream, const void *data, size_t len)
 {
@@ -402,10 +421,14 @@ static void on_call_done(void *ud, const rexec_result *r)
     rx_serve_log_who w = who_of(&q->peer, q->op, q->id);
     sc->call = NULL;
     rx_serve_log_call(&q->srv->log, q->srv->ctx, &w, r);
+    if (!sc->gated)
+        on_call_gate(sc, NULL, NULL); /* it ended before its gate: decided all the same */
+    if (approval_hold(sc, r))
+        return;
     send_result(q, r);
-    if (++q->finished == q->n)
+    if (++q->finished == q->n && q->pins == 0)
         req_done(q);
-    else
+    else if (q->finished < q->n)
         req_launch(q);
 }
 
@@ -414,7 +437,8 @@ static void req_launch(serve_req *q)
     int parallel = q->parallel > 0 ? q->parallel : q->srv->ctx->ws->limits.parallel;
     while (q->started < q->n && (int)(q->started - q->finished) < parallel && q->cl) {
         serve_call *sc = &q->calls[q->started++];
-        rexec_callbacks cb = {on_call_output, on_call_done, sc};
+        rexec_callbacks cb = {.on_output = on_call_output, .on_done = on_call_done, .ud = sc,
+                              .on_gate = on_call_gate};
         rexec_request req = q->view;
         rexec_error e;
         req.host = sc->host;
@@ -489,7 +513,7 @@ static int req_targets(serve_req *q, const cJSON *root, const char *host, rexec_
     if (q->calls == NULL)
         return rx_fail(err, REXEC_ENOMEM, "out of memory");
     for (size_t i = 0; i < q->n; i++)
-        q->calls[i] = (serve_call){q, q->hosts[i], NULL};
+        q->calls[i] = (serve_call){.req = q, .host = q->hosts[i]};
     q->listed = q->n;
     return 0;
 }
@@ -511,6 +535,174 @@ static void send_accepted(serve_req *q, int streamed)
 /* ---- streamed stdin (docs/serve-protocol.md, "Streaming stdin") ------------------------------ */
 
 static void req_drop_unstarted(serve_req *q, int code, const char *why);
+
+/* ---- approvals: a request held for its challenge's decision ---------------------------------- */
+
+/* "wait_approval_s": N (run only), 0 < N <= limits.approval_ttl_s. */
+static int approval_wait_parse(serve_req *q, const cJSON *root, rexec_error *err)
+{
+    double n = 0;
+    int64_t ttl = rx_approvals_ttl(q->srv->ctx->ws);
+    int r = rx_json_get_number(root, "wait_approval_s", "", 0, &n, REXEC_EREQUEST, err);
+    if (r != 0 || cJSON_GetObjectItemCaseSensitive(root, "wait_approval_s") == NULL)
+        return r;
+    if (!(n > 0 && n <= (double)ttl))
+        return rx_fail(err, REXEC_EREQUEST, "wait_approval_s: from 0 (excluded) to %lld s, the "
+                       "challenge's lifetime (limits.approval_ttl_s)", (long long)ttl);
+    q->wait_approval_s = n;
+    return 0;
+}
+
+/* {"type":"challenge"}: the request is held until an approver decides. */
+static void approval_announce(serve_req *q)
+{
+    rx_challenge c;
+    rexec_error e;
+    char t[32];
+    cJSON *o = reply(q, "challenge"), *hosts = cJSON_CreateArray();
+    rx_json_add_str(o, "challenge_id", q->challenge);
+    for (size_t i = 0; i < q->n; i++)
+        if (q->calls[i].needs)
+            cJSON_AddItemToArray(hosts, cJSON_CreateString(q->calls[i].host));
+    cJSON_AddItemToObject(o, "hosts", hosts);
+    if (rx_approvals_load(q->srv->ctx->ws, q->challenge, &c, &e) == 0) {
+        rx_approval_time_str(c.expires, t);
+        rx_json_add_str(o, "expires", t);
+        rx_challenge_free(&c);
+    }
+    cJSON_AddNumberToObject(o, "wait_s", q->wait_approval_s);
+    client_send(q->cl, o);
+    cJSON_Delete(o);
+}
+
+static void approval_decided(void *ud, int approved, const char *why);
+
+/* Every host's gate has decided: the request's challenge (one for a fan-out) goes to the
+ * watchers and the notify program, and a waiting request is held for its decision. */
+static void approval_all_gated(serve_req *q)
+{
+    rexec_server *s = q->srv;
+    if (q->challenge[0] == 0)
+        return;
+    rx_hub_pending(s->hub, q->challenge);
+    if (q->wait_approval_s <= 0 || q->verdict != 0 || q->cl == NULL)
+        return;
+    approval_announce(q);
+    if (rx_hub_wait(s->hub, q->challenge, q->wait_approval_s, approval_decided, q) == 0)
+        q->waiting = 1;
+    else
+        approval_decided(q, 0, "out of memory: nothing ran");
+}
+
+static void on_call_gate(void *ud, const char *reason, const char *challenge_id)
+{
+    serve_call *sc = ud;
+    serve_req *q = sc->req;
+    if (sc->gated)
+        return; /* a held host started again with the grant */
+    sc->gated = 1;
+    sc->needs = reason != NULL && strcmp(reason, "REQUIRES_APPROVAL") == 0;
+    if (challenge_id != NULL && q->challenge[0] == 0)
+        snprintf(q->challenge, sizeof(q->challenge), "%s", challenge_id);
+    if (++q->gated == q->n)
+        approval_all_gated(q);
+}
+
+/* A held host starts again, with the request's grant. */
+static void approval_rerun(serve_call *sc)
+{
+    serve_req *q = sc->req;
+    rexec_callbacks cb = {.on_output = on_call_output, .on_done = on_call_done, .ud = sc,
+                          .on_gate = on_call_gate};
+    rexec_request req = q->view;
+    rexec_error e;
+    req.host = sc->host;
+    req.grant_id = q->challenge;
+    if (rexec_call_start(q->srv->ctx, &req, &cb, &sc->call, &e) != 0) {
+        rexec_result r = rexec_result_not_started(sc->host, req.action, e.code, e.msg);
+        on_call_done(sc, &r);
+        return;
+    }
+    if (q->cl && q->cl->throttled && sc->call)
+        rexec_call_pause(sc->call);
+}
+
+/* A held host's end without running: denied, withdrawn, expired, cancelled. */
+static void approval_fail(serve_call *sc, int code, const char *why)
+{
+    serve_req *q = sc->req;
+    char msg[1024];
+    snprintf(msg, sizeof(msg), "%s: %s", sc->host, why);
+    rexec_result r = rexec_result_not_started(sc->host, q->view.action, code, msg);
+    send_result(q, &r);
+    q->finished++;
+}
+
+/* The held hosts go on: each runs with the grant, or ends with why. q may be gone after. */
+static void approval_resolve(serve_req *q, int code)
+{
+    q->pins++;
+    for (size_t i = 0; i < q->n; i++) {
+        serve_call *sc = &q->calls[i];
+        if (!sc->held)
+            continue;
+        sc->held = 0;
+        q->held--;
+        if (q->verdict == 1 && q->cl != NULL)
+            approval_rerun(sc);
+        else
+            approval_fail(sc, code, q->why ? q->why : "not approved: nothing ran");
+    }
+    if (--q->pins == 0 && q->finished == q->n)
+        req_done(q);
+}
+
+static void approval_decided(void *ud, int approved, const char *why)
+{
+    serve_req *q = ud;
+    q->waiting = 0;
+    q->verdict = approved ? 1 : 2;
+    free(q->why);
+    q->why = approved ? NULL : strdup(why);
+    approval_resolve(q, REXEC_EDENIED);
+}
+
+/* wait_approval_s: a host's REQUIRES_APPROVAL result is held (1) until the decision, or dealt
+ * with now when the decision came first. 0: report it as it is. */
+static int approval_hold(serve_call *sc, const rexec_result *r)
+{
+    serve_req *q = sc->req;
+    if (q->wait_approval_s <= 0 || r->reason == NULL ||
+        strcmp(r->reason, "REQUIRES_APPROVAL") != 0 || r->challenge_id == NULL ||
+        strcmp(r->challenge_id, q->challenge) != 0 || q->verdict == 2)
+        return 0;
+    sc->held = 1;
+    q->held++;
+    if (q->verdict == 1) /* approved before this host's refusal came back */
+        approval_resolve(q, REXEC_EDENIED);
+    else if (q->finished < q->n)
+        req_launch(q);
+    return 1;
+}
+
+/* The caller left or cancelled while hosts were held: the challenge is withdrawn, and they end
+ * as cancelled. 1 when that ended the request (q is gone). */
+static int approval_abandon(serve_req *q, const char *why)
+{
+    if (q->wait_approval_s <= 0 || q->challenge[0] == 0 || q->verdict != 0)
+        return 0;
+    if (q->waiting)
+        rx_hub_unwait(q->srv->hub, q);
+    q->waiting = 0;
+    q->verdict = 2;
+    q->why = strdup("cancelled before it started (the approval wait was withdrawn)");
+    rx_hub_withdraw(q->srv->hub, q->challenge, why);
+    if (q->held == 0)
+        return 0;
+    size_t left = q->n - q->finished - q->held;
+    approval_resolve(q, REXEC_ECANCELLED);
+    return left == 0; /* approval_resolve ended it */
+}
 
 static int stdin_stream_check(const serve_req *q, int streamed, rexec_error *err)
 {
@@ -722,6 +914,7 @@ static int start_run(serve_client *cl, const cJSON *root, const char *op, rexec_
         (r = rx_json_get_bool(root, "stream", "", 0, &q->stream, REXEC_EREQUEST, err)) != 0 ||
         (r = rx_json_get_int(root, "parallel", "", 0, 1, 1024, &parallel, REXEC_EREQUEST, err)) ||
         (r = rx_json_get_bool(root, "stdin_stream", "", 0, &streamed, REXEC_EREQUEST, err)) ||
+        (r = approval_wait_parse(q, root, err)) != 0 ||
         (r = stdin_stream_check(q, streamed, err)) != 0 ||
         (r = rx_request_view(&q->parsed, &q->view, &q->params)) != 0 ||
         (r = req_targets(q, root, q->parsed.host, err)) != 0 ||
@@ -807,6 +1000,9 @@ static void req_drop_unstarted(serve_req *q, int code, const char *why)
 /* Cancels what runs; hosts not started yet report "cancelled before it started" at once. */
 static void req_cancel(serve_req *q)
 {
+    if (approval_abandon(q, q->cl ? "the caller cancelled the request"
+                                   : "the caller disconnected"))
+        return; /* that was its last host: it is done */
     for (size_t i = 0; i < q->started; i++)
         if (q->calls[i].call)
             rexec_call_cancel(q->calls[i].call);
@@ -945,6 +1141,9 @@ static void handle_line(serve_client *cl, const char *line, size_t len)
         r = do_stdin(cl, root, &e);
     else if (r == 0 && strcmp(op, "reload") == 0)
         r = do_reload(cl, root, &e);
+    else if (r == 0 && (strcmp(op, "approvals") == 0 || strcmp(op, "approve") == 0 ||
+                        strcmp(op, "deny") == 0 || strcmp(op, "watch") == 0))
+        r = rx_hub_op(cl->srv->hub, cl, &cl->peer, root, op, &e);
     else if (r == 0 && (strcmp(op, "ping") == 0 || strcmp(op, "hosts") == 0 ||
                         strcmp(op, "actions") == 0 || strcmp(op, "groups") == 0))
         r = do_simple(cl, root, op, &e);
@@ -1005,6 +1204,7 @@ static void client_close(serve_client *cl)
     if (!client_open(cl))
         return;
     client_set_state(cl, CL_CLOSING);
+    rx_hub_forget(cl->srv->hub, cl);
     for (serve_client **pp = &cl->srv->clients; *pp; pp = &(*pp)->next)
         if (*pp == cl) {
             *pp = cl->next;
@@ -1042,7 +1242,7 @@ static void client_finish(serve_client *cl)
 static void on_idle(uv_timer_t *t)
 {
     serve_client *cl = t->data;
-    if (cl->reqs == NULL)
+    if (cl->reqs == NULL && !rx_hub_watching(cl->srv->hub, cl))
         client_close(cl);
 }
 
@@ -1345,6 +1545,37 @@ static void on_connection(uv_stream_t *server, int status)
 
 /* ---- the server ----------------------------------------------------------------------------- */
 
+/* The approvals hub reaches clients through these (serve_approvals.h). */
+static int hub_send(void *cl, cJSON *o)
+{
+    return client_send(cl, o);
+}
+
+static size_t hub_queued(void *cl)
+{
+    return client_open(cl) ? client_queued(cl) : 0;
+}
+
+/* A watcher that fell behind: the line, then nothing more is read; it closes once written. */
+static void hub_drop(void *cl, const char *why)
+{
+    serve_client *c = cl;
+    send_error(c, NULL, REXEC_ENOMEM, why);
+    client_stop_reading(c);
+    if (c->reqs == NULL)
+        client_finish(c);
+}
+
+static const rx_hub_port hub_port = {hub_send, hub_queued, hub_drop};
+
+static void on_hub_closed(void *ud)
+{
+    rexec_server *s = ud;
+    s->hub = NULL;
+    s->handles--;
+    server_maybe_done(s);
+}
+
 /* A socket file left by a serve that died is removed; a live one (it accepts) is not ours to
  * take, and anything that is not a socket is refused. */
 static int claim_path(const char *path, rexec_error *err)
@@ -1487,6 +1718,10 @@ int rexec_server_start(rexec_ctx *ctx, const rexec_server_opts *opts, rexec_serv
         return REXEC_EUSAGE;
     }
 listening:
+    if ((s->hub = rx_hub_new(ctx, &hub_port)) != NULL)
+        s->handles++;
+    else /* serve goes on; the approval ops say they cannot */
+        fprintf(stderr, "rexec serve: out of memory: approvals through serve are off\n");
     ctx->ws_check = rx_serve_ws_check; /* a reload must keep what serve admits safe */
     say_who(ctx->ws);
     *out = s;
@@ -1551,6 +1786,8 @@ void rexec_server_stop(rexec_server *s, void (*on_stopped)(void *ud), void *ud)
                 req_cancel(q);
         }
     stop_idle_clients(s);
+    if (s->hub != NULL)
+        rx_hub_close(s->hub, on_hub_closed, s);
     s->handles--;
     server_maybe_done(s);
 }

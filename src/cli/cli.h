@@ -20,6 +20,7 @@ int cli_actions(const cli_global *g, int argc, char **argv);
 int cli_groups(const cli_global *g, int argc, char **argv);
 int cli_audit(const cli_global *g, int argc, char **argv);   /* audit verify|show */
 int cli_approve(const cli_global *g, int argc, char **argv);
+int cli_deny(const cli_global *g, int argc, char **argv);
 int cli_approvals(const cli_global *g, int argc, char **argv);
 /* `approvals watch|web` (cmd_approvals_ui.c); argv[0] is "watch" or "web". */
 int cli_approvals_ui(const cli_global *g, int argc, char **argv);

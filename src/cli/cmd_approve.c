@@ -76,6 +76,41 @@ int cli_approve(const cli_global *g, int argc, char **argv)
     return r;
 }
 
+/* ---- rexec deny ---------------------------------------------------------------------------- */
+
+#define DENY_REASON_MAX 1024
+
+int cli_deny(const cli_global *g, int argc, char **argv)
+{
+    const char *id = NULL, *reason = NULL;
+    rexec_error e = {0};
+    int r;
+
+    if (help_asked(argc, argv))
+        return 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--reason") == 0 && i + 1 < argc && reason == NULL)
+            reason = argv[++i];
+        else if (strncmp(argv[i], "--reason=", 9) == 0 && reason == NULL)
+            reason = argv[i] + 9;
+        else if (argv[i][0] != '-' && id == NULL)
+            id = argv[i];
+        else
+            return cli_error(64, "deny: unexpected argument \"%s\" (usage: rexec deny "
+                             "CHALLENGE_ID [--reason TEXT])", cli_arg(argv[i]));
+    }
+    if (id == NULL)
+        return cli_error(64, "usage: rexec deny CHALLENGE_ID [--reason TEXT]");
+    if (reason != NULL && strlen(reason) > DENY_REASON_MAX)
+        return cli_error(64, "deny: --reason is longer than %d bytes", DENY_REASON_MAX);
+    if ((r = rexec_approvals_deny(g->workspace, id, reason, &e)) != 0)
+        return fail_with(&e, r);
+    char *shown = cli_redact(id);
+    fprintf(stderr, "rexec: denied %s: it can never be approved or used\n", shown);
+    free(shown);
+    return 0;
+}
+
 /* ---- rexec approvals ---------------------------------------------------------------------- */
 
 typedef struct list_opts {

@@ -153,7 +153,7 @@ static void on_done(void *ud, const rexec_result *res)
 
 static void start_call(run *r, host_call *h)
 {
-    rexec_callbacks cb = {on_output, on_done, h};
+    rexec_callbacks cb = {.on_output = on_output, .on_done = on_done, .ud = h};
     rexec_error e;
     rexec_request req = r->req;
     req.host = h->host;
@@ -242,7 +242,9 @@ static int parse_option(run_opts *o, int argc, char **argv, int *i)
     if ((v = cli_opt_value(argc, argv, i, "--stdin", &missing)))
         return o->stdin_file = v, 0;
     if ((v = cli_opt_value(argc, argv, i, "--grant", &missing)))
-        return o->grant = v, 0;
+        return o->grant ? cli_error(64, "--grant given twice: a call uses one grant (a fan-out's "
+                                        "grant serves each of its hosts)")
+                        : (o->grant = v, 0);
     if ((v = cli_opt_value(argc, argv, i, "--socket", &missing)))
         return o->socket = v, 0;
     if ((v = cli_opt_value(argc, argv, i, "--timeout", &missing)))

@@ -16,6 +16,7 @@ static const char overview[] =
     "  hosts | actions      list the inventory | the catalog (actions --lint: its templates)\n"
     "  groups               list the host groups (@name) and their hosts\n"
     "  approve ID           confirm a pending challenge at a terminal\n"
+    "  deny ID              refuse a pending challenge for good (--reason TEXT)\n"
     "  approvals            list pending challenges and unused grants\n"
     "  audit verify|show|head|prune|recover  the audit log (`rexec help audit`)\n"
     "  evidence prune       remove old evidence (--older-than 30d by default)\n"
@@ -53,7 +54,8 @@ static const char run_help[] =
     "                          without it the command reads /dev/null. Staged on the VM before\n"
     "                          the command starts, or fed as it arrives if the action says\n"
     "                          \"stdin\": \"piped\" (docs/workspace.md)\n"
-    "  --grant ID              run with a single-use grant from `rexec approve`\n"
+    "  --grant ID              run with a single-use grant from `rexec approve` (once: a\n"
+    "                          second --grant is refused, 64)\n"
     "  --approve               ask for approval here, at this terminal, then run\n"
     "  --timeout S             shorten the action's timeout (never lengthen it)\n"
     "  --json                  one JSON object per host on stdout instead of the streams:\n"
@@ -166,6 +168,16 @@ static const char approve_help[] =
     "  --quiet             web: no line per request on stderr\n"
     "See docs/gate.md.\n";
 
+static const char deny_help[] =
+    "usage: rexec deny CHALLENGE_ID [--reason TEXT]\n"
+    "\n"
+    "deny refuses a pending challenge for good: it can never be approved or used, and a\n"
+    "caller waiting on it through serve (wait_approval_s) ends at once with 77 and the\n"
+    "reason. The decision, by this user, is recorded in the challenge and the audit log.\n"
+    "  --reason TEXT  why (at most 1024 bytes)\n"
+    "Exit 0 denied; 77 unknown, expired, used or already decided; 74; 78; 64. See\n"
+    "docs/gate.md.\n";
+
 static const char audit_help[] =
     "usage: rexec audit verify [--key FILE] [--head H] [--json]\n"
     "       rexec audit head [--key FILE] [--reset]\n"
@@ -243,7 +255,7 @@ static const struct {
     const char *name, *text;
 } helps[] = {
     {"run", run_help},         {"eval", eval_help},           {"check", check_help},
-    {"hosts", hosts_help},     {"actions", actions_help},     {"approve", approve_help},
+    {"hosts", hosts_help},     {"actions", actions_help},     {"approve", approve_help}, {"deny", deny_help},
     {"approvals", approve_help}, {"audit", audit_help},       {"serve", serve_help},
     {"groups", groups_help},   {"evidence", evidence_help},   {"help", overview},
 };

@@ -23,7 +23,7 @@ static const cli_opt run_opts[] = {
     {"--request", NULL, "FILE", "a JSON request (strict, <= 64 KiB)"},
     {"--stdin", NULL, "FILE", "the command's stdin, byte for byte (- for rexec's own)"},
     {"--approve", NULL, NULL, "ask for approval at this terminal, then run"},
-    {"--grant", NULL, "ID", "run with a single-use grant from `rexec approve`"},
+    {"--grant", NULL, "ID", "run with a single-use grant from `rexec approve` (once)"},
     {"--timeout", NULL, "S", "shorten the action's timeout (never lengthen it)"},
     {"--json", NULL, NULL, "one JSON object per host on stdout"},
     {"--parallel", NULL, "N", "hosts at once (default limits.parallel, 16)"},
@@ -63,6 +63,10 @@ static const cli_opt approvals_web_opts[] = {
     {"--listen", NULL, "unix:PATH", "the page's Unix socket, 0600 (reach it with ssh -L)"},
     {"--socket", NULL, "PATH", "the `rexec serve` to decide on, as an approver (as the global option)"},
     {"--quiet", NULL, NULL, "no line per request on stderr"},
+    {NULL, NULL, NULL, NULL},
+};
+static const cli_opt deny_opts[] = {
+    {"--reason", NULL, "TEXT", "why: recorded, and told to a caller waiting on it"},
     {NULL, NULL, NULL, NULL},
 };
 static const cli_opt verify_opts[] = {
@@ -121,6 +125,7 @@ const cli_entry cli_entries[] = {
     {"actions", NULL, "", "list the catalog (--lint: its templates)", actions_opts},
     {"groups", NULL, "", "list the host groups (@name) and their hosts", json_only},
     {"approve", NULL, "CHALLENGE_ID", "confirm a pending challenge at a terminal", none},
+    {"deny", NULL, "CHALLENGE_ID", "refuse a pending challenge for good", deny_opts},
     {"approvals", NULL, "", "list pending challenges and unused grants", approvals_opts},
     {"approvals", "watch", "", "live console: pending approvals, approve or deny (through serve)",
      approvals_watch_opts},

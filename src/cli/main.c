@@ -87,7 +87,7 @@ struct command {
 static const struct command commands[] = {
     {"run", cli_run},         {"eval", cli_run},           {"check", cli_check},
     {"hosts", cli_hosts},     {"actions", cli_actions},    {"audit", cli_audit},
-    {"approve", cli_approve}, {"approvals", cli_approvals}, {"serve", cli_serve},
+    {"approve", cli_approve}, {"deny", cli_deny}, {"approvals", cli_approvals}, {"serve", cli_serve},
     {"groups", cli_groups},   {"evidence", cli_evidence},   {"help", cli_help},
     {"__complete", cli_complete}, {"__interface", cli_interface},
 };

@@ -38,7 +38,7 @@ const rx_serve_key rx_serve_keys[] = {
     {"grant_id", "string", RUN_EVAL, "a grant from rexec approve"},
     {"stream", "boolean", RUN_EVAL, "send output lines as the output arrives"},
     {"parallel", "integer 1–1024", RUN_EVAL, "hosts of this request at once"},
-    {"wait_approval_s", "number", RX_OP_RUN, "hold hosts that need approval until a decision"},
+    {"wait_approval_s", "number", RUN_EVAL, "run: hold hosts that need approval until a decision"},
     {"challenge_id", "string", RX_OP_APPROVALS | RX_OP_APPROVE | RX_OP_DENY,
      "a challenge (ch- and 16 hex digits)"},
     {"comment", "string", RX_OP_APPROVE, "recorded with the approval"},

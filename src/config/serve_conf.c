@@ -180,8 +180,61 @@ int rx_serve_conf_load(const cJSON *root, rx_serve_conf *out, rexec_error *err)
     return check_approvers(out, err);
 }
 
+#define NOTIFY_ARGS_MAX 64
+#define NOTIFY_TIMEOUT_MAX 600.0
+
+static int notify_argv(const cJSON *arr, rx_serve_conf *c, rexec_error *err)
+{
+    const char *path = "approvals.notify.command";
+    size_t n = (size_t)cJSON_GetArraySize(arr), i = 0;
+    const cJSON *it;
+    if (n == 0 || n > NOTIFY_ARGS_MAX)
+        return rx_json_fail(err, C, path, "give the program and its arguments (1 to %d strings)",
+                            NOTIFY_ARGS_MAX);
+    if ((c->notify_argv = calloc(n + 1, sizeof(char *))) == NULL)
+        return REXEC_ENOMEM;
+    cJSON_ArrayForEach(it, arr) {
+        char pi[RX_JSON_PATH_MAX];
+        rx_json_path_index(pi, sizeof(pi), path, i);
+        if (!cJSON_IsString(it) || (i == 0 && it->valuestring[0] != '/'))
+            return rx_json_fail(err, C, pi, i == 0 ? "the program: an absolute path (no shell "
+                                "runs it)" : "expected a string");
+        if ((c->notify_argv[i++] = strdup(it->valuestring)) == NULL)
+            return REXEC_ENOMEM;
+    }
+    return 0;
+}
+
+int rx_notify_conf_load(const cJSON *root, rx_serve_conf *c, rexec_error *err)
+{
+    static const char *const keys[] = {"notify", NULL};
+    static const char *const nkeys[] = {"command", "timeout_s", NULL};
+    const cJSON *o = NULL, *n = NULL, *arr = NULL;
+    double t = 10;
+    int r;
+    c->notify_timeout_s = 10;
+    if ((r = rx_json_get_object(root, "approvals", "", 0, &o, C, err)) != 0 || o == NULL)
+        return r;
+    if ((r = rx_json_check_keys(o, "approvals", keys, C, err)) != 0 ||
+        (r = rx_json_get_object(o, "notify", "approvals", 0, &n, C, err)) != 0 || n == NULL)
+        return r;
+    if ((r = rx_json_check_keys(n, "approvals.notify", nkeys, C, err)) != 0 ||
+        (r = rx_json_get_array(n, "command", "approvals.notify", 1, &arr, C, err)) != 0 ||
+        (r = rx_json_get_number(n, "timeout_s", "approvals.notify", 0, &t, C, err)) != 0)
+        return r;
+    if (!(t > 0 && t <= NOTIFY_TIMEOUT_MAX))
+        return rx_json_fail(err, C, "approvals.notify.timeout_s", "from 0 (excluded) to %g s",
+                            NOTIFY_TIMEOUT_MAX);
+    c->notify_timeout_s = t;
+    return notify_argv(arr, c, err);
+}
+
 void rx_serve_conf_free(rx_serve_conf *c)
 {
+    for (size_t i = 0; c && c->notify_argv && c->notify_argv[i]; i++)
+        free(c->notify_argv[i]);
+    if (c)
+        free(c->notify_argv);
     for (size_t i = 0; c && i < c->n_clients; i++) {
         free(c->clients[i].user);
         free(c->clients[i].group);

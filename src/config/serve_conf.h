@@ -46,12 +46,20 @@ typedef struct rx_serve_conf {
     size_t n_clients;
     unsigned socket_mode; /* 0: not given */
     char *socket_group;   /* NULL: serve's own group */
+    /* "approvals": {"notify": {"command": [...], "timeout_s": N}}: a program serve runs with
+     * each new challenge's JSON on stdin (docs/workspace.md) */
+    char **notify_argv;   /* NULL-terminated, or NULL: no notification */
+    double notify_timeout_s; /* default 10 */
 } rx_serve_conf;
 
 /* Reads root's optional "serve" object into *out (zeroed when absent). REXEC_ECONFIG naming the
  * JSON path ("serve.clients[1].verbs[0]: ..."), or REXEC_ENOMEM. */
 int rx_serve_conf_load(const cJSON *root, rx_serve_conf *out, rexec_error *err);
 void rx_serve_conf_free(rx_serve_conf *c);
+
+/* Reads root's optional "approvals" object (its "notify") into c. REXEC_ECONFIG naming the path:
+ * the command must be a non-empty array of strings whose first is an absolute path. */
+int rx_notify_conf_load(const cJSON *root, rx_serve_conf *c, rexec_error *err);
 
 /* The verb an op needs ("run" -> RX_VERB_RUN, "hosts" -> RX_VERB_LIST, ...); 0 for an unknown op. */
 unsigned rx_serve_op_verb(const char *op);

@@ -865,7 +865,8 @@ static int load_audit(rx_ws *ws, const cJSON *root, rexec_error *err)
 static int load_root(rx_ws *ws, const cJSON *root, rexec_error *err)
 {
     static const char *const keys[] = {"hosts", "groups", "scope", "secrets", "actions",
-                                       "limits", "audit", "serve", "description", NULL};
+                                       "limits", "audit", "serve", "description", "approvals",
+                                       NULL};
     int r;
     if ((r = rx_json_want(root, "", cJSON_Object, C, err)) != 0 ||
         (r = rx_json_check_keys(root, "", keys, C, err)) != 0 ||
@@ -875,7 +876,8 @@ static int load_root(rx_ws *ws, const cJSON *root, rexec_error *err)
         (r = check_host_jumps(ws, err)) != 0 ||
         (r = load_actions(ws, root, err)) != 0 ||
         (r = load_audit(ws, root, err)) != 0 ||
-        (r = rx_serve_conf_load(root, &ws->serve, err)) != 0)
+        (r = rx_serve_conf_load(root, &ws->serve, err)) != 0 ||
+        (r = rx_notify_conf_load(root, &ws->serve, err)) != 0)
         return r;
     return 0;
 }

@@ -3,7 +3,8 @@
 # operator user that owns the workspace, an agent user reaches it only through the socket with the
 # verbs serve.clients grants it (run, eval, cancel). The agent cannot read the challenge's code
 # (approvals/, audit/, evidence/ and secrets are closed to it), cannot approve (no terminal flow
-# can read approvals/, serve has no approve op, and check/reload are not granted), and cannot
+# can read approvals/, serve's approve is never granted with run, and check/reload are not
+# granted), and cannot
 # replay a grant: it runs once, and a grant file put back afterwards is still refused because
 # the audit log shows the use. A user serve.clients does not list is refused with a reason.
 # serve refuses to start when approvals/ is open to others or a listed user does not exist.
@@ -87,7 +88,7 @@ assert_contains "$ERR" "serve.clients[1].user: no user \"nouser$sfx\" on this ma
 ws_edit_op 'c["serve"]["clients"].pop()'
 ws_edit_op 'c["serve"]["clients"][0]["verbs"].append("approve")'
 assert_exit 78 as_op "$REXEC_BIN" --workspace "$WS" serve --socket "$SOCK"
-assert_contains "$ERR" 'serve.clients[0].verbs[3]: "approve" cannot be granted'
+assert_contains "$ERR" 'serve.clients[0].verbs: grants "approve" with "run" or "eval"'
 ws_edit_op 'c["serve"]["clients"][0]["verbs"].pop()'
 
 start_serve_as_op
@@ -117,7 +118,8 @@ assert_exit 2 as_agent ls "$WS/evidence"
 # open approvals/ anyway, so there is no prompt to answer) ...
 assert_exit 78 as_agent "$REXEC_BIN" --workspace "$WS" approve "$ID"
 assert_contains "$ERR" "is owned by another user"
-# ... nor through serve: there is no approve op, and what it was not granted is refused
+# ... nor through serve: approve is not granted to it (nor could it be, with run), and what it
+# was not granted is refused
 PROTO=$RX_TMP/proto.py
 cat >"$PROTO" <<'PY'
 import json, socket, sys
@@ -133,7 +135,7 @@ assert_exit 0 as_agent "$RX_PYTHON" "$PROTO" "$SOCK" \
     '{"op": "approve", "id": 1, "challenge_id": "'"$ID"'"}' \
     '{"op": "reload", "id": 2}' '{"op": "check", "id": 3, "target": "lab1"}' \
     '{"op": "hosts", "id": 4}' '{"op": "ping", "id": 5}'
-assert_contains "$OUT" '"id":1,"type":"error","error":"op: unknown \"approve\"'
+assert_contains "$OUT" "\"id\":1,\"type\":\"error\",\"error\":\"user $AGENT (uid $(id -u "$AGENT")) may not use \\\"approve\\\" here"
 assert_contains "$OUT" "\"id\":2,\"type\":\"error\",\"error\":\"user $AGENT (uid $(id -u "$AGENT")) may not use \\\"reload\\\" here: serve.clients grants it run, eval, cancel, ping\",\"exit_status\":77"
 assert_contains "$OUT" '"id":3,"type":"error"'
 assert_contains "$OUT" "may not use \\\"check\\\""

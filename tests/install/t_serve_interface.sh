@@ -63,7 +63,8 @@ for op in table["ops"]:
     if op == "stdin":
         continue  # a line with every key is refused as a piece: it ends that request (checked above)
     got = ask(line, lambda m: m.get("id") == n and m.get("type") in
-              ("error", "done", "pong", "list", "reloaded", "cancelled"))
+              ("error", "done", "pong", "list", "reloaded", "cancelled", "approvals", "approved",
+               "denied", "watching"))
     if "unknown key" in text(got):
         bad.append("%s: a line with every key of the table got %r" % (op, text(got)))
 got = ask({"op": "frob", "id": "o"}, lambda m: m.get("id") == "o")
@@ -106,7 +107,7 @@ mutated "an unknown-key message quoted by serve-protocol.md" docs/serve-protocol
     "docs/serve-protocol.md: quotes the unknown-key message of \`run\` as listing ['action', 'params'"
 mutated "the Python client's requests" python/rexec_client/_proto.py '^(    req\["stream"\] = bool\(stream\))' '\1\n    req["frob"] = 1' \
     "python/rexec_client: call_request: the keys of \`run\` it sends shows ['frob']"
-mutated "the Python client's SENDS" python/rexec_client/_proto.py '"hypothesis_id", "parallel"\)' '"hypothesis_id", "parallel", "frob")' \
+mutated "the Python client's SENDS" python/rexec_client/_proto.py '"parallel", "wait_approval_s"\)' '"parallel", "wait_approval_s", "frob")' \
     "python/rexec_client/_proto.py: SENDS + NOT_SENT of \`run\` shows ['frob']" \
     "python/rexec_client: call_request: the keys of \`run\` it sends lacks ['frob']"
 # added to serve's table only (its dump, as a rexec that prints it): every face is named

@@ -464,6 +464,122 @@ static void test_confirm_refusals(void **state)
     assert_int_equal(rx_approvals_approve(&f->ws, id, "tester", &e), REXEC_EDENIED);
 }
 
+/* ---- Decisions by someone, and fan-outs --------------------------------------------------- */
+
+/* An approval by the uid that asked is refused (serve: not_self); another uid's is recorded
+ * with how and why. */
+static void test_decide_not_self(void **state)
+{
+    fx *f = *state;
+    rx_gate_input in = input(f, NULL);
+    rx_decision d;
+    rx_challenge c;
+    rexec_error e = {0};
+    in.requester_uid = 1001;
+    in.requester_user = "agent";
+    in.request_id = "run-1";
+    assert_int_equal(rx_gate_decide(&in, &d, &e), 0);
+    rx_approval_decision self = {.approve = 1, .user = "agent", .uid = 1001, .via = "socket",
+                                 .not_self = 1};
+    assert_int_equal(rx_approvals_decide(&f->ws, d.challenge_id, &self, NULL, &e),
+                     REXEC_EDENIED);
+    assert_contains(e.msg, "cannot approve its own request");
+    load(f, d.challenge_id, &c);
+    assert_int_equal(c.state, RX_AP_PENDING);
+    assert_int_equal(c.requester_uid, 1001);
+    assert_string_equal(c.requester_user, "agent");
+    assert_string_equal(c.request_id, "run-1");
+    rx_challenge_free(&c);
+    rx_approval_decision other = {.approve = 1, .user = "alice", .uid = 1002, .via = "socket",
+                                  .note = "change 4411", .not_self = 1};
+    assert_int_equal(rx_approvals_decide(&f->ws, d.challenge_id, &other, &c, &e), 0);
+    assert_int_equal(c.state, RX_AP_APPROVED);
+    assert_int_equal(c.approved_uid, 1002);
+    assert_string_equal(c.approved_via, "socket");
+    assert_string_equal(c.comment, "change 4411");
+    rx_challenge_free(&c);
+    /* a second approval changes nothing (1); a denial of a grant is refused */
+    assert_int_equal(rx_approvals_decide(&f->ws, d.challenge_id, &other, NULL, &e), 1);
+    other.approve = 0;
+    assert_int_equal(rx_approvals_decide(&f->ws, d.challenge_id, &other, NULL, &e),
+                     REXEC_EDENIED);
+    assert_contains(e.msg, "already approved by alice");
+}
+
+/* Denied and withdrawn challenges are closed: never approved, never used. */
+static void test_deny_closes(void **state)
+{
+    fx *f = *state;
+    char id[RX_APPROVAL_ID_LEN + 1], id2[RX_APPROVAL_ID_LEN + 1];
+    rx_decision d;
+    rexec_error e = {0};
+    pending(f, id);
+    rx_approval_decision no = {.approve = 0, .user = "alice", .uid = 1002, .via = "socket",
+                               .note = "not during the freeze"};
+    assert_int_equal(rx_approvals_decide(&f->ws, id, &no, NULL, &e), 0);
+    assert_int_equal(rx_approvals_approve(&f->ws, id, "bob", &e), REXEC_EDENIED);
+    assert_contains(e.msg, "was denied by alice: not during the freeze");
+    rx_gate_input in = input(f, id);
+    assert_int_equal(rx_gate_decide(&in, &d, &e), 0);
+    assert_string_equal(d.reason, "GRANT_NOT_APPROVED");
+    assert_contains(d.message, "denied by alice: not during the freeze");
+    pending(f, id2);
+    rx_approval_decision gone = {.approve = 0, .user = "serve", .uid = -1, .via = "serve",
+                                 .note = "the caller disconnected", .withdraw = 1};
+    assert_int_equal(rx_approvals_decide(&f->ws, id2, &gone, NULL, &e), 0);
+    assert_int_equal(rx_approvals_approve(&f->ws, id2, "bob", &e), REXEC_EDENIED);
+    assert_contains(e.msg, "withdrawn (the caller disconnected)");
+}
+
+/* A fan-out's hosts share one challenge; its grant serves each listed host once, a host it
+ * does not list never, and it is spent when the last has used it. */
+static void test_fanout_one_decision(void **state)
+{
+    fx *f = *state;
+    rx_host lab2 = f->host, lab3 = f->host;
+    rx_gate_fanout fo = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    rx_gate_input in = input(f, NULL);
+    rx_decision d1, d2, d;
+    rx_challenge c;
+    rexec_error e = {0};
+    char id[RX_APPROVAL_ID_LEN + 1];
+    lab2.name = "lab2";
+    lab3.name = "lab3";
+    in.fanout = &fo;
+    assert_int_equal(rx_gate_decide(&in, &d1, &e), 0);
+    in.host = &lab2;
+    assert_int_equal(rx_gate_decide(&in, &d2, &e), 0);
+    assert_string_equal(d1.reason, "REQUIRES_APPROVAL");
+    assert_string_equal(d2.challenge_id, d1.challenge_id);
+    memcpy(id, d1.challenge_id, sizeof(id));
+    load(f, id, &c);
+    assert_int_equal(c.n_targets, 2);
+    assert_string_equal(c.targets[1].host, "lab2");
+    rx_challenge_free(&c);
+    assert_int_equal(rx_approvals_approve(&f->ws, id, "alice", &e), 0);
+    in = input(f, id);
+    assert_int_equal(rx_gate_decide(&in, &d, &e), 0);
+    assert_string_equal(d.reason, "ALLOW_GRANT");
+    assert_int_equal(rx_gate_decide(&in, &d, &e), 0);
+    assert_string_equal(d.reason, "GRANT_USED");
+    in.host = &lab3;
+    assert_int_equal(rx_gate_decide(&in, &d, &e), 0);
+    assert_string_equal(d.reason, "GRANT_MISMATCH");
+    assert_contains(d.message, "approved for hosts lab1,lab2, not lab3");
+    load(f, id, &c);
+    assert_int_equal(c.state, RX_AP_APPROVED); /* lab2 has not used it yet */
+    rx_challenge_free(&c);
+    in.host = &lab2;
+    assert_int_equal(rx_gate_decide(&in, &d, &e), 0);
+    assert_string_equal(d.reason, "ALLOW_GRANT");
+    load(f, id, &c);
+    assert_int_equal(c.state, RX_AP_USED);
+    rx_challenge_free(&c);
+    assert_int_equal(rx_gate_decide(&in, &d, &e), 0);
+    assert_string_equal(d.reason, "GRANT_USED");
+    pthread_mutex_destroy(&fo.mu);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -476,6 +592,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_tty_interrupted, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_tty_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_confirm_refusals, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_decide_not_self, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_deny_closes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fanout_one_decision, setup, teardown),
     };
     return cmocka_run_group_tests_name("approvals", tests, NULL, NULL);
 }
