@@ -9,7 +9,7 @@ import re
 import socket
 import unicodedata
 
-from ._proto import RexecError, unreachable
+from ._proto import RexecError, approval_request, unreachable
 
 # ---- showing text: every character a person cannot see becomes an escape ------------------------
 # The same rule as the terminal prompt (src/base/unicode_vis.c, generated from unicodedata by
@@ -123,7 +123,7 @@ class Approver:
         message and exit status."""
         s = self._connect(self.timeout)
         try:
-            s.sendall((json.dumps(dict(req, id=1)) + "\n").encode())
+            s.sendall((json.dumps(req) + "\n").encode())
             f = s.makefile("rb")
             while True:
                 line = _read_line(f)
@@ -140,24 +140,20 @@ class Approver:
             s.close()
 
     def approvals(self, challenge_id=None):
-        req = {"op": "approvals"}
-        if challenge_id is not None:
-            req["challenge_id"] = challenge_id
-        return self.request(req, "approvals").get("approvals") or []
+        return self.request(approval_request("approvals", challenge_id), "approvals").get(
+            "approvals") or []
 
-    def _decision(self, op, challenge_id, key, text):
-        req = {"op": op, "challenge_id": challenge_id}
-        if text:
-            req[key] = text
+    def _decision(self, op, challenge_id, text):
+        req = approval_request(op, challenge_id, text or None)
         if self.via:
             req["via"] = self.via
         return self.request(req, "approved" if op == "approve" else "denied")
 
     def approve(self, challenge_id, comment=None):
-        return self._decision("approve", challenge_id, "comment", comment)
+        return self._decision("approve", challenge_id, comment)
 
     def deny(self, challenge_id, reason=None):
-        return self._decision("deny", challenge_id, "reason", reason)
+        return self._decision("deny", challenge_id, reason)
 
     def watch(self, idle_s=None):
         """Yields serve's watch events (dicts with "event") as they come; None every idle_s
@@ -165,7 +161,7 @@ class Approver:
         s = self._connect(self.timeout)
         buf = b""
         try:
-            s.sendall(b'{"op":"watch","id":1}\n')
+            s.sendall((json.dumps(approval_request("watch")) + "\n").encode())
             s.settimeout(idle_s)
             while True:
                 while b"\n" not in buf:
