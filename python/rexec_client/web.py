@@ -332,6 +332,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.server.streams.release()
 
     def do_POST(self):
+        # The body is read first (it is small or refused), so a refusal never leaves the client
+        # writing into a closed connection.
+        try:
+            n = int(self.headers.get("Content-Length", ""))
+        except ValueError:
+            return self._refuse(411, "Content-Length required")
+        if n < 0 or n > BODY_MAX:
+            return self._refuse(413, "request body over %d bytes" % BODY_MAX)
+        raw = self.rfile.read(n)
         why = self._local()
         if why:
             return self._refuse(403, why)
@@ -345,19 +354,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
         token = self.server.sessions.issue(sid)  # the next POST's
         path = self.path.split("?", 1)[0]
         if path not in ("/api/approve", "/api/deny"):
-            return self._refuse(404, "not found")
-        try:
-            n = int(self.headers.get("Content-Length", ""))
-        except ValueError:
-            return self._refuse(411, "Content-Length required")
-        if n < 0 or n > BODY_MAX:
-            return self._refuse(413, "request body over %d bytes" % BODY_MAX)
+            return self._json(404, {"ok": False, "error": "not found", "csrf": token})
         if (self.headers.get("Content-Type") or "").split(";")[0].strip() != "application/json":
-            return self._refuse(415, "application/json expected")
+            return self._json(415, {"ok": False, "error": "application/json expected", "csrf": token})
         try:
-            body = json.loads(self.rfile.read(n))
+            body = json.loads(raw)
         except ValueError:
-            return self._refuse(400, "the body is not JSON")
+            return self._json(400, {"ok": False, "error": "the body is not JSON", "csrf": token})
         self._decide(path[5:], body, token)
 
     def _decide(self, op, body, token):

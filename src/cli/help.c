@@ -162,7 +162,7 @@ static const char approve_help[] =
     "Enter shows one whole, a approves after the code shown is typed back, d denies with\n"
     "a reason, q quits); approvals web serves a page to approve or deny on a Unix socket\n"
     "only this user can open, for operators who reach it with ssh -L. Both talk to\n"
-    "`rexec serve` as this user, which serve.clients must grant approvals and approve:\n"
+    "`rexec serve` as this user, which serve.clients must grant approvals, approve, deny:\n"
     "  --socket PATH       the serve to decide on (as the global option, $REXEC_SOCKET)\n"
     "  --listen unix:PATH  web: the page's socket, made 0600\n"
     "  --quiet             web: no line per request on stderr\n"

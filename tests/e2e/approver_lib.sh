@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # tests/e2e/approver_lib.sh — sourced by the approver front-end tests (t_approvals_watch.sh,
 # t_approvals_web.sh) after lib.sh: an approver user of their own, `rexec serve` (as the test's
-# user) that grants it the approvals and approve verbs, and callers whose runs are held for a
+# user) that grants it the approvals, approve and deny verbs, and callers whose runs are held for a
 # decision (wait_approval_s).
 #
 #   approver_setup             APPROVER (a new user, removed on exit), SOCK, RAN; starts serve
@@ -51,7 +51,7 @@ approver_setup() {
     : >"$RAN"
     ws_edit 'c["actions"]["svc.restart"]["command"] = "echo restarting {unit}; echo {unit} >> " + args[0]' \
         "'$RAN'"
-    ws_edit 'c["serve"] = {"clients": [{"user": args[0], "verbs": ["approvals", "approve"]}]}' \
+    ws_edit 'c["serve"] = {"clients": [{"user": args[0], "verbs": ["approvals", "approve", "deny"]}]}' \
         "$APPROVER"
     chmod o+x "$RX_TMP"
     mkdir -m 0755 "$RX_TMP/run"

@@ -75,8 +75,14 @@ EXTRA_PIDS+=("$CDP_PID")
 cdp() {  # cdp COMMAND...: one command to the browser; its answer in CDP_OUT; fails on "err"
     printf '%s\n' "$*" >&"${CDP[1]}"
     IFS= read -r -t 180 CDP_OUT <&"${CDP[0]}" || { _rx_show cdp "$RX_TMP/cdp.err"; fail "browser: no answer to: $1"; }
-    [[ $CDP_OUT == ok* ]] || { _rx_show cdp "$RX_TMP/cdp.err"; fail "browser: $* -> $CDP_OUT"; }
+    [[ $CDP_OUT == ok* ]] || { _rx_show cdp "$RX_TMP/cdp.err"; _rx_show "the page's server" "$RX_TMP/web.err"
+                               page_said; fail "browser: $* -> $CDP_OUT"; }
     CDP_OUT=${CDP_OUT#ok }
+}
+page_said() {  # what the page's status line says, on stderr (when a step failed)
+    local said
+    printf '%s\n' 'eval document.getElementById("status").textContent' >&"${CDP[1]}"
+    IFS= read -r -t 30 said <&"${CDP[0]}" && printf '  the page says: %s\n' "$said" >&2
 }
 decide_on_page() {  # decide_on_page ID approve|deny TEXT: type TEXT in ID's form, click the button
     cdp eval "(function(){var f=document.querySelector('form.decide[data-id=\"$1\"]'); f.elements.text.value='$3'; f.querySelector('button.$2').click(); return 1})()"
@@ -122,7 +128,8 @@ cdp wait 60 'document.querySelectorAll("section.challenge").length === 0'
 assert_contains "$WS/audit/audit.log" '"via":"web"'
 assert_contains "$WS/audit/audit.log" "change 4411"
 assert_contains "$WS/audit/audit.log" "$APPROVER"
-cdp quit
+printf 'quit\n' >&"${CDP[1]}"
+wait "$CDP_PID" || fail "the browser did not close cleanly"
 
 # ---- refusals, straight to the page's socket ---------------------------------------------------
 held_call gamma "$RX_TMP/call_c"
