@@ -6,8 +6,9 @@
 #
 #   approver_setup             APPROVER (a new user, removed on exit), SOCK, RAN; starts serve
 #   as_approver CMD...         CMD as the approver (setpriv)
-#   held_call UNIT OUT         a run of svc.restart held for approval, in the background; its
-#                              reply lines go to OUT (HELD_PIDS collects the pids)
+#   held_call UNIT OUT [ACTION]  a run of ACTION (svc.restart) held for approval, in the
+#                              background; its reply lines go to OUT (HELD_PIDS collects the pids)
+#   serve_reload               serve loads rexec.json again (after ws_edit); fails if refused
 #   challenge_of OUT           waits for OUT's "challenge" line; prints its challenge_id
 #   done_status OUT            the done line's exit_status once there (status 1 before)
 #   result_field OUT KEY       KEY of OUT's result line
@@ -63,11 +64,11 @@ approver_setup() {
 }
 
 held_call() {
-    "$RX_PYTHON" - "$SOCK" "$1" >"$2" 2>&1 <<'PY' &
+    "$RX_PYTHON" - "$SOCK" "$1" "${3:-svc.restart}" >"$2" 2>&1 <<'PY' &
 import json, socket, sys
 s = socket.socket(socket.AF_UNIX)
 s.connect(sys.argv[1])
-s.sendall((json.dumps({"op": "run", "id": 1, "targets": "lab1", "action": "svc.restart",
+s.sendall((json.dumps({"op": "run", "id": 1, "targets": "lab1", "action": sys.argv[3],
                        "params": {"unit": sys.argv[2]}, "wait_approval_s": 300}) + "\n").encode())
 for line in s.makefile("rb"):
     sys.stdout.write(line.decode())
@@ -77,6 +78,17 @@ for line in s.makefile("rb"):
         break
 PY
     HELD_PIDS+=($!)
+}
+
+serve_reload() {
+    "$RX_PYTHON" - "$SOCK" <<'PY' || fail "serve did not reload"
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+s.sendall(b'{"op":"reload","id":1}\n')
+m = json.loads(s.makefile("rb").readline())
+sys.exit(0 if m.get("type") == "reloaded" else "reload: %s" % m)
+PY
 }
 
 _json_line_field() {  # _json_line_field FILE TYPE KEY

@@ -18,6 +18,12 @@ command -v sshd >/dev/null 2>&1 || command -v /usr/sbin/sshd >/dev/null 2>&1 || 
 . "$REXEC_SRC/tests/e2e/approver_lib.sh"
 
 approver_setup
+# beta is a deployment that hands over a secret: the page names it and never shows its value
+ws_add_action web.deploy '{"risk": "L2", "state_changing": true, "secrets": ["DEMO_TOKEN"],
+  "params": {"unit": {"type": "string", "pattern": "^[a-z]+$"}},
+  "command": "deploy --token \"$DEMO_TOKEN\" --unit {unit}"}'
+serve_reload
+TOKEN=$(cat "$WS/secrets/demo_token")
 
 # ---- the page, as the approver, on a socket only it can open ------------------------------------
 WEBDIR=$RX_TMP/web
@@ -96,7 +102,7 @@ cdp open "$URL"
 cdp wait 60 'document.querySelectorAll("section.challenge").length === 1'
 cdp wait 60 'document.getElementById("live").textContent === "live"'
 # a second call shows up without a reload (serve's watch, relayed as server-sent events)
-held_call beta "$RX_TMP/call_b"
+held_call beta "$RX_TMP/call_b" web.deploy
 CID_B=$(challenge_of "$RX_TMP/call_b")
 cdp wait 60 'document.querySelectorAll("section.challenge").length === 2'
 cdp eval "document.querySelector('section[data-id=\"$CID_A\"] pre.script mark.param').textContent"
@@ -104,6 +110,12 @@ assert_eq "\"'alpha'\"" "$CDP_OUT" "the parameter highlighted in the script"
 cdp eval "document.querySelector('section[data-id=\"$CID_A\"] .facts').textContent"
 assert_contains <(printf '%s' "$CDP_OUT") "state_changing"
 assert_contains <(printf '%s' "$CDP_OUT") "root (uid 0)"
+cdp eval "document.querySelector('section[data-id=\"$CID_B\"] pre.script mark.secret').textContent"
+assert_eq '"$DEMO_TOKEN"' "$CDP_OUT" "the secret highlighted, by name"
+cdp eval 'document.documentElement.outerHTML'
+printf '%s' "$CDP_OUT" >"$RX_TMP/page.html"
+assert_contains "$RX_TMP/page.html" "DEMO_TOKEN"
+assert_not_contains "$RX_TMP/page.html" "$TOKEN"
 [[ -z ${REXEC_WEB_SCREENSHOT:-} ]] || cdp shot "$REXEC_WEB_SCREENSHOT"
 assert_eq 0 "$(wc -l <"$RAN")" "runs before a decision"
 
