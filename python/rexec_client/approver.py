@@ -156,8 +156,9 @@ class Approver:
         return self._decision("deny", challenge_id, reason)
 
     def watch(self, idle_s=None):
-        """Yields serve's watch events (dicts with "event") as they come; None every idle_s
-        seconds without one (so the caller can notice it has to stop). Ends when serve closes."""
+        """Yields serve's "watching" reply, then its watch events (dicts with "event") as they
+        come; None every idle_s seconds without one (so the caller can notice it has to stop).
+        Ends when serve closes."""
         s = self._connect(self.timeout)
         buf = b""
         try:
@@ -181,7 +182,7 @@ class Approver:
                 m = json.loads(line)
                 if m.get("type") == "error":
                     raise RexecError(m.get("error") or "refused", m.get("exit_status") or 1, m)
-                if m.get("type") == "event":
+                if m.get("type") in ("watching", "event"):
                     yield m
         except OSError as e:
             raise RexecError("rexec serve: %s" % (e.strerror or type(e).__name__), 255)

@@ -17,14 +17,16 @@ import secrets
 import signal
 import sys
 import termios
-import threading
 import select
+import threading
+import time
 
 from ._proto import RexecError
 from .approver import Approver, script_segments, visible
 
 CODE_ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"  # Crockford's base32, as the prompt's codes
 TEXT_MAX = 1024
+RETRY_S = 2
 
 
 def new_code():
@@ -91,17 +93,25 @@ class Console:
 
     # ---- serve's watch, on a thread of its own ----------------------------------------------
     def watch_thread(self):
-        try:
-            for ev in self.ap.watch(idle_s=None):
-                self.events.put(ev)
+        """Follows serve's watch; when it ends (serve restarted or stopped), says so and watches
+        again every RETRY_S seconds: each new watch starts with what is pending then, so the
+        list is replaced, not added to."""
+        while True:
+            self.events.put("reset")
+            try:
+                os.write(self.wake_w, b"r")
+                for ev in self.ap.watch(idle_s=None):
+                    self.events.put(ev)
+                    os.write(self.wake_w, b"e")
+                err = RexecError("rexec serve closed the watch", 255)
+            except (RexecError, ValueError) as e:
+                err = e if isinstance(e, RexecError) else RexecError(str(e), 74)
+            self.events.put(err)
+            try:
                 os.write(self.wake_w, b"e")
-            self.events.put(RexecError("rexec serve closed the watch", 255))
-        except (RexecError, ValueError) as e:
-            self.events.put(e if isinstance(e, RexecError) else RexecError(str(e), 74))
-        try:
-            os.write(self.wake_w, b"e")
-        except OSError:
-            pass
+            except OSError:
+                return
+            time.sleep(RETRY_S)  # serve is away: try again at a human pace
 
     def take_events(self):
         while True:
@@ -109,11 +119,18 @@ class Console:
                 ev = self.events.get_nowait()
             except queue.Empty:
                 return
+            if ev == "reset":
+                self.pending.clear()
+                continue
             if isinstance(ev, RexecError):
-                self.status = "watch ended: %s (q quits)" % visible(ev.message)
+                self.status = "watch ended: %s (trying again; q quits)" % visible(ev.message)
                 self.connected = False
                 continue
             self.connected = True
+            if ev.get("type") == "watching":
+                self.status = "watching" if self.status.startswith(("connecting", "watch ended")) \
+                    else self.status
+                continue
             kind = ev.get("event")
             if kind == "approval_pending" and isinstance(ev.get("challenge"), dict):
                 c = ev["challenge"]
@@ -129,8 +146,6 @@ class Console:
                 if self.prompt and self.prompt.get("id") == cid:
                     self.prompt = None
                     self.status = "%s was decided meanwhile: %s" % (visible(cid), visible(kind))
-            if self.status.startswith("connecting"):
-                self.status = "watching"
         ids = list(self.pending)
         self.sel = min(self.sel, max(len(ids) - 1, 0))
         if self.view == "detail" and not ids:
@@ -147,8 +162,8 @@ class Console:
         title = "rexec approvals: %d pending%s" % (len(self.pending),
                                                     "" if self.connected else " (not connected)")
         out.append("\x1b[1m%s\x1b[0m\r\n" % cut(title, w))
-        lines = self.detail_lines(w) if self.view == "detail" else self.list_lines(w)
         room = h - 4
+        lines = self.detail_lines(w) if self.view == "detail" else self.list_lines(w, room)
         for ln in lines[:room]:
             out.append(ln + "\x1b[0m\r\n")
         out.append("\x1b[%d;1H" % (h - 1))
@@ -163,11 +178,15 @@ class Console:
             out.append(cut(keys, w) + "\x1b[?25l")
         self.t.write("".join(out))
 
-    def list_lines(self, w):
+    def list_lines(self, w, room):
         if not self.pending:
             return ["", "  no pending approvals"]
         lines = ["  %-19s %-24s %-20s %-4s %s" % ("ID", "ACTION", "HOSTS", "RISK", "REQUESTER")]
+        rows = max(room - 1, 1)
+        first = max(0, min(self.sel - rows + 1, len(self.pending) - rows)) if self.sel >= rows else 0
         for i, (cid, c) in enumerate(self.pending.items()):
+            if i < first or i >= first + rows:
+                continue
             req = c.get("requester") if isinstance(c.get("requester"), dict) else {}
             row = "%s %-19s %-24s %-20s %-4s %s" % (
                 ">" if i == self.sel else " ", visible(cid), cut(visible(c.get("action")), 24),
