@@ -3,8 +3,9 @@
 # at as a person would: it runs in tmux as the approver user against serve's approval ops; a held
 # call appears in the list as it comes, Enter shows it whole (script, parameters, risk, reason), a
 # wrong code approves nothing, `a` + the code shown + a comment approves it and the held call runs,
-# `d` + a reason denies another (its caller gets 77 and the reason), `q` quits, and the terminal is
-# as it was before (the shell's screen back, the same stty settings).
+# `d` + a reason denies another (its caller gets 77 and the reason), a value made to clear the
+# screen and reverse the line is shown escaped, `q` quits, and the terminal is as it was before
+# (the shell's screen back, the same stty settings); Ctrl-C too.
 tid="approvals watch: a live console in a terminal"
 # shellcheck source=tests/e2e/lib.sh
 . "${REXEC_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/e2e/lib.sh"
@@ -13,6 +14,9 @@ command -v tmux >/dev/null 2>&1 || skip "needs tmux (scripts/setup installs it)"
 . "$REXEC_SRC/tests/e2e/approver_lib.sh"
 
 approver_setup
+ws_add_action t.note '{"risk": "L2", "state_changing": true, "params": {"unit": {"type": "string"}},
+  "command": "echo {unit}"}'
+serve_reload
 TM=(tmux -S "$RX_TMP/tmux.sock")
 _stop_tmux() { "${TM[@]}" kill-server 2>/dev/null || true; }
 APPROVER_CLEANUP_HOOK=_stop_tmux
@@ -95,6 +99,16 @@ assert_contains "$OUT" "not during the freeze"
 assert_eq alpha "$(cat "$RAN")" "what ran"
 assert_contains "$WS/audit/audit.log" "change 4411"
 
+# ---- a value that would clear the screen and reverse the line is shown escaped --------------------
+held_call $'gam\u202ema\x1b[2J' "$RX_TMP/call_c" t.note
+CID_C=$(challenge_of "$RX_TMP/call_c")
+wait_screen "$CID_C"
+key Enter
+wait_screen 'unit=gam\u202ema\x1b[2J'
+wait_screen "echo 'gam\u202ema\x1b[2J'"
+key Escape
+wait_screen "Enter: details"
+
 # ---- q quits; the terminal is as it was ----------------------------------------------------------
 key q
 wait_screen "console-exit=0"
@@ -107,7 +121,7 @@ assert_eq "$(cat "$TTYDIR/before")" "$(cat "$TTYDIR/after")" "stty settings afte
 # ---- a signal restores it too ------------------------------------------------------------------
 type_text "$REXEC_BIN approvals watch --socket $SOCK; echo console-exit=\$?"
 key Enter
-wait_screen "no pending approvals"
+wait_screen "$CID_C"
 key C-c
 wait_screen "console-exit=130"
 type_text "stty -g > $TTYDIR/after2"

@@ -22,6 +22,9 @@ approver_setup
 ws_add_action web.deploy '{"risk": "L2", "state_changing": true, "secrets": ["DEMO_TOKEN"],
   "params": {"unit": {"type": "string", "pattern": "^[a-z]+$"}},
   "command": "deploy --token \"$DEMO_TOKEN\" --unit {unit}"}'
+# a note whose text is anything: what the page shows of it must be what runs, visibly
+ws_add_action t.note '{"risk": "L2", "state_changing": true, "params": {"unit": {"type": "string"}},
+  "command": "echo {unit}"}'
 serve_reload
 TOKEN=$(cat "$WS/secrets/demo_token")
 
@@ -140,12 +143,19 @@ cdp wait 60 'document.querySelectorAll("section.challenge").length === 0'
 assert_contains "$WS/audit/audit.log" '"via":"web"'
 assert_contains "$WS/audit/audit.log" "change 4411"
 assert_contains "$WS/audit/audit.log" "$APPROVER"
+
+# a value with a right-to-left override and an escape sequence: shown escaped, never raw
+held_call $'gam\u202ema\x1b[2J' "$RX_TMP/call_c" t.note
+CID_C=$(challenge_of "$RX_TMP/call_c")
+cdp wait 60 'document.querySelectorAll("section.challenge").length === 1'
+cdp eval "document.querySelector('section[data-id=\"$CID_C\"] table.params td').textContent"
+assert_eq '"gam\\u202ema\\x1b[2J"' "$CDP_OUT" "the value as the page shows it"
+cdp eval 'document.body.innerHTML.indexOf("\u202e") === -1 && document.body.innerHTML.indexOf("\u001b") === -1'
+assert_eq true "$CDP_OUT" "no raw control character on the page"
 printf 'quit\n' >&"${CDP[1]}"
 wait "$CDP_PID" || fail "the browser did not close cleanly"
 
 # ---- refusals, straight to the page's socket ---------------------------------------------------
-held_call gamma "$RX_TMP/call_c"
-CID_C=$(challenge_of "$RX_TMP/call_c")
 as_approver "$RX_PYTHON" - "$WEBSOCK" "$CID_A" "$CID_C" >"$OUT" 2>&1 <<'PY' || { cat "$OUT" >&2; fail "refusals"; }
 import http.client, json, re, socket, sys
 path, decided, pending = sys.argv[1:4]
