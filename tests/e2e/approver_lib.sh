@@ -113,5 +113,5 @@ challenge_of() {
     _json_line_field "$1" challenge challenge_id
 }
 
-done_status() { _json_line_field "$1" done exit_status; }
+done_status() { _json_line_field "$1" "done" exit_status; }
 result_field() { _json_line_field "$1" result "$2"; }

@@ -6,6 +6,7 @@
 # `d` + a reason denies another (its caller gets 77 and the reason), a value made to clear the
 # screen and reverse the line is shown escaped, `q` quits, and the terminal is as it was before
 # (the shell's screen back, the same stty settings); Ctrl-C too.
+# shellcheck disable=SC2317 # helpers run via poll_until and the cleanup hook
 tid="approvals watch: a live console in a terminal"
 # shellcheck source=tests/e2e/lib.sh
 . "${REXEC_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/e2e/lib.sh"

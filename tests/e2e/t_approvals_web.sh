@@ -8,7 +8,7 @@
 # token, a replayed token, a decision on a challenge already decided; and its headers (CSP,
 # X-Frame-Options, the cookie's HttpOnly and SameSite=Strict). Another user cannot open its socket.
 # REXEC_WEB_SCREENSHOT=FILE also saves a screenshot of the page with one pending challenge.
-# shellcheck disable=SC2016 # JavaScript in single quotes
+# shellcheck disable=SC2016,SC2317 # JavaScript in single quotes; helpers run via poll_until
 tid="approvals web: approve and deny in a browser over ssh -L"
 # shellcheck source=tests/e2e/lib.sh
 . "${REXEC_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/e2e/lib.sh"
