@@ -2,6 +2,7 @@
  * of the log names its run, and a challenge's records (the refusals that made it, the decision,
  * the calls that ran on the grant with grant_id) are found by that id. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -81,15 +82,53 @@ cJSON *rx_approval_record(const rx_challenge *c)
     return o;
 }
 
+/* The record goes through the recorder's queue: in order with the calls' records (a call that
+ * runs on the grant is recorded after it) and sharing their fsync, without holding the loop.
+ * The decision itself is already durable in its challenge file. */
+typedef struct approval_job {
+    rx_record_job job; /* first: the recorder hands it back */
+    rx_ctx_obj obj;    /* the context waits for it before it closes (and its recorder) */
+    rexec_ctx *ctx;
+    char id[RX_APPROVAL_ID_LEN + 1];
+} approval_job;
+
+static void on_recorded(rx_record_job *j)
+{
+    approval_job *a = (approval_job *)j;
+    rexec_ctx *ctx = a->ctx;
+    if (j->rc != 0)
+        fprintf(stderr, "rexec serve: the audit record of the decision on %s could not be "
+                "written: %s\n", a->id, j->err.msg);
+    rx_ctx_untrack(ctx, &a->obj);
+    free(a);
+    rx_ctx_released(ctx);
+}
+
+static void job_cancel(rx_ctx_obj *o)
+{
+    (void)o; /* a record being written is not stopped: it reports when it is durable */
+}
+
 int rx_ctx_audit_approval(rexec_ctx *ctx, const rx_challenge *c, rexec_error *err)
 {
     char *text = NULL;
+    approval_job *a = NULL;
     cJSON *rec = rx_approval_record(c);
     int r = rec ? rx_ctx_audit_ready(ctx, err) : rx_fail(err, REXEC_ENOMEM, "out of memory");
     if (r == 0)
         r = rx_audit_render(rec, rx_ctx_redactor(ctx), &text, err);
     cJSON_Delete(rec);
-    return r ? r : rx_recorder_append_now(ctx->rec, text, err);
+    if (r == 0 && (a = calloc(1, sizeof(*a))) == NULL)
+        return rx_recorder_append_now(ctx->rec, text, err); /* no memory for a job: now */
+    if (r != 0)
+        return r;
+    snprintf(a->id, sizeof(a->id), "%s", c->id);
+    a->ctx = ctx;
+    a->job.text = text;
+    a->job.done = on_recorded;
+    rx_ctx_track(ctx, &a->obj, job_cancel);
+    rx_recorder_submit(ctx->rec, &a->job);
+    return 0;
 }
 
 int rx_ws_audit_approval(const rx_ws *ws, const rx_challenge *c, rexec_error *err)

@@ -134,8 +134,10 @@ static int ap_lock(const ap_dir *d, rexec_error *err)
     return 0;
 }
 
-/* Writes doc to name whole or not at all: a temporary file (0600), fsync, rename, fsync dir. */
-static int ap_write(const ap_dir *d, const char *name, const cJSON *doc, rexec_error *err)
+/* Writes doc to name whole or not at all: a temporary file (0600), fsync, rename, fsync dir;
+ * without durable, no fsync (a record of something another step already made durable). */
+static int ap_write_how(const ap_dir *d, const char *name, const cJSON *doc, int durable,
+                        rexec_error *err)
 {
     char tmp[AP_NAME_MAX + 32];
     int fd = -1, r = 0;
@@ -150,18 +152,23 @@ static int ap_write(const ap_dir *d, const char *name, const cJSON *doc, rexec_e
         goto out;
     }
     if (rx_fs_write_all(fd, text, strlen(text)) != 0 || rx_fs_write_all(fd, "\n", 1) != 0 ||
-        fsync(fd) != 0 || renameat(d->fd, tmp, d->fd, name) != 0) {
+        (durable && fsync(fd) != 0) || renameat(d->fd, tmp, d->fd, name) != 0) {
         r = rx_fail(err, REXEC_EAUDIT, "%s/%s: cannot write: %s", d->path, name, strerror(errno));
         unlinkat(d->fd, tmp, 0);
         goto out;
     }
-    if (fsync(d->fd) != 0 && errno != EINVAL)
+    if (durable && fsync(d->fd) != 0 && errno != EINVAL)
         r = rx_fail(err, REXEC_EAUDIT, "%s: fsync: %s", d->path, strerror(errno));
 out:
     if (fd >= 0)
         close(fd);
     free(text);
     return r;
+}
+
+static int ap_write(const ap_dir *d, const char *name, const cJSON *doc, rexec_error *err)
+{
+    return ap_write_how(d, name, doc, 1, err);
 }
 
 /* Reads name from approvals/ (a private regular file, not a symlink). Returns 0, 1 when it
@@ -716,11 +723,10 @@ int rx_approvals_decide(const rx_ws *ws, const char *id, const rx_approval_decis
         return rx_fail(err, REXEC_EDENIED, "not an approval id (ch- and 16 hex digits)");
     if ((r = ap_dir_open(ws, 0, &d_, err)) == 1)
         r = rx_fail(err, REXEC_EDENIED, "no challenge or grant %s in %s", id, d_.path);
-    if (r != 0 || (r = ap_lock(&d_, err)) != 0 || (r = ap_load_in(&d_, id, &c, err)) != 0 ||
-        (r = rx_approvals_approvable(&c, d->expect_hash, err)) < 0 ||
-        (r = ap_self(&c, d, err)) != 0)
+    if (r != 0 || (r = ap_lock(&d_, err)) != 0 || (r = ap_load_in(&d_, id, &c, err)) != 0)
         goto out;
-    if ((r = rx_approvals_approvable(&c, d->expect_hash, err)) == 1 && !d->approve) {
+    r = rx_approvals_approvable(&c, d->expect_hash, err);
+    if (r == 1 && !d->approve) {
         r = rx_fail(err, REXEC_EDENIED, "challenge %s was already approved by %s: a grant is "
                     "not denied (it expires unused, or `rexec approvals --prune` removes it)",
                     id, c.approved_by ? c.approved_by : "?");
@@ -728,7 +734,7 @@ int rx_approvals_decide(const rx_ws *ws, const char *id, const rx_approval_decis
     }
     if (r == 1)
         goto loaded;
-    if (r != 0)
+    if (r != 0 || (r = ap_self(&c, d, err)) != 0)
         goto out;
     if (!ap_mark(c.tree, d, rx_approvals_now(), rx_approvals_ttl(ws))) {
         r = rx_fail(err, REXEC_ENOMEM, "approvals: out of memory");
@@ -778,7 +784,7 @@ static void ap_stamp_used(const ap_dir *d, const char *id)
         return;
     if (set_member(c.tree, "state", cJSON_CreateString("used")) &&
         set_time(c.tree, "used_at", rx_approvals_now()))
-        ap_write(d, name, c.tree, &e);
+        ap_write_how(d, name, c.tree, 0, &e); /* the fsynced rename made the use */
     rx_challenge_free(&c);
 }
 
@@ -1088,7 +1094,10 @@ static int prune_one(const ap_dir *d, const char *name, rx_challenge *c, void *u
 {
     ap_prune *p = ud;
     int64_t used = c->used_at ? c->used_at : c->expires;
-    int old = c->state == RX_AP_USED ? p->now >= used + p->ttl : rx_challenge_expired(c, p->now);
+    int closed = c->state == RX_AP_DENIED || c->state == RX_AP_WITHDRAWN;
+    int old = c->state == RX_AP_USED ? p->now >= used + p->ttl
+              : closed               ? p->now >= c->expires /* kept as long as it could matter */
+                                     : rx_challenge_expired(c, p->now);
     if (!old || (c->state == RX_AP_USED && strstr(name, ".json") != NULL))
         return 0;
     if (unlinkat(d->fd, name, 0) != 0 && errno != ENOENT)

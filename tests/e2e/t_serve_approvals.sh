@@ -203,6 +203,30 @@ assert_contains "$ERR" "challenge $ID9 was denied by $(id -un): wrong unit"
 assert_exit 77 rx deny "$ID9"
 assert_exit 64 rx deny
 
+# ---- approved at a terminal while the caller waits: serve notices, the run goes on ---------------
+as_agent "$RX_PYTHON" "$CL" run "$SOCK" lab1 svc.restart u10 60 >"$RX_TMP/run10" 2>&1 &
+RPID=$!
+wait_until 60 grep -q '"type": "challenge"' "$RX_TMP/run10"
+ID10=$(grep -o '"challenge_id": "ch-[0-9a-f]*"' "$RX_TMP/run10" | head -1 | cut -d'"' -f4)
+assert_exit 0 tty_answer "$REXEC_BIN" --workspace "$WS" approve "$ID10"
+wait "$RPID" || fail "the waiting run failed: $(cat "$RX_TMP/run10")"
+assert_contains "$RX_TMP/run10" '"reason": "ALLOW_GRANT"'
+grep "\"phase\":\"approval\"" "$WS/audit/audit.log" | grep "\"challenge_id\":\"$ID10\"" >"$RX_TMP/rec10" ||
+    fail "no approval record for $ID10"
+assert_contains "$RX_TMP/rec10" '"via":"tty"'
+
+# ---- a challenge nobody decides expires: the watchers hear it ----------------------------------
+ws_edit 'c["limits"]["approval_ttl_s"] = 2'
+assert_exit 0 "$RX_PYTHON" "$CL" lines "$SOCK" '{"op":"reload","id":1}'
+as_appr "$RX_PYTHON" "$CL" approver "$SOCK" deny nomatch 1 >"$RX_TMP/watch11" 2>&1 &
+WPID=$!
+assert_exit 75 as_agent env REXEC_SOCKET="$SOCK" "$REXEC_BIN" run lab1 svc.restart --param unit=u11 --json
+ID11=$(json challenge_id)
+wait_until 60 grep -q "\"challenge_id\": \"$ID11\".*\"event\": \"approval_expired\"" "$RX_TMP/watch11"
+kill "$WPID" 2>/dev/null; wait "$WPID" 2>/dev/null || true
+ws_edit 'c["limits"].pop("approval_ttl_s")'
+assert_exit 0 "$RX_PYTHON" "$CL" lines "$SOCK" '{"op":"reload","id":1}'
+
 # ---- the notify program: no secret leaves; its failures are counted, never the call's -------------
 assert_exit 75 as_agent env REXEC_SOCKET="$SOCK" "$REXEC_BIN" run lab1 svc.restart --param "unit=$TOKEN" --json
 IDT=$(json challenge_id)

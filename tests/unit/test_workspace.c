@@ -371,6 +371,20 @@ static void test_serve_clients(void **state)
     expect("{" HOSTS ", \"serve\": {\"socket_mode\": \"0400\"}}", REXEC_ECONFIG,
            "serve.socket_mode");
     expect("{" HOSTS ", \"serve\": {\"other\": 1}}", REXEC_ECONFIG, "serve");
+    /* approvals.notify: a program by absolute path, a bounded timeout */
+    ws = load("{" HOSTS ", \"approvals\": {\"notify\": {\"command\": [\"/bin/n\", \"a\"]}}}");
+    assert_string_equal(ws->serve.notify_argv[0], "/bin/n");
+    assert_string_equal(ws->serve.notify_argv[1], "a");
+    assert_null(ws->serve.notify_argv[2]);
+    assert_true(ws->serve.notify_timeout_s == 10);
+    rx_ws_free(ws);
+    expect("{" HOSTS ", \"approvals\": {\"notify\": {\"command\": [\"n\"]}}}", REXEC_ECONFIG,
+           "approvals.notify.command[0]: the program: an absolute path");
+    expect("{" HOSTS ", \"approvals\": {\"notify\": {\"command\": []}}}", REXEC_ECONFIG,
+           "approvals.notify.command");
+    expect("{" HOSTS ", \"approvals\": {\"notify\": {\"command\": [\"/n\"], \"timeout_s\": 0}}}",
+           REXEC_ECONFIG, "approvals.notify.timeout_s");
+    expect("{" HOSTS ", \"approvals\": {\"other\": 1}}", REXEC_ECONFIG, "approvals");
 }
 
 int main(void)
