@@ -78,12 +78,44 @@ def cut(s, width):
     return s if len(s) <= width else s[:max(width - 1, 0)] + "…"
 
 
+def wrap_plain(line, width, indent=14):
+    """line (visible() text) in rows of at most width characters, continued under its value."""
+    width = max(width, indent + 10)
+    rows = [line[:width]]
+    rest = line[width:]
+    while rest:
+        rows.append(" " * indent + rest[:width - indent])
+        rest = rest[width - indent:]
+    return rows
+
+
+def wrap_script(segs, width):
+    """The script's pieces as lines of at most width characters, indented by 4, parameters in
+    yellow and secrets in magenta (visible() already made every newline a \\n: one line in)."""
+    lines, line, room = [], "    ", max(width, 10)
+    for g in segs:
+        colour = {"param": "\x1b[33m", "secret": "\x1b[35m"}.get(g["kind"], "")
+        text = g["text"]
+        while text:
+            take = text[:room]
+            text = text[room:]
+            line += colour + take + ("\x1b[0m" if colour else "")
+            room -= len(take)
+            if room == 0:
+                lines.append(line)
+                line, room = "    ", max(width, 10)
+    if line.strip() or not lines:
+        lines.append(line)
+    return lines
+
+
 class Console:
     def __init__(self, approver, term):
         self.ap = approver
         self.t = term
         self.pending = {}       # id -> challenge object, in arrival order
         self.sel = 0
+        self.scroll = 0         # the detail view's first line
         self.view = "list"      # list | detail
         self.prompt = None      # {"kind": "code"|"comment"|"reason", "label", "text", "id", ...}
         self.status = "connecting to rexec serve..."
@@ -163,7 +195,18 @@ class Console:
                                                     "" if self.connected else " (not connected)")
         out.append("\x1b[1m%s\x1b[0m\r\n" % cut(title, w))
         room = h - 4
-        lines = self.detail_lines(w) if self.view == "detail" else self.list_lines(w, room)
+        if self.view == "detail":
+            lines = self.detail_lines(w)
+            if len(lines) <= room:
+                self.scroll = 0
+            else:  # the operator must be able to read all of it: a scroll line says there is more
+                body = room - 1
+                self.scroll = max(0, min(self.scroll, len(lines) - body))
+                lines = lines[self.scroll:self.scroll + body] + [
+                    "\x1b[7m  -- lines %d-%d of %d: j/k scroll --" % (
+                        self.scroll + 1, self.scroll + body, len(lines))]
+        else:
+            lines = self.list_lines(w, room)
         for ln in lines[:room]:
             out.append(ln + "\x1b[0m\r\n")
         out.append("\x1b[%d;1H" % (h - 1))
@@ -171,10 +214,13 @@ class Console:
         out.append("\x1b[%d;1H" % h)
         if self.prompt:
             p = self.prompt
-            out.append(cut("%s%s" % (p["label"], visible(p["text"])), w - 1) + "\x1b[?25h")
+            line = p["label"] + visible(p["text"])
+            if len(line) > w - 1:  # what is being typed stays in view
+                line = "…" + line[len(line) - (w - 2):]
+            out.append(line + "\x1b[?25h")
         else:
             keys = ("Enter: details  a: approve  d: deny  j/k: move  q: quit" if self.view == "list"
-                    else "a: approve  d: deny  Esc: back  q: quit")
+                    else "a: approve  d: deny  j/k: scroll  Esc: back  q: quit")
             out.append(cut(keys, w) + "\x1b[?25l")
         self.t.write("".join(out))
 
@@ -217,8 +263,7 @@ class Console:
         if not params:
             lines.append("  %-11s none" % "params:")
         for i, (k, v) in enumerate(sorted(params.items())):
-            lines.append("  %-11s \x1b[33m%s\x1b[0m=%s" % ("" if i else "params:", visible(k),
-                                                         visible(v)))
+            lines.append("  %-11s %s=%s" % ("" if i else "params:", visible(k), visible(v)))
         lines.append("  %-11s %s" % ("secrets:", ", ".join(visible(s) for s in names) +
                                       " (by name; values are never shown)" if names else "none"))
         lines.append("  script:")
@@ -226,12 +271,11 @@ class Console:
         for host, text in [(None, c.get("script"))] + sorted(scripts.items()):
             if host is not None:
                 lines.append("  script on %s:" % visible(host))
-            line = "    "
-            for g in script_segments(text, params, names):
-                colour = {"param": "\x1b[33m", "secret": "\x1b[35m"}.get(g["kind"], "")
-                line += colour + g["text"] + ("\x1b[0m" if colour else "")
-            lines.append(line)  # one line: visible() turned every newline into \n
-        return [ln if ln.count("\x1b[") else cut(ln, w) for ln in lines]
+            lines += wrap_script(script_segments(text, params, names), w - 4)
+        out = []
+        for ln in lines:  # nothing is cut: what is approved is read whole
+            out += [ln] if "\x1b[" in ln else wrap_plain(ln, w)
+        return out
 
     # ---- keys ---------------------------------------------------------------------------------
     def start_prompt(self, kind):
@@ -239,14 +283,16 @@ class Console:
         if c is None:
             self.status = "nothing to decide"
             return
+        self.view, self.scroll = "detail", 0  # what is decided on is on the screen while deciding
         if kind == "code":
             code = new_code()
             self.prompt = {"kind": "code", "id": cid, "code": code, "text": "",
-                           "label": "approve %s: type the code %s and press Enter (anything else "
-                                    "refuses): " % (cid, code)}
+                           "label": "type the code %s: " % code}
+            self.status = ("approving %s: type the code and press Enter (anything else refuses, "
+                           "Esc cancels)" % cid)
         else:
-            self.prompt = {"kind": "reason", "id": cid, "text": "",
-                           "label": "deny %s: reason (Enter sends, Esc cancels): " % cid}
+            self.prompt = {"kind": "reason", "id": cid, "text": "", "label": "reason: "}
+            self.status = "denying %s: say why, Enter sends, Esc cancels" % cid
 
     def prompt_done(self):
         p, self.prompt = self.prompt, None
@@ -255,7 +301,8 @@ class Console:
                 self.status = "wrong code: %s not approved" % p["id"]
                 return
             self.prompt = {"kind": "comment", "id": p["id"], "text": "",
-                           "label": "approve %s: comment (optional, Enter sends): " % p["id"]}
+                           "label": "comment (optional): "}
+            self.status = "approving %s: a comment for the record, Enter sends" % p["id"]
             return
         try:
             if p["kind"] == "comment":
@@ -295,12 +342,17 @@ class Console:
             return 0
         if k == "\x03":
             return 130
-        if k in ("\x1b[A", "k") and n:
+        if k in ("\x1b[A", "k") and self.view == "detail":
+            self.scroll = max(self.scroll - 1, 0)
+        elif k in ("\x1b[B", "j") and self.view == "detail":
+            self.scroll += 1  # bounded when drawn
+        elif k in ("\x1b[A", "k") and n:
             self.sel = (self.sel - 1) % n
         elif k in ("\x1b[B", "j") and n:
             self.sel = (self.sel + 1) % n
         elif k in ("\r", "\n"):
             self.view = "detail" if n else "list"
+            self.scroll = 0
         elif k in ("\x1b", "\x7f", "h"):
             self.view = "list"
         elif k == "a":

@@ -89,7 +89,7 @@ held_call beta "$RX_TMP/call_b"
 CID_B=$(challenge_of "$RX_TMP/call_b")
 wait_screen "$CID_B"
 key d
-wait_screen "deny $CID_B: reason"
+wait_screen "denying $CID_B"
 type_text "not during the freeze"
 key Enter
 wait_screen "denied $CID_B"
