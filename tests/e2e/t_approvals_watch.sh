@@ -25,6 +25,16 @@ TTYDIR=$RX_TMP/tty
 mkdir -m 0700 "$TTYDIR"
 chown "$APPROVER" "$TTYDIR"
 
+# ---- refused before any screen: no terminal (77), a user serve does not admit (77), no socket (64)
+assert_exit 77 setsid -w setpriv --reuid="$APPROVER" --regid="$APPROVER" --init-groups \
+    "$REXEC_BIN" approvals watch --socket "$SOCK" </dev/null
+assert_contains "$ERR" "needs an operator at a terminal"
+assert_exit 77 setpriv --reuid=nobody --regid=nogroup --clear-groups \
+    "$REXEC_BIN" approvals watch --socket "$SOCK"
+assert_contains "$ERR" "not admitted"
+assert_exit 64 env -u REXEC_SOCKET "$REXEC_BIN" approvals watch
+assert_contains "$ERR" "no serve socket"
+
 # A shell of the approver's in a 140x40 terminal.
 "${TM[@]}" new-session -d -s op -x 140 -y 40 \
     setpriv --reuid="$APPROVER" --regid="$APPROVER" --init-groups \

@@ -39,6 +39,11 @@ setpriv --reuid="$APPROVER" --regid="$APPROVER" --init-groups env HOME=/ \
 EXTRA_PIDS+=($!)
 poll_until 30 test -S "$WEBSOCK" || { _rx_show "web's stderr" "$RX_TMP/web.err"; fail "no web socket"; }
 assert_eq "600 $APPROVER" "$(stat -c '%a %U' "$WEBSOCK")" "the page's socket"
+# a second page on the same socket, or on anything but a Unix socket, is refused (64)
+assert_exit 64 as_approver "$REXEC_BIN" approvals web --listen "unix:$WEBSOCK" --socket "$SOCK"
+assert_contains "$ERR" "already listens"
+assert_exit 64 as_approver "$REXEC_BIN" approvals web --listen 127.0.0.1:8080 --socket "$SOCK"
+assert_contains "$ERR" "unix:PATH"
 RC=0
 setpriv --reuid=nobody --regid=nogroup --clear-groups "$RX_PYTHON" -c '
 import socket, sys
