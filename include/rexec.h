@@ -144,7 +144,15 @@ typedef struct rexec_request {
      * in the audit records as "client"; NULL for a local caller. */
     const char *client_user;
     unsigned client_uid;
+    /* The caller's W3C traceparent ("00-<32 hex>-<16 hex>-<2 hex>"), recorded in the audit
+     * records, the evidence's meta.json and the result; NULL for none. An invalid one ends the
+     * call before anything (REXEC_EREQUEST, exit 65); rexec_traceparent_check tells first. */
+    const char *traceparent;
 } rexec_request;
+
+/* 0 when value is a valid W3C traceparent, else REXEC_EREQUEST with err->msg saying what is
+ * wrong, prefixed with what ("--traceparent: the trace id must be ..."). */
+REXEC_API int rexec_traceparent_check(const char *value, const char *what, rexec_error *err);
 
 /* What a call did. Strings are owned by the call and valid during on_done only. */
 typedef struct rexec_result {
@@ -179,6 +187,7 @@ typedef struct rexec_result {
     int stdout_truncated_in_result, stderr_truncated_in_result;
     int cap_killed; /* the action's on_cap "kill" stopped the command when output passed the cap */
     const char *batch_id; /* the request's batch_id, or NULL */
+    const char *traceparent; /* the request's traceparent, or NULL */
 } rexec_result;
 
 enum { REXEC_STDOUT = 1, REXEC_STDERR = 2 };
@@ -472,6 +481,10 @@ typedef struct rexec_server_opts {
     double idle_timeout_s; /* close a client idle this long with nothing running; 0 = never */
     int log;               /* REXEC_SERVE_LOG_* */
     double stdin_timeout_s; /* the longest pause in a streamed stdin ("stdin_stream"); 0 = 60 */
+    /* Prometheus text (docs/metrics.md) written to this file every metrics_interval_s (0 = 15)
+     * and when serve stops, replaced whole (node_exporter's textfile collector); NULL: none. */
+    const char *metrics_file;
+    double metrics_interval_s;
 } rexec_server_opts;
 
 REXEC_API int rexec_server_start(rexec_ctx *ctx, const rexec_server_opts *opts, rexec_server **out,

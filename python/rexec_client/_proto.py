@@ -4,7 +4,8 @@ import json
 import os
 
 # Final replies: the request is over once one of these arrives.
-FINAL = ("done", "error", "pong", "list", "reloaded", "approvals", "approved", "denied")
+FINAL = ("done", "error", "pong", "list", "reloaded", "metrics", "approvals", "approved",
+         "denied")
 CANCEL_ID = "__cancel__"
 # stdin up to INLINE_MAX rides in the request line; more, or a file object, is streamed in
 # "stdin" lines of PIECE bytes (64 KiB as base64, under serve's 68 KiB line limit).
@@ -18,7 +19,8 @@ RAW_PIECE = 256 * 1024  # a raw piece, to a serve that takes them (at most 1 MiB
 # tests/install/t_serve_interface.sh holds them against it, and against what the functions below
 # really send. A new key of serve goes into one of the two.
 _CALL = ("op", "id", "targets", "action", "params", "stream", "stdin_base64", "stdin_stream",
-         "grant_id", "timeout_s", "rationale", "hypothesis_id", "parallel", "wait_approval_s")
+         "traceparent", "grant_id", "timeout_s", "rationale", "hypothesis_id",
+         "parallel", "wait_approval_s")
 SENDS = {
     "run": _CALL,
     "eval": _CALL,
@@ -30,6 +32,7 @@ SENDS = {
     "actions": ("op", "id"),
     "groups": ("op", "id"),
     "reload": ("op", "id"),
+    "metrics": ("op", "id"),
     "approvals": ("op", "id", "challenge_id"),
     "approve": ("op", "id", "challenge_id", "comment", "via"),  # via: approver.py (the web page)
     "deny": ("op", "id", "challenge_id", "reason", "via"),
@@ -99,7 +102,7 @@ def socket_path(path):
 
 def call_request(op, targets, action=None, params=None, *, stdin=None, grant_id=None,
                  timeout_s=None, rationale=None, hypothesis_id=None, parallel=None, stream=True,
-                 wait_approval_s=None):
+                 traceparent=None, wait_approval_s=None):
     """The request object of a run, eval or check (wait_approval_s: eval takes it and never
     waits)."""
     if op not in ("run", "eval", "check"):
@@ -116,7 +119,7 @@ def call_request(op, targets, action=None, params=None, *, stdin=None, grant_id=
         req["stdin_base64"] = base64.b64encode(as_bytes(stdin)).decode()
     for key, val in (("grant_id", grant_id), ("timeout_s", timeout_s), ("rationale", rationale),
                      ("hypothesis_id", hypothesis_id), ("parallel", parallel),
-                     ("wait_approval_s", wait_approval_s)):
+                     ("traceparent", traceparent), ("wait_approval_s", wait_approval_s)):
         if val is not None:
             req[key] = val
     return req

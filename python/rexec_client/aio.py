@@ -150,6 +150,10 @@ class AsyncClient:
     async def reload(self):
         return await self._simple("reload")
 
+    async def metrics(self):
+        """serve's metrics as Prometheus text (docs/metrics.md)."""
+        return (await self._simple("metrics"))["text"]
+
     # ---- approvers (serve.clients verbs approvals, approve, deny) ----------------------------
 
     async def _approval(self, op, challenge_id=None, note=None):

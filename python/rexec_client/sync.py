@@ -103,7 +103,7 @@ class Client:
 
     def start(self, op, targets, action=None, params=None, **kw):
         """Sends a run/eval/check and returns its Call (kw: stdin, grant_id, timeout_s,
-        rationale, hypothesis_id, parallel, stream)."""
+        rationale, hypothesis_id, parallel, stream, traceparent)."""
         s = self._connect()
         try:
             s.sendall(encode(call_request(op, targets, action, params, **kw)))
@@ -155,6 +155,10 @@ class Client:
     def reload(self):
         """Reloads rexec.json; RexecError (exit_status 78) when the new file does not load."""
         return self._simple("reload")
+
+    def metrics(self):
+        """serve's metrics as Prometheus text (docs/metrics.md)."""
+        return self._simple("metrics")["text"]
 
     # ---- approvers (serve.clients verbs approvals, approve, deny) ----------------------------
 

@@ -13,6 +13,8 @@
 
 #include "call.h"
 #include "err.h"
+#include "metrics.h"
+#include "traceparent.h"
 
 #define CALL_MAX_COMMAND (256 * 1024)
 #define CALL_MAX_SCRIPT (4 * 1024 * 1024)
@@ -196,6 +198,7 @@ static void call_free(rexec_call *c)
     free(c->rationale), free(c->hypothesis_id), free(c->evidence), free(c->batch_id);
     free(c->client_user);
     rx_ctx_fanout_release(c->ctx, c->fanout);
+    free(c->traceparent);
     rx_call_secrets_unpin(c); /* after its streams and evidence, which scanned with it */
     rx_call_ws_unpin(c);
     free(c);
@@ -218,6 +221,7 @@ static void call_report(rexec_call *c)
     rexec_result res;
     rx_call_result(c, &res);
     call_set(c, CALL_REPORTED);
+    rx_call_metrics(c, &res);
     if (c->cb.on_done)
         c->cb.on_done(c->cb.ud, &res);
     uv_close((uv_handle_t *)&c->defer, on_call_closed);
@@ -365,6 +369,7 @@ RX_UNITTEST_STATIC void on_exec_data(void *ud, int stream, const unsigned char *
         stream_past_cap(st, len);
         return;
     }
+    rx_metrics_count_redacted_bytes(len);
     rx_redact_feed(st->rs, data, len);
 }
 
@@ -398,12 +403,14 @@ static int call_copy_request(rexec_call *c, const rexec_request *req)
     c->grant_id = dup_or_null(req->grant_id);
     c->rationale = dup_or_null(req->rationale);
     c->hypothesis_id = dup_or_null(req->hypothesis_id);
+    c->traceparent = dup_or_null(req->traceparent);
     c->batch_id = dup_or_null(req->batch_id);
     c->client_user = dup_or_null(req->client_user);
     c->client_uid = req->client_uid;
     c->given = calloc(req->n_params + 1, sizeof(*c->given));
     if (!c->host_name || !c->action_name || !c->given || (req->grant_id && !c->grant_id) ||
         (req->rationale && !c->rationale) || (req->hypothesis_id && !c->hypothesis_id) ||
+        (req->traceparent && !c->traceparent) ||
         (req->batch_id && !c->batch_id) || (req->client_user && !c->client_user))
         return REXEC_ENOMEM;
     for (size_t i = 0; i < req->n_params; i++, c->n_given++) {
@@ -804,6 +811,8 @@ static void call_obj_cancel(rx_ctx_obj *o)
 int rexec_call_start(rexec_ctx *ctx, const rexec_request *req, const rexec_callbacks *cb,
                      rexec_call **out, rexec_error *err)
 {
+    if (req->traceparent && rx_traceparent_check(req->traceparent, "traceparent", err) != 0)
+        return REXEC_EREQUEST; /* an unusable request: nothing starts, nothing is recorded */
     rexec_call *c = calloc(1, sizeof(*c));
     if (c == NULL || ctx->closing)
         return free(c), rx_fail(err, ctx->closing ? REXEC_ECANCELLED : REXEC_ENOMEM,

@@ -97,6 +97,7 @@ struct rexec_call {
     char run_id[RX_RUN_ID_LEN];
     char *host_name, *action_name, *grant_id, *rationale, *hypothesis_id, *batch_id;
     char *client_user;   /* serve: the peer who asked (rexec_request.client_user), or NULL */
+    char *traceparent;   /* the caller's W3C traceparent (checked), or NULL */
     unsigned client_uid;
     rexec_param *given; /* the caller's parameters, copied */
     size_t n_given;
@@ -174,6 +175,9 @@ int rx_call_evidence_submit(rexec_call *c, void (*done)(rx_record_job *), rexec_
 int rx_call_evidence_done(rexec_call *c, rx_record_job *j);
 void rx_call_outcome(rexec_call *c);
 void rx_call_result(rexec_call *c, rexec_result *res);
+/* Counts the reported call in the metrics (src/base/metrics.h): its decision, how it ended,
+ * its duration; an eval by its decision only. */
+void rx_call_metrics(const rexec_call *c, const rexec_result *res);
 const char *rx_verdict_name(rx_verdict v);
 
 /* The registry (call.c): track from creation; when the object goes, untrack it, free it, then

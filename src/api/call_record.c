@@ -11,6 +11,8 @@
 
 #include "call.h"
 #include "err.h"
+#include "metrics.h"
+#include "traceparent.h"
 
 static const char *const sig_names[] = {
     NULL,   "HUP",  "INT",  "QUIT", "ILL",  "TRAP", "ABRT",   "BUS",  "FPE",  "KILL", "USR1",
@@ -299,6 +301,8 @@ static int call_audit_text(rexec_call *c, const char *phase, char **text, rexec_
     add_redacted(c, o, "error", c->err.code ? c->err.msg : NULL);
     add_redacted(c, o, "rationale", c->rationale);
     add_redacted(c, o, "hypothesis_id", c->hypothesis_id);
+    if (c->traceparent) /* only when given: records without it stay as they were */
+        add_redacted(c, o, "traceparent", c->traceparent);
     r = rx_audit_render(o, call_redactor(c), text, err);
     cJSON_Delete(o);
     return r;
@@ -350,6 +354,8 @@ int rx_call_evidence_submit(rexec_call *c, void (*done)(rx_record_job *), rexec_
     cJSON_AddStringToObject(meta, "run_id", c->run_id);
     if (c->batch_id)
         cJSON_AddStringToObject(meta, "batch_id", c->batch_id);
+    if (c->traceparent)
+        add_redacted(c, meta, "traceparent", c->traceparent);
     cJSON_AddStringToObject(meta, "host", c->host->name);
     cJSON_AddStringToObject(meta, "action", c->action->name);
     add_decision(c, meta);
@@ -405,6 +411,7 @@ void rx_call_result(rexec_call *c, rexec_result *res)
     memset(res, 0, sizeof(*res));
     res->run_id = c->run_id;
     res->batch_id = c->batch_id;
+    res->traceparent = c->traceparent;
     /* the caller's text: a name typed wrong may be a secret pasted in the wrong field */
     res->host = shown(c, &c->shown_host, c->host_name);
     res->action = shown(c, &c->shown_action, c->action_name);
@@ -430,4 +437,21 @@ void rx_call_result(rexec_call *c, rexec_result *res)
         res->stdout_truncated_in_result = o->result_truncated || o->truncated;
         res->stderr_truncated_in_result = e->result_truncated || e->truncated;
     }
+}
+
+void rx_call_metrics(const rexec_call *c, const rexec_result *res)
+{
+    int decision = rx_metrics_decision(res->decision);
+    if (c->eval_only) {
+        rx_metrics_count_eval(decision);
+        return;
+    }
+    rx_metrics_count_call(decision, rx_metrics_exit_class(res->exit_status, res->timed_out,
+                                                          res->err == REXEC_ECANCELLED),
+                          (uv_hrtime() - c->t0_ns) / 1000);
+}
+
+int rexec_traceparent_check(const char *value, const char *what, rexec_error *err)
+{
+    return rx_traceparent_check(value, what ? what : "traceparent", err);
 }

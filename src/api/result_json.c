@@ -72,6 +72,8 @@ cJSON *rx_result_json(const rexec_result *r)
     rx_json_add_str(o, "run_id", r->run_id);
     if (r->batch_id)
         rx_json_add_str(o, "batch_id", r->batch_id);
+    if (r->traceparent)
+        rx_json_add_str(o, "traceparent", r->traceparent);
     rx_json_add_str(o, "host", r->host);
     rx_json_add_str(o, "action", r->action);
     rx_json_add_str(o, "decision", r->decision);

@@ -21,6 +21,7 @@
 #include "request.h"
 #include "serve_approvals.h"
 #include "serve_log.h"
+#include "serve_metrics.h"
 #include "serve_peer.h"
 #include "serve_stdin.h"
 
@@ -72,6 +73,7 @@ struct rexec_server {
     void *stopped_ud;
     rx_serve_log log;
     rx_hub *hub; /* approvals: the approver ops, watchers, waits (serve_approvals.c) */
+    rx_metrics_file *metrics_file; /* --metrics-file, or NULL */
 };
 
 struct serve_client {
@@ -291,7 +293,7 @@ static void send_error(serve_client *cl, const cJSON *id, int code, const char *
 
 static rx_serve_log_who who_of(const rx_peer *p, const char *op, const cJSON *id)
 {
-    return (rx_serve_log_who){p ? (long)p->uid : -1, p ? p->user : NULL, op, id};
+    return (rx_serve_log_who){p ? (long)p->uid : -1, p ? p->user : NULL, op, id, NULL};
 }
 
 static uint64_t ms_since(uint64_t t0)
@@ -343,6 +345,7 @@ static void req_done(serve_req *q)
     client_send(q->cl, o);
     cJSON_Delete(o);
     rx_serve_log_who w = who_of(&q->peer, q->op, q->id);
+    w.traceparent = q->parsed.traceparent;
     rx_serve_log_request(&q->srv->log, q->srv->ctx, &w, q->listed, q->worst, ms_since(q->t0), NULL);
     rexec_server *s = q->srv;
     serve_client *cl = q->cl;
@@ -419,6 +422,7 @@ static void on_call_done(void *ud, const rexec_result *r)
     serve_call *sc = ud;
     serve_req *q = sc->req;
     rx_serve_log_who w = who_of(&q->peer, q->op, q->id);
+    w.traceparent = q->parsed.traceparent;
     sc->call = NULL;
     rx_serve_log_call(&q->srv->log, q->srv->ctx, &w, r);
     if (!sc->gated)
@@ -1072,6 +1076,41 @@ static int do_reload(serve_client *cl, const cJSON *root, rexec_error *err)
     return 0;
 }
 
+/* The metrics text with serve's own gauges (its clients by state, its requests) counted now. */
+static int server_metrics_text(void *ud, rx_buf *out)
+{
+    rexec_server *s = ud;
+    rx_metrics_gauges g = {0};
+    static const int cls[] = {[CL_READING] = RX_MCLI_READING, [CL_DRAINING] = RX_MCLI_DRAINING,
+                              [CL_FLUSHING] = RX_MCLI_FLUSHING, [CL_CLOSING] = RX_MCLI_CLOSING,
+                              [CL_CLOSED] = RX_MCLI_CLOSING};
+    for (serve_client *cl = s->clients; cl; cl = cl->next)
+        g.serve_clients[cls[cl->state]]++;
+    g.requests_in_flight = s->reqs_alive;
+    return rx_serve_metrics_render(s->ctx, &g, out);
+}
+
+/* {"op":"metrics"}: the Prometheus text (docs/metrics.md) in one line's "text". */
+static int do_metrics(serve_client *cl, const cJSON *root, rexec_error *err)
+{
+    rx_buf b;
+    int r = rx_serve_check_keys(root, "metrics", err);
+    if (r != 0)
+        return r;
+    rx_buf_init(&b, (size_t)1 << 20);
+    if (server_metrics_text(cl->srv, &b) != 0) {
+        rx_buf_free(&b);
+        return rx_fail(err, REXEC_ENOMEM, "out of memory");
+    }
+    cJSON *o = reply_to(cJSON_GetObjectItemCaseSensitive(root, "id"), "metrics");
+    cJSON_AddStringToObject(o, "format", "text/plain; version=0.0.4");
+    cJSON_AddStringToObject(o, "text", (const char *)b.data);
+    client_send(cl, o);
+    cJSON_Delete(o);
+    rx_buf_free(&b);
+    return 0;
+}
+
 /* The verbs of the workspace as loaded now (a reload may have changed serve.clients). */
 static unsigned client_verbs(serve_client *cl)
 {
@@ -1144,6 +1183,8 @@ static void handle_line(serve_client *cl, const char *line, size_t len)
     else if (r == 0 && (strcmp(op, "approvals") == 0 || strcmp(op, "approve") == 0 ||
                         strcmp(op, "deny") == 0 || strcmp(op, "watch") == 0))
         r = rx_hub_op(cl->srv->hub, cl, &cl->peer, root, op, &e);
+    else if (r == 0 && strcmp(op, "metrics") == 0)
+        r = do_metrics(cl, root, &e);
     else if (r == 0 && (strcmp(op, "ping") == 0 || strcmp(op, "hosts") == 0 ||
                         strcmp(op, "actions") == 0 || strcmp(op, "groups") == 0))
         r = do_simple(cl, root, op, &e);
@@ -1560,6 +1601,8 @@ static size_t hub_queued(void *cl)
 static void hub_drop(void *cl, const char *why)
 {
     serve_client *c = cl;
+    fprintf(stderr, "rexec serve: user %s (uid %u): %s\n", c->peer.user, (unsigned)c->peer.uid,
+            why);
     send_error(c, NULL, REXEC_ENOMEM, why);
     client_stop_reading(c);
     if (c->reqs == NULL)
@@ -1680,7 +1723,11 @@ int rexec_server_start(rexec_ctx *ctx, const rexec_server_opts *opts, rexec_serv
     s->stdin_timeout_s = opts->stdin_timeout_s > 0 ? opts->stdin_timeout_s : SERVE_STDIN_TIMEOUT_S;
     if ((r = rx_serve_log_init(&s->log, opts->log, err)) != 0 ||
         (r = rx_serve_ws_check(ctx->ws, err)) != 0 ||
-        (r = server_listen_setup(s, opts, err)) != 0) {
+        (r = server_listen_setup(s, opts, err)) != 0 ||
+        (opts->metrics_file != NULL &&
+         (r = rx_metrics_file_start(ctx->loop, opts->metrics_file,
+                                    opts->metrics_interval_s > 0 ? opts->metrics_interval_s : 15,
+                                    server_metrics_text, s, &s->metrics_file, err)) != 0)) {
         rx_serve_log_close(&s->log);
         free(s->path);
         free(s);
@@ -1752,6 +1799,7 @@ static void server_maybe_done(rexec_server *s)
         return;
     void (*cb)(void *) = s->on_stopped;
     void *ud = s->stopped_ud;
+    rx_metrics_file_close(s->metrics_file); /* its last write: every call has reported */
     rx_serve_log_close(&s->log);
     free(s->path);
     free(s);

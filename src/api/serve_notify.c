@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "metrics.h"
 #include "serve_notify.h"
 
 typedef struct notify_job notify_job;
@@ -52,6 +53,7 @@ static void job_fail(notify_job *j, const char *fmt, const char *what)
         return;
     j->failed = 1;
     j->n->failures++;
+    rx_metrics_count_notify_failure(); /* rexec_notify_failures_total (docs/metrics.md) */
     fprintf(stderr, "rexec serve: approvals.notify for %s: ", j->about);
     fprintf(stderr, fmt, what);
     fprintf(stderr, " (the call is not affected; %lu notification(s) failed so far)\n",
@@ -184,6 +186,7 @@ void rx_notify_start(rx_notifier *n, char *const argv[], double timeout_s, const
         return;
     if (n->running >= RX_NOTIFY_RUNNING || (j = calloc(1, sizeof(*j))) == NULL) {
         n->failures++;
+        rx_metrics_count_notify_failure();
         fprintf(stderr, "rexec serve: approvals.notify for %s: not started (%s; %lu "
                 "notification(s) failed so far)\n", about, n->running >= RX_NOTIFY_RUNNING ?
                 "16 still run" : "out of memory", n->failures);

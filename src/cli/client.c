@@ -95,6 +95,8 @@ static char *request_line(const rexec_request *req, const char *op, const char *
             cJSON_AddStringToObject(o, "rationale", req->rationale);
         if (req->hypothesis_id)
             cJSON_AddStringToObject(o, "hypothesis_id", req->hypothesis_id);
+        if (req->traceparent)
+            cJSON_AddStringToObject(o, "traceparent", req->traceparent);
         cJSON_AddBoolToObject(o, "stream", stream);
         if (parallel > 0)
             cJSON_AddNumberToObject(o, "parallel", parallel);
@@ -219,7 +221,7 @@ static void on_result(client *c, const cJSON *o)
                       .containment = js(o, "containment"), .evidence = js(o, "evidence"),
                       .challenge_id = js(o, "challenge_id"), .rendered = js(o, "rendered"),
                       .error = js(o, "error"), .exit_status = (int)jn(o, "exit_status", 70),
-                      .batch_id = js(o, "batch_id"),
+                      .batch_id = js(o, "batch_id"), .traceparent = js(o, "traceparent"),
                       .stdout_truncated_in_result = jb(o, "stdout_truncated_in_result"),
                       .stderr_truncated_in_result = jb(o, "stderr_truncated_in_result"),
                       .cap_killed = jb(o, "cap_killed")};

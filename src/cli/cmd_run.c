@@ -18,6 +18,7 @@
 
 typedef struct run_opts {
     const char *targets, *action, *request_file, *stdin_file, *grant, *socket;
+    const char *traceparent; /* --traceparent */
     int stdin_stream; /* a regular --stdin file goes to the library by name: streamed */
     int via_socket;   /* through serve: any --stdin FILE ("-" too) goes by name to the client */
     rexec_param params[MAX_PARAMS];
@@ -247,6 +248,8 @@ static int parse_option(run_opts *o, int argc, char **argv, int *i)
                         : (o->grant = v, 0);
     if ((v = cli_opt_value(argc, argv, i, "--socket", &missing)))
         return o->socket = v, 0;
+    if ((v = cli_opt_value(argc, argv, i, "--traceparent", &missing)))
+        return o->traceparent = v, 0;
     if ((v = cli_opt_value(argc, argv, i, "--timeout", &missing)))
         return parse_number("--timeout", v, 0.001, 604800, &o->timeout_s);
     if ((v = cli_opt_value(argc, argv, i, "--parallel", &missing))) {
@@ -348,6 +351,24 @@ typedef struct run_inputs {
     rexec_param *params;
 } run_inputs;
 
+/* The caller's W3C traceparent: --traceparent, else the request's, else $TRACEPARENT (as
+ * OpenTelemetry's environment carrier sets it). One that is not valid is a usage error: nothing
+ * runs. */
+static int trace_context(const run_opts *o, rexec_request *req)
+{
+    const char *env = getenv("TRACEPARENT"), *what = "--traceparent";
+    rexec_error e;
+    if (o->traceparent)
+        req->traceparent = o->traceparent;
+    else if (req->traceparent == NULL && env != NULL)
+        req->traceparent = env, what = "$TRACEPARENT";
+    else
+        return 0; /* none, or the request's (checked when it was parsed) */
+    if (rexec_traceparent_check(req->traceparent, what, &e) != 0)
+        return cli_error(64, "%s", e.msg);
+    return 0;
+}
+
 /* The request: --request FILE first, then the command line's ACTION, --param and --stdin. */
 static int build_request(run_opts *o, run_inputs *in, rexec_request *req)
 {
@@ -398,6 +419,9 @@ static int build_request(run_opts *o, run_inputs *in, rexec_request *req)
     if (o->timeout_s > 0)
         req->timeout_s = o->timeout_s;
     req->grant_id = o->grant;
+    int r = trace_context(o, req);
+    if (r != 0)
+        return r;
     req->eval_only = o->eval;
     req->capture = o->json;
     return 0;

@@ -40,7 +40,7 @@ static const char overview[] =
 static const char run_help[] =
     "usage: rexec run TARGETS ACTION [--param NAME=VALUE]... [--request FILE] [--stdin FILE]\n"
     "                 [--approve | --grant ID] [--timeout S] [--json] [--parallel N]\n"
-    "                 [--socket PATH]\n"
+    "                 [--socket PATH] [--traceparent VALUE]\n"
     "\n"
     "Runs ACTION from the catalog on each target host. TARGETS is a host name, a\n"
     "comma-separated list, or @group. The redacted remote stdout and stderr go to rexec's\n"
@@ -65,6 +65,9 @@ static const char run_help[] =
     "                          (stdout/stderr that are not UTF-8 come as stdout_base64/...)\n"
     "  --parallel N            hosts at once (default 16)\n"
     "  --socket PATH           through a running `rexec serve` (as the global option)\n"
+    "  --traceparent VALUE     a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>) recorded in the\n"
+    "                          audit records, meta.json, serve's log and the --json result;\n"
+    "                          else $TRACEPARENT; an invalid one exits 64, nothing runs\n"
     "\n"
     "Exit status with one host: the remote command's (0-254), else 255 host unavailable,\n"
     "64 usage, 65 bad request/parameter, 74 audit failure, 75 approval required, 77 denied,\n"
@@ -78,11 +81,11 @@ static const char run_help[] =
 static const char eval_help[] =
     "usage: rexec eval TARGETS ACTION [--param NAME=VALUE]... [--request FILE] [--stdin FILE]\n"
     "                  [--approve | --grant ID] [--timeout S] [--json] [--parallel N]\n"
-    "                  [--socket PATH]\n"
+    "                  [--socket PATH] [--traceparent VALUE]\n"
     "\n"
     "The options are run's (`rexec help run`): eval answers for exactly the call run would\n"
     "make with them (--param, --request, --stdin, --grant, --approve, --timeout, --json,\n"
-    "--parallel, --socket).\n"
+    "--parallel, --socket, --traceparent).\n"
     "The gate's decision for the call, without running anything, writing a challenge or\n"
     "consuming a grant: ALLOW, DENY or REQUIRES_APPROVAL with its reason code and the\n"
     "rendered command (secrets by name only). Exit 0 for ALLOW, 75 for REQUIRES_APPROVAL,\n"
@@ -233,13 +236,16 @@ static const char audit_help[] =
 
 static const char serve_help[] =
     "usage: rexec serve --socket PATH [--idle-timeout S] [--stdin-timeout S]\n"
-    "                   [--log auto|json|journal|off]\n"
+    "                   [--log auto|json|journal|off] [--metrics-file PATH]\n"
+    "                   [--metrics-interval-s N]\n"
     "\n"
     "A long-lived controller on a Unix socket, speaking newline-delimited JSON (run, eval,\n"
-    "check, cancel, stdin, ping, hosts, actions, groups, reload). Its own user may use every op; the\n"
-    "users and groups in rexec.json's serve.clients only the verbs listed there (never\n"
-    "approve); anyone else is refused. The socket is 0600 unless serve.clients asks for\n"
-    "more (serve.socket_mode, serve.socket_group). See docs/gate.md, \"Two users\".\n"
+    "check, cancel, stdin, ping, hosts, actions, groups, reload, metrics, approvals, approve,\n"
+    "deny, watch). Its own user may use every op; the users and groups in rexec.json's\n"
+    "serve.clients only the verbs listed there (approve never with run or eval, and no uid\n"
+    "approves its own request); anyone else is refused. The socket is 0600 unless\n"
+    "serve.clients asks for more (serve.socket_mode, serve.socket_group). See docs/gate.md,\n"
+    "\"Two users\" and \"Approvers on serve\".\n"
     "Connections to hosts stay warm between calls. SIGHUP reloads rexec.json (a file that does\n"
     "not load is refused; calls in flight finish on their configuration); SIGTERM stops.\n"
     "--log: one structured line per request and per call (time, client uid and user, op, id,\n"
@@ -249,6 +255,8 @@ static const char serve_help[] =
     "--idle-timeout S: close a client idle that long with nothing running (default 300, 0 never).\n"
     "--stdin-timeout S: a run sent with \"stdin_stream\" whose stdin pauses longer than S\n"
     "(no \"stdin\" line, no byte of a raw piece) ends, nothing run (default 60).\n"
+    "--metrics-file PATH: Prometheus text (docs/metrics.md) for node_exporter's textfile\n"
+    "collector, replaced whole every --metrics-interval-s N seconds (default 15) and at exit.\n"
     "See docs/serve-protocol.md.\n";
 
 static const struct {

@@ -28,6 +28,7 @@ static const cli_opt run_opts[] = {
     {"--json", NULL, NULL, "one JSON object per host on stdout"},
     {"--parallel", NULL, "N", "hosts at once (default limits.parallel, 16)"},
     {"--socket", NULL, "PATH", "through a running `rexec serve` (as the global option)"},
+    {"--traceparent", NULL, "VALUE", "a W3C traceparent recorded with the call (or $TRACEPARENT)"},
     {NULL, NULL, NULL, NULL},
 };
 static const cli_opt check_opts[] = {
@@ -111,6 +112,8 @@ static const cli_opt serve_opts[] = {
     {"--idle-timeout", NULL, "S", "close a client idle that long (default 300, 0 never)"},
     {"--stdin-timeout", NULL, "S", "end a streamed stdin that pauses longer (default 60)"},
     {"--log", NULL, "auto|json|journal|off", "one structured line per request and per call"},
+    {"--metrics-file", NULL, "PATH", "Prometheus text for node_exporter, replaced every interval"},
+    {"--metrics-interval-s", NULL, "N", "how often --metrics-file is written (default 15)"},
     {NULL, NULL, NULL, NULL},
 };
 

@@ -24,11 +24,12 @@ enum {
     RX_VERB_LIST = 1u << 4,   /* hosts, actions, groups */
     RX_VERB_RELOAD = 1u << 5,
     RX_VERB_PING = 1u << 6,
-    RX_VERB_APPROVALS = 1u << 7, /* approvals (list, show), watch */
-    RX_VERB_APPROVE = 1u << 8,   /* approve: never with run or eval (the same uid would approve
+    RX_VERB_METRICS = 1u << 7,
+    RX_VERB_APPROVALS = 1u << 8, /* approvals (list, show), watch */
+    RX_VERB_APPROVE = 1u << 9,   /* approve: never with run or eval (the same uid would approve
                                   * what it asks for) */
-    RX_VERB_DENY = 1u << 9,
-    RX_VERB_ALL = (1u << 10) - 1
+    RX_VERB_DENY = 1u << 10,
+    RX_VERB_ALL = (1u << 11) - 1
 };
 
 /* serve's socket mode when the section lists clients and gives no socket_mode: 0660 with a

@@ -8,10 +8,14 @@ scripts/bench.d/approval.py), on serve's socket: one JSON line each way, no slee
                                                 challenge whose params.unit is UNIT; print every
                                                 event; exit after N decisions
   lines SOCK JSON...                            send each line, print the first reply to each
+  slow SOCK GO_FILE                             watch, then read nothing until GO_FILE exists;
+                                                then print every line until serve closes
 """
 import json
+import os
 import socket
 import sys
+import time
 
 
 def connect(path):
@@ -85,10 +89,22 @@ def lines(path, *reqs):
     return 0
 
 
+def slow(path, go):
+    s, f = connect(path)
+    send(s, {"op": "watch", "id": "w"})
+    while not os.path.exists(go):  # a watcher that does not read (the test says when to)
+        time.sleep(0.05)
+    for line in f:
+        print(line.decode().strip()[:300], flush=True)
+    return 0
+
+
 if __name__ == "__main__":
     cmd, args = sys.argv[1], sys.argv[2:]
     if cmd == "run":
         sys.exit(run(*args[:5], leave=len(args) > 5 and args[5] == "leave"))
+    if cmd == "slow":
+        sys.exit(slow(*args))
     if cmd == "approver":
         sys.exit(approver(args[0], args[1], args[2], int(args[3]), *args[4:5]))
     sys.exit(lines(*args))

@@ -110,6 +110,42 @@ try:
 except RexecError as e:
     assert e.exit_status == 255, e
 
+# ---- approvers: approvals, approve, deny, watch; a run that waits for a decision ----
+import subprocess
+def challenge(unit):  # made by the rexec process itself (no serve client: no requester)
+    p = subprocess.run([os.environ["REXEC_BIN"], "--workspace", os.environ["WS"], "run", "lab1",
+                        "svc.restart", "--param", "unit=" + unit, "--json"], capture_output=True,
+                       text=True)
+    return __import__("json").loads(p.stdout)["challenge_id"]
+ida, idd = challenge("pya"), challenge("pyd")
+pending = {x["challenge_id"]: x for x in c.approvals()}
+assert ida in pending and idd in pending, pending
+assert pending[ida]["hosts"] == ["lab1"] and pending[ida]["params"] == {"unit": "pya"}, pending[ida]
+assert pending[ida]["requester"] is None and pending[ida]["state"] == "pending", pending[ida]
+r = c.approve(ida, comment="py ok")
+assert r["challenge_id"] == ida and r["via"] == "socket", r
+assert c.approvals(ida)[0]["comment"] == "py ok", c.approvals(ida)
+r = c.deny(idd, reason="py no")
+assert r["challenge_id"] == idd and "denied_by" in r, r
+try:
+    c.approve(idd)
+    raise AssertionError("no RexecError")
+except RexecError as e:
+    assert e.exit_status == 77 and "denied" in e.message, e
+try:
+    c.approve("ch-12")
+    raise AssertionError("no RexecError")
+except RexecError as e:
+    assert e.exit_status == 65, e
+# waiting: serve's own user may not approve its own request, so this one runs out of time
+r = c.run("lab1", "svc.restart", {"unit": "pyw"}, wait_approval_s=1)
+assert r["exit_status"] == 77 and r["challenge"]["hosts"] == ["lab1"], r
+assert "no decision within wait_approval_s" in r["results"][0]["error"], r
+idw = challenge("pyw2")
+for ev in c.watch():  # the pending ones first
+    if ev["event"] == "approval_pending" and ev["challenge"]["challenge_id"] == idw:
+        break
+
 # ---- asyncio: 10 at once, streaming, cancel ----
 async def main():
     ac = AsyncClient(sock)
@@ -150,7 +186,8 @@ async def main():
 asyncio.run(main())
 print("python client ok")
 PY
-assert_exit 0 env SITE="$RX_TMP/site" PYTHONPATH="$RX_TMP/site" timeout 300 "$RX_PYTHON" "$RX_TMP/t.py" "$SOCK" "$GATE" "$HOLD"
+assert_exit 0 env SITE="$RX_TMP/site" PYTHONPATH="$RX_TMP/site" REXEC_BIN="$REXEC_BIN" WS="$WS" \
+    timeout 300 "$RX_PYTHON" "$RX_TMP/t.py" "$SOCK" "$GATE" "$HOLD"
 assert_contains "$OUT" "python client ok"
 cat "$OUT"
 

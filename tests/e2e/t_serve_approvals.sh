@@ -227,6 +227,24 @@ kill "$WPID" 2>/dev/null; wait "$WPID" 2>/dev/null || true
 ws_edit 'c["limits"].pop("approval_ttl_s")'
 assert_exit 0 "$RX_PYTHON" "$CL" lines "$SOCK" '{"op":"reload","id":1}'
 
+# ---- a watcher that does not read is dropped, with a line saying so; serve goes on -----------------
+# 60 KiB commands make 60 KiB events: the socket's buffer and then 1 MiB fill after some 20
+ws_add_action t.big "{\"risk\": \"L2\", \"command\": \": $(head -c 61440 /dev/zero | tr '\0' x); echo {unit}\",
+                     \"params\": {\"unit\": {\"type\": \"string\"}}}"
+assert_exit 0 "$RX_PYTHON" "$CL" lines "$SOCK" '{"op":"reload","id":1}'
+GO=$RX_TMP/go
+as_appr "$RX_PYTHON" "$CL" slow "$SOCK" "$GO" >"$RX_TMP/slow" 2>&1 &
+SPID=$!
+for i in $(seq 40); do
+    assert_exit 75 as_agent env REXEC_SOCKET="$SOCK" "$REXEC_BIN" run lab1 t.big --param "unit=b$i"
+    grep -q "fell behind" "$RX_TMP/serve.err" && break
+done
+touch "$GO"
+wait "$SPID" || fail "the slow watcher failed"
+assert_contains "$RX_TMP/slow" 'watch: this client fell behind (more than 1 MiB of events unread): dropped'
+assert_exit 0 as_appr "$RX_PYTHON" "$CL" lines "$SOCK" '{"op":"ping","id":1}'
+assert_contains "$OUT" '"type": "pong"'
+
 # ---- the notify program: no secret leaves; its failures are counted, never the call's -------------
 assert_exit 75 as_agent env REXEC_SOCKET="$SOCK" "$REXEC_BIN" run lab1 svc.restart --param "unit=$TOKEN" --json
 IDT=$(json challenge_id)
@@ -254,6 +272,8 @@ assert_contains "$RX_TMP/serve.err" "more than 1 MiB on stdout: killed"
 assert_contains "$RX_TMP/serve.err" "cannot start it: no such file or directory"
 assert_exit 0 as_appr "$RX_PYTHON" "$CL" lines "$SOCK" '{"op":"approvals","id":1}'
 assert_contains "$OUT" '"notify_failures": 4'
+assert_exit 0 "$RX_PYTHON" "$CL" lines "$SOCK" '{"op":"metrics","id":1}'
+assert_contains "$OUT" 'rexec_notify_failures_total 4'
 assert_not_contains "$RX_TMP/serve.err" "$TOKEN"
 
 kill -TERM "$SERVE_PID"

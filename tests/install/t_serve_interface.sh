@@ -63,8 +63,8 @@ for op in table["ops"]:
     if op == "stdin":
         continue  # a line with every key is refused as a piece: it ends that request (checked above)
     got = ask(line, lambda m: m.get("id") == n and m.get("type") in
-              ("error", "done", "pong", "list", "reloaded", "cancelled", "approvals", "approved",
-               "denied", "watching"))
+              ("error", "done", "pong", "list", "reloaded", "cancelled", "metrics", "approvals",
+               "approved", "denied", "watching"))
     if "unknown key" in text(got):
         bad.append("%s: a line with every key of the table got %r" % (op, text(got)))
 got = ask({"op": "frob", "id": "o"}, lambda m: m.get("id") == "o")
