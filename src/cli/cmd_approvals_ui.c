@@ -11,9 +11,12 @@
 #include "cli.h"
 
 /* What runs the module: it says clearly when the Python client is not installed (69), else
- * hands the arguments to the module's main(). */
+ * hands the arguments to the module's main(). The module comes from python3's own path and
+ * $PYTHONPATH, never from the directory rexec was started in. */
 static const char launcher[] =
     "import sys\n"
+    "sys.path = [p for p in sys.path if p not in ('', '.')]\n" /* -c puts the working directory
+                                                              * first: never import from it */
     "try:\n"
     "    import importlib\n"
     "    m = importlib.import_module('rexec_client.' + sys.argv[1])\n"
