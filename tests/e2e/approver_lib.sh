@@ -31,11 +31,15 @@ _approver_cleanup() {
     [[ -z $SERVE_PID ]] || stop_gently "$SERVE_PID"
     [[ -z ${APPROVER_CLEANUP_HOOK:-} ]] || "$APPROVER_CLEANUP_HOOK"
     if [[ -n $APPROVER_MADE ]]; then
+        # its processes end on their own once their parents are gone (the tmux pane's shell, the
+        # sshd session of the tunnel): userdel refuses a user that still has one
+        poll_until 30 _approver_gone || echo "cleanup: $APPROVER_MADE still has processes" >&2
         userdel "$APPROVER_MADE" || echo "cleanup: userdel $APPROVER_MADE failed" >&2
     fi
     (exit "$rc")
     _rx_cleanup
 }
+_approver_gone() { ! pgrep -u "$APPROVER_MADE" >/dev/null; }
 trap _approver_cleanup EXIT
 
 as_approver() {
