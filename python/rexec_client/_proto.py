@@ -21,8 +21,10 @@ RAW_PIECE = 256 * 1024  # a raw piece, to a serve that takes them (at most 1 MiB
 _CALL = ("op", "id", "targets", "action", "params", "stream", "stdin_base64", "stdin_stream",
          "traceparent", "grant_id", "timeout_s", "rationale", "hypothesis_id",
          "parallel", "wait_approval_s")
+# run only: a fan-out's batches, canary, failure threshold and retries (eval runs nothing)
+_FANOUT = ("batch", "canary", "max_failures", "retry_unavailable")
 SENDS = {
-    "run": _CALL,
+    "run": _CALL + _FANOUT,
     "eval": _CALL,
     "check": ("op", "id", "targets"),
     "cancel": ("op", "id", "target"),
@@ -102,9 +104,11 @@ def socket_path(path):
 
 def call_request(op, targets, action=None, params=None, *, stdin=None, grant_id=None,
                  timeout_s=None, rationale=None, hypothesis_id=None, parallel=None, stream=True,
-                 traceparent=None, wait_approval_s=None):
-    """The request object of a run, eval or check (wait_approval_s: eval takes it and never
-    waits)."""
+                 traceparent=None, batch=None, canary=None, max_failures=None,
+                 retry_unavailable=None, wait_approval_s=None):
+    """The request object of a run, eval or check. batch and max_failures: an int N or a str
+    "N" / "P%"; canary, retry_unavailable: ints; run only (eval runs nothing: not sent).
+    wait_approval_s: eval takes it and never waits."""
     if op not in ("run", "eval", "check"):
         raise RexecError("op must be run, eval or check", 64)
     req = {"op": op, "id": 1, "targets": targets}
@@ -121,6 +125,10 @@ def call_request(op, targets, action=None, params=None, *, stdin=None, grant_id=
                      ("hypothesis_id", hypothesis_id), ("parallel", parallel),
                      ("traceparent", traceparent), ("wait_approval_s", wait_approval_s)):
         if val is not None:
+            req[key] = val
+    for key, val in (("batch", batch), ("canary", canary), ("max_failures", max_failures),
+                     ("retry_unavailable", retry_unavailable)):
+        if val is not None and op == "run":
             req[key] = val
     return req
 
@@ -205,6 +213,8 @@ class Collector:
             self.result["results"].append(strip(m))
         elif t == "done":
             self.result["exit_status"] = m.get("exit_status")
+            if "stopped" in m:  # a run's failure threshold kept hosts from starting
+                self.result["stopped"] = m["stopped"]
         elif t == "challenge":  # wait_approval_s: held for this challenge's decision
             self.result["challenge"] = strip(m)
         if t in FINAL:

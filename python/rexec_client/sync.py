@@ -103,7 +103,8 @@ class Client:
 
     def start(self, op, targets, action=None, params=None, **kw):
         """Sends a run/eval/check and returns its Call (kw: stdin, grant_id, timeout_s,
-        rationale, hypothesis_id, parallel, stream, traceparent)."""
+        rationale, hypothesis_id, parallel, stream, traceparent; run: batch, canary,
+        max_failures, retry_unavailable)."""
         s = self._connect()
         try:
             s.sendall(encode(call_request(op, targets, action, params, **kw)))

@@ -803,6 +803,15 @@ static void on_gate_done(uv_work_t *w, int status)
     call_after_gate(c, c->gate_rc);
 }
 
+static void call_begin(rexec_call *c);
+
+static void on_start_delay(uv_timer_t *t)
+{
+    rexec_call *c = t->data;
+    c->delaying = 0;
+    call_begin(c);
+}
+
 static void call_obj_cancel(rx_ctx_obj *o)
 {
     rexec_call_cancel((rexec_call *)o); /* obj is the call's first member */
@@ -835,7 +844,22 @@ int rexec_call_start(rexec_ctx *ctx, const rexec_request *req, const rexec_callb
     rx_call_ws_pin(c);
     if (out)
         *out = c;
+    if (req->start_delay_ms > 0) { /* a retry: the host gets time to come back */
+        c->delaying = 1;
+        uv_timer_start(&c->defer, on_start_delay, req->start_delay_ms, 0);
+        return 0;
+    }
+    call_begin(c);
+    return 0;
+}
+
+/* The call from its host's resolution on: the gate, then the host. */
+static void call_begin(rexec_call *c)
+{
+    rexec_ctx *ctx = c->ctx;
     int r = call_resolve(c, &c->err);
+    if (r == 0 && c->cancelled) /* cancelled while it waited to start */
+        r = rx_fail(&c->err, REXEC_ECANCELLED, "%s: cancelled before it started", c->host->name);
     if (r == 0)
         r = call_timeout(c, &c->err);
     if (r == 0 && call_gate_may_block(c)) {
@@ -844,12 +868,11 @@ int rexec_call_start(rexec_ctx *ctx, const rexec_request *req, const rexec_callb
             r = rx_fail(&c->err, REXEC_ENOMEM, "cannot queue the gate's work: %s",
                         uv_strerror(r));
         if (r == 0)
-            return 0; /* goes on in on_gate_done */
+            return; /* goes on in on_gate_done */
     } else if (r == 0) {
         r = call_decide(c, &c->err);
     }
     call_after_gate(c, r);
-    return 0;
 }
 
 void rexec_call_cancel(rexec_call *c)
@@ -858,6 +881,8 @@ void rexec_call_cancel(rexec_call *c)
         return;
     rexec_call_resume(c); /* the cancelled call's output must drain for its end line to come */
     c->cancelled = 1;
+    if (c->delaying) /* waiting to start: it ends now, as cancelled before it started */
+        uv_timer_start(&c->defer, on_start_delay, 0, 0);
     if (c->job)
         rx_pool_cancel(c->job);
 }

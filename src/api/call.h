@@ -153,6 +153,7 @@ struct rexec_call {
     uv_work_t gate_work; /* the gate, off the loop, when it may block (call.c) */
     rx_gate_fanout *fanout; /* its fan-out's shared challenge (fanout.c), or NULL */
     int gate_rc;
+    int delaying; /* defer runs on_start_delay: the call waits before its gate (a retry) */
 };
 
 /* call_record.c: the audit records and evidence of a call, and its public result.
@@ -179,6 +180,11 @@ void rx_call_result(rexec_call *c, rexec_result *res);
  * its duration; an eval by its decision only. */
 void rx_call_metrics(const rexec_call *c, const rexec_result *res);
 const char *rx_verdict_name(rx_verdict v);
+
+/* call_record.c: a record of the context's own (a fan-out's plan or stop), appended now or
+ * queued behind the calls' records. */
+int rx_ctx_audit_record(rexec_ctx *ctx, cJSON *o, const char *client_user, unsigned client_uid,
+                        int now, rexec_error *err);
 
 /* The registry (call.c): track from creation; when the object goes, untrack it, free it, then
  * rx_ctx_released (a closing context may go then, so nothing of ctx is used after it). */

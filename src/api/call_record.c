@@ -329,6 +329,46 @@ int rx_call_audit_submit(rexec_call *c, const char *phase, void (*done)(rx_recor
     return 0;
 }
 
+/* Nobody waits for a queued record of the context (the context may be gone when it is done):
+ * a failure shows in the log as the missing record, and the calls' records beside it fail too. */
+static void on_ctx_record_done(rx_record_job *j)
+{
+    free(j);
+}
+
+/* A record of the context's own, not of one call (a fan-out's plan or stop, fanout_record.c):
+ * controller and client added (ts by the render), rendered through the workspace's redactor; appended now (the
+ * caller waits for it), or queued behind the calls' records. o stays the caller's. */
+int rx_ctx_audit_record(rexec_ctx *ctx, cJSON *o, const char *client_user, unsigned client_uid,
+                        int now, rexec_error *err)
+{
+    char *text = NULL;
+    int r;
+    if (ctx->rec == NULL && (r = call_audit_open(ctx, err)) != 0)
+        return r;
+    add_controller(o); /* ts: rx_audit_render puts it first */
+    if (client_user == NULL) {
+        cJSON_AddNullToObject(o, "client");
+    } else {
+        cJSON *k = cJSON_AddObjectToObject(o, "client");
+        cJSON_AddNumberToObject(k, "uid", (double)client_uid);
+        cJSON_AddStringToObject(k, "user", client_user);
+    }
+    if ((r = rx_audit_render(o, rx_ctx_redactor(ctx), &text, err)) != 0)
+        return r;
+    if (now)
+        return rx_recorder_append_now(ctx->rec, text, err);
+    rx_record_job *j = calloc(1, sizeof(*j));
+    if (j == NULL) {
+        free(text);
+        return rx_fail(err, REXEC_ENOMEM, "out of memory");
+    }
+    j->text = text;
+    j->done = on_ctx_record_done;
+    rx_recorder_submit(ctx->rec, j);
+    return 0;
+}
+
 /* ---- evidence ------------------------------------------------------------------------------- */
 
 int rx_call_evidence_submit(rexec_call *c, void (*done)(rx_record_job *), rexec_error *err)
@@ -406,6 +446,16 @@ int rx_call_evidence_done(rexec_call *c, rx_record_job *j)
 
 /* ---- the public result ---------------------------------------------------------------------- */
 
+/* The call failed before a byte of it reached the host (connect, host key, auth, a refused
+ * channel or exec request): it provably did not start, so it may be tried again. */
+static int call_nothing_sent(const rexec_call *c)
+{
+    int e = c->err.code;
+    return !c->script_sent && !c->x.wrote_any && !c->ran && c->intent_written &&
+           (e == REXEC_EHOST || e == REXEC_EHOSTKEY || e == REXEC_EAUTH || e == REXEC_ETIMEDOUT ||
+            e == REXEC_ECONNLOST);
+}
+
 void rx_call_result(rexec_call *c, rexec_result *res)
 {
     memset(res, 0, sizeof(*res));
@@ -428,6 +478,7 @@ void rx_call_result(rexec_call *c, rexec_result *res)
     if (c->timed_out && !c->ran) /* its timeout passed before the command began */
         res->exit_status = 124;
     res->cap_killed = c->cap_killed;
+    res->nothing_sent = call_nothing_sent(c);
     if (c->capture && c->script_sent) {
         const call_stream *o = &c->out[0], *e = &c->out[1];
         res->stdout_data = o->result.data ? o->result.data : (const unsigned char *)"";

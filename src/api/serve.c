@@ -21,6 +21,7 @@
 #include "request.h"
 #include "serve_approvals.h"
 #include "serve_log.h"
+#include "serve_fanout.h"
 #include "serve_metrics.h"
 #include "serve_peer.h"
 #include "serve_stdin.h"
@@ -153,6 +154,8 @@ struct serve_req {
     int waiting;  /* registered with the hub */
     int pins;     /* > 0: held hosts are being resolved: req_done waits for the loop's end */
     char *why;
+    rexec_fanout *fan; /* "batch", "canary", "max_failures", "retry_unavailable"; or NULL */
+    int cancelled;     /* a cancel came: no host is tried again */
 };
 
 static void client_close(serve_client *cl);
@@ -320,6 +323,7 @@ static void req_free(serve_req *q)
     free(q->params);
     free(q->hosts);
     free(q->calls);
+    rexec_fanout_free(q->fan);
     free(q);
     s->reqs_alive--;
 }
@@ -341,7 +345,12 @@ static void req_unlink(serve_req *q)
 static void req_done(serve_req *q)
 {
     cJSON *o = reply(q, "done");
+    rexec_fanout_progress fp;
+    rexec_fanout_get_progress(q->fan, &fp);
+    q->worst = rexec_fanout_exit_status(q->fan, q->worst);
     cJSON_AddNumberToObject(o, "exit_status", q->worst);
+    if (fp.stopped)
+        cJSON_AddStringToObject(o, "stopped", "STOPPED_FAILURE_THRESHOLD");
     client_send(q->cl, o);
     cJSON_Delete(o);
     rx_serve_log_who w = who_of(&q->peer, q->op, q->id);
@@ -417,42 +426,94 @@ static void send_result(serve_req *q, const rexec_result *r)
         q->worst = r->exit_status;
 }
 
+static int call_begin(serve_req *q, serve_call *sc);
+
+/* The fan-out's side of a host's end: its tries, the threshold (the stop is recorded once). */
+static void fanout_host_done(serve_req *q, size_t i, rexec_result *r)
+{
+    r->tries = rexec_fanout_tries(q->fan, i);
+    if (rexec_fanout_done(q->fan, i, r)) {
+        rexec_error e;
+        rx_fanout_who w = {q->hosts, q->n, q->view.action, q->view.batch_id, q->peer.user,
+                           (unsigned)q->peer.uid};
+        rexec_fanout_record_stop(q->srv->ctx, q->fan, w.hosts, w.action, w.batch_id,
+                                 w.client_user, w.client_uid, &e);
+    }
+}
+
 static void on_call_done(void *ud, const rexec_result *r)
 {
     serve_call *sc = ud;
     serve_req *q = sc->req;
     rx_serve_log_who w = who_of(&q->peer, q->op, q->id);
     w.traceparent = q->parsed.traceparent;
+    rexec_result res = *r;
+    size_t i = (size_t)(sc - q->calls);
     sc->call = NULL;
     rx_serve_log_call(&q->srv->log, q->srv->ctx, &w, r);
     if (!sc->gated)
         on_call_gate(sc, NULL, NULL); /* it ended before its gate: decided all the same */
+    if (q->cl && !q->cancelled && rexec_fanout_retry(q->fan, i, r)) { /* it never reached it */
+        call_begin(q, sc);
+        return;
+    }
     if (approval_hold(sc, r))
         return;
-    send_result(q, r);
+    fanout_host_done(q, i, &res);
+    send_result(q, &res);
     if (++q->finished == q->n && q->pins == 0)
         req_done(q);
     else if (q->finished < q->n)
         req_launch(q);
 }
 
+/* One host's call; 1 when it could not start (on_call_done has reported it, and q may be gone). */
+static int call_begin(serve_req *q, serve_call *sc)
+{
+    rexec_callbacks cb = {.on_output = on_call_output, .on_done = on_call_done, .ud = sc,
+                          .on_gate = on_call_gate};
+    rexec_request req = q->view;
+    rexec_error e;
+    req.host = sc->host;
+    req.start_delay_ms = rexec_fanout_delay_ms(q->fan, (size_t)(sc - q->calls)); /* a retry */
+    if (rexec_call_start(q->srv->ctx, &req, &cb, &sc->call, &e) != 0) {
+        rexec_result r = rexec_result_not_started(sc->host, req.action, e.code, e.msg);
+        on_call_done(sc, &r);
+        return 1;
+    }
+    if (q->cl && q->cl->throttled && sc->call)
+        rexec_call_pause(sc->call);
+    return 0;
+}
+
+/* The fan-out crossed its failure threshold: every host not started reports so, none starts. */
+static void req_drop_stopped(serve_req *q)
+{
+    size_t never = q->n - q->started;
+    q->n = q->started;
+    for (size_t i = 0; i < never; i++) {
+        size_t k = q->started + i;
+        rexec_fanout_next(q->fan, k); /* marks it skipped */
+        rexec_result r = rexec_fanout_skipped(q->fan, k, q->calls[k].host, q->view.action);
+        send_result(q, &r);
+    }
+    if (q->finished == q->n)
+        req_done(q);
+}
+
 static void req_launch(serve_req *q)
 {
     int parallel = q->parallel > 0 ? q->parallel : q->srv->ctx->ws->limits.parallel;
     while (q->started < q->n && (int)(q->started - q->finished) < parallel && q->cl) {
-        serve_call *sc = &q->calls[q->started++];
-        rexec_callbacks cb = {.on_output = on_call_output, .on_done = on_call_done, .ud = sc,
-                              .on_gate = on_call_gate};
-        rexec_request req = q->view;
-        rexec_error e;
-        req.host = sc->host;
-        if (rexec_call_start(q->srv->ctx, &req, &cb, &sc->call, &e) != 0) {
-            rexec_result r = rexec_result_not_started(sc->host, req.action, e.code, e.msg);
-            on_call_done(sc, &r);
-            return; /* on_call_done launched the rest */
+        int go = rexec_fanout_next(q->fan, q->started);
+        if (go == REXEC_FANOUT_WAIT) /* a later batch: it starts when this one has ended */
+            return;
+        if (go == REXEC_FANOUT_SKIP) {
+            req_drop_stopped(q);
+            return;
         }
-        if (q->cl->throttled && sc->call)
-            rexec_call_pause(sc->call);
+        if (call_begin(q, &q->calls[q->started++]))
+            return; /* on_call_done launched the rest */
     }
 }
 
@@ -553,6 +614,12 @@ static int approval_wait_parse(serve_req *q, const cJSON *root, rexec_error *err
     if (!(n > 0 && n <= (double)ttl))
         return rx_fail(err, REXEC_EREQUEST, "wait_approval_s: from 0 (excluded) to %lld s, the "
                        "challenge's lifetime (limits.approval_ttl_s)", (long long)ttl);
+    /* a batch whose hosts are held never ends, so the next would never start: one decision
+     * for a fan-out in batches is asked for without waiting (75), then run with grant_id */
+    if (cJSON_GetObjectItemCaseSensitive(root, "batch") != NULL ||
+        cJSON_GetObjectItemCaseSensitive(root, "canary") != NULL)
+        return rx_fail(err, REXEC_EREQUEST, "wait_approval_s: exclusive with batch and canary "
+                       "(held hosts would keep the next batch from starting)");
     q->wait_approval_s = n;
     return 0;
 }
@@ -638,6 +705,7 @@ static void approval_fail(serve_call *sc, int code, const char *why)
     char msg[1024];
     snprintf(msg, sizeof(msg), "%s: %s", sc->host, why);
     rexec_result r = rexec_result_not_started(sc->host, q->view.action, code, msg);
+    fanout_host_done(q, (size_t)(sc - q->calls), &r);
     send_result(q, &r);
     q->finished++;
 }
@@ -938,6 +1006,13 @@ static int start_run(serve_client *cl, const cJSON *root, const char *op, rexec_
     q->parallel = (int)parallel;
     if (q->n > 1 && rexec_batch_id_new(q->batch) == 0)
         q->view.batch_id = q->batch;
+    rx_fanout_who fw = {q->hosts, q->n, q->view.action, q->view.batch_id, cl->peer.user,
+                        (unsigned)cl->peer.uid};
+    if ((r = rx_serve_fanout_new(q->srv->ctx, root, &fw, &q->fan, err)) != 0) {
+        req_unlink(q);
+        req_free(q);
+        return r;
+    }
     q->view.eval_only = strcmp(op, "eval") == 0;
     q->view.capture = 1;
     q->view.client_user = cl->peer.user;
@@ -1004,6 +1079,7 @@ static void req_drop_unstarted(serve_req *q, int code, const char *why)
 /* Cancels what runs; hosts not started yet report "cancelled before it started" at once. */
 static void req_cancel(serve_req *q)
 {
+    q->cancelled = 1;
     if (approval_abandon(q, q->cl ? "the caller cancelled the request"
                                    : "the caller disconnected"))
         return; /* that was its last host: it is done */

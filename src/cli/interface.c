@@ -17,7 +17,21 @@ const cli_opt cli_global_opts[] = {
     {NULL, NULL, NULL, NULL},
 };
 
-/* run and eval take the same options: eval answers for exactly the call run would make. */
+/* eval takes run's options but the fan-out's controls: it answers for exactly the call run
+ * would make, and runs nothing. */
+static const cli_opt eval_opts[] = {
+    {"--param", "-p", "NAME=VALUE", "a parameter of the action (repeatable)"},
+    {"--request", NULL, "FILE", "a JSON request (strict, <= 64 KiB)"},
+    {"--stdin", NULL, "FILE", "the command's stdin, byte for byte (- for rexec's own)"},
+    {"--approve", NULL, NULL, "ask for approval at this terminal, then run"},
+    {"--grant", NULL, "ID", "run with a single-use grant from `rexec approve`"},
+    {"--timeout", NULL, "S", "shorten the action's timeout (never lengthen it)"},
+    {"--json", NULL, NULL, "one JSON object per host on stdout"},
+    {"--parallel", NULL, "N", "hosts at once (default limits.parallel, 16)"},
+    {"--socket", NULL, "PATH", "through a running `rexec serve` (as the global option)"},
+    {"--traceparent", NULL, "VALUE", "a W3C traceparent recorded with the call (or $TRACEPARENT)"},
+    {NULL, NULL, NULL, NULL},
+};
 static const cli_opt run_opts[] = {
     {"--param", "-p", "NAME=VALUE", "a parameter of the action (repeatable)"},
     {"--request", NULL, "FILE", "a JSON request (strict, <= 64 KiB)"},
@@ -28,6 +42,10 @@ static const cli_opt run_opts[] = {
     {"--json", NULL, NULL, "one JSON object per host on stdout"},
     {"--parallel", NULL, "N", "hosts at once (default limits.parallel, 16)"},
     {"--socket", NULL, "PATH", "through a running `rexec serve` (as the global option)"},
+    {"--batch", NULL, "N|P%", "hosts in batches of N (or P% of them): one batch at a time"},
+    {"--canary", NULL, "N", "the first N hosts run first, alone"},
+    {"--max-failures", NULL, "N|P%", "once more hosts than that failed, start no more"},
+    {"--retry-unavailable", NULL, "N", "try again (up to N) a host the call never reached"},
     {"--traceparent", NULL, "VALUE", "a W3C traceparent recorded with the call (or $TRACEPARENT)"},
     {NULL, NULL, NULL, NULL},
 };
@@ -119,7 +137,7 @@ static const cli_opt serve_opts[] = {
 
 const cli_entry cli_entries[] = {
     {"run", NULL, "TARGETS ACTION", "run an action (exit status = the remote command's)", run_opts},
-    {"eval", NULL, "TARGETS ACTION", "the gate's decision only; nothing runs", run_opts},
+    {"eval", NULL, "TARGETS ACTION", "the gate's decision only; nothing runs", eval_opts},
     {"check", NULL, "TARGETS", "connect, verify the host key, probe the VM", check_opts},
     {"hosts", NULL, "", "list the inventory", json_only},
     {"hosts", "import-ssh-config", "[PATTERN]", "inventory entries from ~/.ssh/config", none},

@@ -7,7 +7,7 @@
 # malformed, unknown and used ids are refused; the notify program gets the challenge without the
 # secret, and its failures (hang, crash, flood, missing) are logged and counted, never the
 # call's. The scripted approver reacts to the watch events: nothing here waits for a time.
-# shellcheck disable=SC2016 # code in single quotes
+# shellcheck disable=SC2016,SC2317 # code in single quotes; the cleanup runs from the trap
 tid="serve approvals: approvers decide over the socket"
 # shellcheck source=tests/e2e/lib.sh
 . "${REXEC_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/e2e/lib.sh"
