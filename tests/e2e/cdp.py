@@ -100,6 +100,7 @@ class Browser:
             [exe, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
              "--no-default-browser-check", "--disable-extensions", "--disable-background-networking",
              "--disable-sync", "--disable-component-update", "--password-store=basic",
+             "--disable-breakpad", "--disable-crash-reporter",
              "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0",
              "--user-data-dir=" + profile, "--window-size=%d,%d" % (width, height), "about:blank"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
