@@ -79,7 +79,7 @@ set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION admin)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
-set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "openssh-client")
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "openssh-client, python3")  # python3: the Python client, approvals watch|web
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS "bash-completion")
 include(CPack)
 
@@ -107,7 +107,8 @@ install(CODE "
   endif()
   file(INSTALL DESTINATION \"\${CMAKE_INSTALL_PREFIX}/\${_rexec_py}\" TYPE DIRECTORY
        FILES \"${CMAKE_SOURCE_DIR}/python/rexec_client\"
-       FILES_MATCHING PATTERN \"*.py\" PATTERN \"__pycache__\" EXCLUDE)
+       FILES_MATCHING PATTERN \"*.py\" PATTERN \"*.js\" PATTERN \"*.css\"
+       PATTERN \"__pycache__\" EXCLUDE)
 ")
 
 # After an install into the running system (no DESTDIR) as root, the dynamic linker's cache

@@ -36,8 +36,8 @@ SENDS = {
     "reload": ("op", "id"),
     "metrics": ("op", "id"),
     "approvals": ("op", "id", "challenge_id"),
-    "approve": ("op", "id", "challenge_id", "comment"),
-    "deny": ("op", "id", "challenge_id", "reason"),
+    "approve": ("op", "id", "challenge_id", "comment", "via"),  # via: approver.py (the web page)
+    "deny": ("op", "id", "challenge_id", "reason", "via"),
     "watch": ("op", "id"),
 }
 _CALL_NOT_SENT = {

@@ -600,6 +600,18 @@ static int get_note(const cJSON *root, const char *key, const char **out, rexec_
     return r;
 }
 
+/* via: how the approver's front end took the decision, recorded with it. "socket" (default) or
+ * "web" (`rexec approvals web`, which runs as the approver: the uid is the proof either way). */
+static int get_via(const cJSON *root, const char **via, rexec_error *err)
+{
+    const char *v = NULL;
+    int r = rx_json_get_string(root, "via", "", 0, &v, REXEC_EREQUEST, err);
+    if (r == 0 && v != NULL && strcmp(v, "socket") != 0 && strcmp(v, "web") != 0)
+        return rx_fail(err, REXEC_EREQUEST, "via: \"socket\" or \"web\"");
+    *via = r == 0 && v != NULL ? v : "socket";
+    return r;
+}
+
 static int op_list(rx_hub *h, void *cl, const cJSON *root, rexec_error *err)
 {
     const char *id = NULL;
@@ -650,7 +662,8 @@ static int op_decide(rx_hub *h, void *cl, const rx_peer *p, const cJSON *root, i
     rx_challenge c;
     int r;
     if ((r = rx_serve_check_keys(root, op, err)) != 0 || (r = get_id(root, 1, &id, err)) != 0 ||
-        (r = get_note(root, approve ? "comment" : "reason", &note, err)) != 0)
+        (r = get_note(root, approve ? "comment" : "reason", &note, err)) != 0 ||
+        (r = get_via(root, &d.via, err)) != 0)
         return r;
     d.note = note ? note : approve ? NULL : "denied by the operator";
     if (approve && (r = approvable_now(h, id, err)) != 0)
@@ -670,7 +683,7 @@ static int op_decide(rx_hub *h, void *cl, const rx_peer *p, const cJSON *root, i
     cJSON_AddItemToObject(o, "hosts", hosts_json(&c));
     cJSON_AddStringToObject(o, approve ? "approved_by" : "denied_by", p->user);
     cJSON_AddNumberToObject(o, approve ? "approved_uid" : "denied_uid", (double)p->uid);
-    cJSON_AddStringToObject(o, "via", "socket");
+    cJSON_AddStringToObject(o, "via", d.via);
     if (approve)
         add_time(o, "expires", c.expires);
     h->port.send(cl, o);

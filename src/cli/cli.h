@@ -22,6 +22,8 @@ int cli_audit(const cli_global *g, int argc, char **argv);   /* audit verify|sho
 int cli_approve(const cli_global *g, int argc, char **argv);
 int cli_deny(const cli_global *g, int argc, char **argv);
 int cli_approvals(const cli_global *g, int argc, char **argv);
+/* `approvals watch|web` (cmd_approvals_ui.c); argv[0] is "watch" or "web". */
+int cli_approvals_ui(const cli_global *g, int argc, char **argv);
 int cli_serve(const cli_global *g, int argc, char **argv);
 int cli_evidence(const cli_global *g, int argc, char **argv); /* evidence prune */
 int cli_complete(const cli_global *g, int argc, char **argv); /* hidden: bash completion */

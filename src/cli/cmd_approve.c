@@ -197,6 +197,8 @@ int cli_approvals(const cli_global *g, int argc, char **argv)
 
     if (help_asked(argc, argv))
         return 0;
+    if (argc > 1 && (strcmp(argv[1], "watch") == 0 || strcmp(argv[1], "web") == 0))
+        return cli_approvals_ui(g, argc - 1, argv + 1); /* cmd_approvals_ui.c */
     if ((r = list_args(argc, argv, &o)) != 0)
         return r;
     if (o.prune && (r = rexec_approvals_prune(g->workspace, &removed, &e)) != 0)

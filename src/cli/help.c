@@ -167,6 +167,8 @@ static const char groups_help[] =
 static const char approve_help[] =
     "usage: rexec approve CHALLENGE_ID\n"
     "       rexec approvals [--json] [--all] [--prune]\n"
+    "       rexec approvals watch --socket PATH\n"
+    "       rexec approvals web --listen unix:PATH --socket PATH [--quiet]\n"
     "\n"
     "approve shows an operator what a pending call will run and asks, at the terminal\n"
     "(/dev/tty, never a pipe), for the challenge's confirmation code. The caller then runs\n"
@@ -175,6 +177,14 @@ static const char approve_help[] =
     "  --json   one JSON object a line\n"
     "  --all    also the grants already used\n"
     "  --prune  first remove expired challenges and old used grants\n"
+    "approvals watch is a live console for an approver (the pending list as it changes;\n"
+    "Enter shows one whole, a approves after the code shown is typed back, d denies with\n"
+    "a reason, q quits); approvals web serves a page to approve or deny on a Unix socket\n"
+    "only this user can open, for operators who reach it with ssh -L. Both talk to\n"
+    "`rexec serve` as this user, which serve.clients must grant approvals, approve, deny:\n"
+    "  --socket PATH       the serve to decide on (as the global option, $REXEC_SOCKET)\n"
+    "  --listen unix:PATH  web: the page's socket, made 0600\n"
+    "  --quiet             web: no line per request on stderr\n"
     "See docs/gate.md.\n";
 
 static const char deny_help[] =

@@ -76,6 +76,16 @@ static const cli_opt approvals_opts[] = {
     {"--prune", NULL, NULL, "first remove expired challenges and old used grants"},
     {NULL, NULL, NULL, NULL},
 };
+static const cli_opt approvals_watch_opts[] = {
+    {"--socket", NULL, "PATH", "the `rexec serve` to watch, as an approver (as the global option)"},
+    {NULL, NULL, NULL, NULL},
+};
+static const cli_opt approvals_web_opts[] = {
+    {"--listen", NULL, "unix:PATH", "the page's Unix socket, 0600 (reach it with ssh -L)"},
+    {"--socket", NULL, "PATH", "the `rexec serve` to decide on, as an approver (as the global option)"},
+    {"--quiet", NULL, NULL, "no line per request on stderr"},
+    {NULL, NULL, NULL, NULL},
+};
 static const cli_opt deny_opts[] = {
     {"--reason", NULL, "TEXT", "why: recorded, and told to a caller waiting on it"},
     {NULL, NULL, NULL, NULL},
@@ -140,6 +150,10 @@ const cli_entry cli_entries[] = {
     {"approve", NULL, "CHALLENGE_ID", "confirm a pending challenge at a terminal", none},
     {"deny", NULL, "CHALLENGE_ID", "refuse a pending challenge for good", deny_opts},
     {"approvals", NULL, "", "list pending challenges and unused grants", approvals_opts},
+    {"approvals", "watch", "", "live console: pending approvals, approve or deny (through serve)",
+     approvals_watch_opts},
+    {"approvals", "web", "", "a web page to approve or deny, on a Unix socket for ssh -L",
+     approvals_web_opts},
     {"audit", "verify", "", "check the audit chain (and a shipped head)", verify_opts},
     {"audit", "head", "", "the log's head, to ship elsewhere", head_opts},
     {"audit", "show", "", "the audit records, oldest first", show_opts},

@@ -53,6 +53,8 @@ const rx_serve_key rx_serve_keys[] = {
      "a challenge (ch- and 16 hex digits)"},
     {"comment", "string", RX_OP_APPROVE, "recorded with the approval"},
     {"reason", "string", RX_OP_DENY, "why it is denied: recorded, and told to the caller"},
+    {"via", "string", RX_OP_APPROVE | RX_OP_DENY,
+     "\"web\": decided on the approvers' web page (default \"socket\")"},
     {"target", "any JSON value", RX_OP_CANCEL | RX_OP_STDIN,
      "the id of the request this line is about; required"},
     {"data", "string", RX_OP_STDIN, "the next piece as UTF-8 text"},

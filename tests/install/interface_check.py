@@ -198,8 +198,9 @@ for cmd, subs in SUBS.items():
 FILES = {"run": ("cmd_run.c",), "eval": ("cmd_run.c",),
          "check": ("cmd_info.c", "cmd_import_ansible.c"), "hosts": ("cmd_info.c", "cmd_import_ansible.c"),
          "actions": ("cmd_info.c", "cmd_import_ansible.c"), "groups": ("cmd_info.c", "cmd_import_ansible.c"),
-         "approve": ("cmd_approve.c",), "approvals": ("cmd_approve.c",), "deny": ("cmd_approve.c",),
-         "audit": ("cmd_audit.c",),
+         "approve": ("cmd_approve.c", "cmd_approvals_ui.c"),
+         "approvals": ("cmd_approve.c", "cmd_approvals_ui.c"),
+         "deny": ("cmd_approve.c", "cmd_approvals_ui.c"), "audit": ("cmd_audit.c",),
          "evidence": ("cmd_evidence.c",), "serve": ("cmd_serve.c",), "help": ()}
 PARSED = re.compile(r'(?:strcmp\([^,]+,|cli_opt_value\([^"]*)\s*"(--[a-z][a-z-]*)"')
 for files in sorted({f for f in FILES.values() if f}):

@@ -61,7 +61,7 @@ render_man "$copy/man/rexec.1" >"$RX_TMP/man2.txt"
 REXEC_BIN=$RX_TMP/bin/rexec check "$copy" "$RX_TMP/man2.txt" >"$OUT" && fail "an option added to the table only was not noticed"
 for face in "help: 'rexec approvals' lacks ['--frob']" "rexec(1) SYNOPSIS: 'rexec approvals' lacks ['--frob']" \
     "docs/cli.md (the synopsis at the top): 'rexec approvals' lacks ['--frob']" \
-    "completions/rexec: 'rexec approvals --<TAB>' lacks ['--frob']" "src/cli/cmd_approve.c: the options its parser takes lacks ['--frob']"; do
+    "completions/rexec: 'rexec approvals --<TAB>' lacks ['--frob']" "src/cli/cmd_approve.c + cmd_approvals_ui.c: the options its parser takes lacks ['--frob']"; do
     assert_contains "$OUT" "$face"
 done
 pass
