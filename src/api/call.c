@@ -13,6 +13,7 @@
 
 #include "call.h"
 #include "err.h"
+#include "transfer.h"
 
 #define CALL_MAX_COMMAND (256 * 1024)
 #define CALL_MAX_SCRIPT (4 * 1024 * 1024)
@@ -186,6 +187,7 @@ static void call_free(rexec_call *c)
     EVP_MD_CTX_free(c->stdin_sha);
     free(c->stdin_path);
     rx_buf_free(&c->rendered);
+    rx_buf_free(&c->xfer_path);
     call_forms_free(c);
     rx_buf_free(&c->shown_error);
     rx_buf_free(&c->shown_rendered);
@@ -294,6 +296,14 @@ static void stream_past_cap(call_stream *st, size_t len)
     }
 }
 
+/* A download's bytes are its stdout: evidence keeps their sha256 (and size), and the bytes
+ * themselves only when the action says "keep_bytes". */
+static int call_stream_hash_only(const call_stream *st)
+{
+    const rx_action *a = st->call->action;
+    return st->id == REXEC_STDOUT && a->transfer == RX_XFER_GET && !a->keep_bytes;
+}
+
 /* Redacted bytes arrive here: counted, capped, hashed, written to evidence, shown, and with
  * capture kept for the result. The cap applies to redacted bytes, so it can never cut a secret
  * into an unredacted prefix. */
@@ -313,7 +323,7 @@ static void stream_sink(void *ud, const unsigned char *data, size_t len)
     if (c->capture && rx_buf_add_capped(&st->result, data, keep) < keep)
         st->result_truncated = 1;
     EVP_DigestUpdate(st->sha, data, keep);
-    if (c->ev)
+    if (c->ev && !call_stream_hash_only(st))
         rx_evidence_append(c->ev, st->id == REXEC_STDOUT ? 0 : 1, data, keep);
     if (c->cb.on_output)
         c->cb.on_output(c->cb.ud, st->id, data, keep);
@@ -361,6 +371,10 @@ RX_UNITTEST_STATIC void on_exec_data(void *ud, int stream, const unsigned char *
     if (st->full) {
         st->total += len;
         stream_past_cap(st, len);
+        return;
+    }
+    if (stream == REXEC_STDOUT && c->action->binary) { /* an action with no secret (transfer.c) */
+        stream_sink(st, data, len);
         return;
     }
     rx_redact_feed(st->rs, data, len);
@@ -448,7 +462,12 @@ static int call_resolve(rexec_call *c, rexec_error *err)
     if (r != 0)
         return r;
     rx_buf_init(&c->rendered, CALL_MAX_COMMAND);
-    return rx_render_command(c->action, c->values, &c->rendered, err);
+    r = rx_render_command(c->action, c->values, &c->rendered, err);
+    if (r == 0 && c->action->transfer != RX_XFER_NONE) {
+        rx_buf_init(&c->xfer_path, 8192);
+        r = rx_transfer_path(c->action, c->values, &c->xfer_path, err);
+    }
+    return r;
 }
 
 /* stdin from a file: a regular file, opened once, never loaded whole. It is hashed only when

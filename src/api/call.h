@@ -137,6 +137,7 @@ struct rexec_call {
                             * never hashed stdin_path (nothing binds its content) */
     char stdin_hex[65];    /* the gate's hash of stdin_path, when it asked for one */
     int stdin_piped;       /* the command reads stdin as it arrives (the action's "stdin") */
+    rx_buf xfer_path;      /* a put or get action: the file's path for this call (transfer.c) */
     rx_buf shown_error, shown_rendered; /* redacted copies handed to the caller */
     rx_buf shown_host, shown_action;
     uv_timer_t defer;

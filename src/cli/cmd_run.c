@@ -18,6 +18,7 @@
 
 typedef struct run_opts {
     const char *targets, *action, *request_file, *stdin_file, *grant, *socket;
+    const char *output; /* --output FILE: stdout into FILE (sink.c) */
     int stdin_stream; /* a regular --stdin file goes to the library by name: streamed */
     int via_socket;   /* through serve: any --stdin FILE ("-" too) goes by name to the client */
     rexec_param params[MAX_PARAMS];
@@ -82,6 +83,11 @@ static void on_output(void *ud, int stream, const void *data, size_t len)
 {
     host_call *h = ud;
     run *r = h->run;
+    if (stream == REXEC_STDOUT && cli_sink_active()) {
+        if (cli_sink_write(data, len) != 0 && h->call)
+            rexec_call_cancel(h->call); /* its output has nowhere to go */
+        return;
+    }
     if (r->o->json)
         return;
     if (r->n_hosts > 1) {
@@ -130,11 +136,14 @@ static void on_done(void *ud, const rexec_result *res)
     h->done = 1;
     r->running--;
     r->finished++;
-    if (res->exit_status != 0)
+    int sink_rc = cli_sink_finish(res, r->o->json);
+    if (res->exit_status != 0 || sink_rc != 0)
         r->failed++;
     /* Several hosts: the largest status wins (255 host unavailable > 77 denied > 1 ...). */
     if (res->exit_status > r->worst)
         r->worst = res->exit_status;
+    if (sink_rc > r->worst)
+        r->worst = sink_rc;
     progress_clear(r);
     if (r->n_hosts > 1 && !r->o->json)
         cli_prefix_flush(&h->pf);
@@ -241,6 +250,8 @@ static int parse_option(run_opts *o, int argc, char **argv, int *i)
         return o->request_file = v, 0;
     if ((v = cli_opt_value(argc, argv, i, "--stdin", &missing)))
         return o->stdin_file = v, 0;
+    if ((v = cli_opt_value(argc, argv, i, "--output", &missing)))
+        return o->output = v, 0;
     if ((v = cli_opt_value(argc, argv, i, "--grant", &missing)))
         return o->grant = v, 0;
     if ((v = cli_opt_value(argc, argv, i, "--socket", &missing)))
@@ -287,6 +298,10 @@ static int parse_args(run_opts *o, int argc, char **argv)
         return cli_error(64, "no ACTION given (as an argument or in --request FILE)");
     if (o->grant && o->approve)
         return cli_error(64, "--grant and --approve are exclusive");
+    if (o->output && o->eval)
+        return cli_error(64, "--output: eval runs nothing");
+    if (o->output && strchr(o->targets, ',') != NULL)
+        return cli_error(64, "--output takes one host (TARGETS is %s)", cli_arg(o->targets));
     return 0;
 }
 
@@ -497,6 +512,8 @@ int cli_run(const cli_global *g, int argc, char **argv)
     o.stdin_stream = socket == NULL;
     o.via_socket = socket != NULL;
     signal(SIGPIPE, SIG_IGN);
+    if (rc == 0 && o.output)
+        rc = cli_sink_open(o.output);
     if (rc == 0 && (rc = build_request(&o, &in, &r.req)) == 0 && socket) {
         if (o.approve)
             rc = cli_error(64, "--approve needs a terminal of its own: run without --socket");
@@ -511,6 +528,10 @@ int cli_run(const cli_global *g, int argc, char **argv)
         else if (rexec_ctx_targets(r.ctx, o.targets, &names, &r.n_hosts, &e) != 0) {
             rc = cli_error(rexec_err_exit_code(e.code), "%s", e.msg);
             cli_ctx_close(r.ctx);
+        } else if (o.output && r.n_hosts > 1) {
+            rc = cli_error(64, "--output takes one host (TARGETS %s names %zu)",
+                           cli_arg(o.targets), r.n_hosts);
+            cli_ctx_close(r.ctx);
         } else {
             if (o.parallel == 0)
                 o.parallel = rexec_ctx_parallel(r.ctx);
@@ -522,6 +543,7 @@ int cli_run(const cli_global *g, int argc, char **argv)
         uv_loop_close(&r.loop);
         free(names);
     }
+    cli_sink_abort(); /* a call that never reported: FILE is left as it was */
     inputs_free(&in, &o);
     return rc;
 }

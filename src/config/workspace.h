@@ -52,6 +52,9 @@ typedef struct rx_param_spec {
     char *description;
 } rx_param_spec;
 
+/* A file action (docs/workspace.md "put and get"): its command is rendered by the loader. */
+typedef enum rx_transfer { RX_XFER_NONE = 0, RX_XFER_PUT, RX_XFER_GET } rx_transfer;
+
 typedef struct rx_action {
     char *name;
     char *description;
@@ -71,6 +74,10 @@ typedef struct rx_action {
     int stdin_piped;           /* "stdin": "piped": the command reads its stdin as it arrives */
     rx_containment containment; /* the minimum this action accepts */
     char *cwd;                  /* working directory on the VM; NULL = the login directory */
+    rx_transfer transfer;       /* "put" / "get": command is the fixed remote/put.sh call */
+    char *xfer_path;            /* the file's path template ("/srv/app/{name}.tar") */
+    int binary;                 /* get: stdout skips the redactor (no secret handed out) */
+    int keep_bytes;             /* get: evidence keeps the bytes, not only their sha256 */
 } rx_action;
 
 typedef enum rx_hostkey_policy { RX_HK_STRICT = 0, RX_HK_ACCEPT_NEW, RX_HK_PINNED } rx_hostkey_policy;
