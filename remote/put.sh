@@ -63,6 +63,9 @@ __rx_put() { # path sha256 size mode owner
     dir=${dest%/*}
     [ -n "$dir" ] || dir=/
     [ -d "$dir" ] || { __rx_xfer_fail 2 "directory $dir does not exist"; return; }
+    # A lost connection leaves stderr a broken pipe: bash's own note that cat was terminated
+    # would kill it with SIGPIPE before its TERM trap removed the temporary file.
+    trap '' PIPE
     trap '__rx_put_clean; exit 143' TERM
     trap '__rx_put_clean; exit 129' HUP
     trap '__rx_put_clean; exit 130' INT

@@ -470,6 +470,23 @@ static int call_resolve(rexec_call *c, rexec_error *err)
     return r;
 }
 
+/* A put action's file is bounded by its own max_bytes, any other stdin by the workspace's. */
+static uint64_t call_max_stdin(const rexec_call *c)
+{
+    return c->action->transfer == RX_XFER_PUT ? c->action->xfer_max_bytes
+                                              : c->ctx->ws->limits.max_stdin_bytes;
+}
+
+static int call_stdin_too_big(const rexec_call *c, rexec_error *err)
+{
+    if (c->action->transfer == RX_XFER_PUT)
+        return rx_fail(err, REXEC_EREQUEST, "the file is %zu bytes; actions.%s.put.max_bytes is "
+                       "%llu", c->stdin_len, c->action->name,
+                       (unsigned long long)c->action->xfer_max_bytes);
+    return rx_fail(err, REXEC_EREQUEST, "stdin is %zu bytes; limits.max_stdin_bytes is %llu",
+                   c->stdin_len, (unsigned long long)c->ctx->ws->limits.max_stdin_bytes);
+}
+
 /* stdin from a file: a regular file, opened once, never loaded whole. It is hashed only when
  * the gate asks (call_stdin_hash), and then what is sent must be what was hashed. */
 static int call_stdin_file(rexec_call *c, rexec_error *err)
@@ -481,9 +498,8 @@ static int call_stdin_file(rexec_call *c, rexec_error *err)
     if (!S_ISREG(st.st_mode))
         return rx_fail(err, REXEC_EREQUEST, "--stdin %s: not a regular file", c->stdin_path);
     c->stdin_len = (size_t)st.st_size;
-    if (c->stdin_len > c->ctx->ws->limits.max_stdin_bytes)
-        return rx_fail(err, REXEC_EREQUEST, "stdin is %zu bytes; limits.max_stdin_bytes is %llu",
-                       c->stdin_len, (unsigned long long)c->ctx->ws->limits.max_stdin_bytes);
+    if (c->stdin_len > call_max_stdin(c))
+        return call_stdin_too_big(c, err);
     return 0;
 }
 
@@ -563,9 +579,8 @@ static int call_timeout(rexec_call *c, rexec_error *err)
         c->timeout_s = limit;
     if (c->stdin_path)
         return call_stdin_file(c, err);
-    if (c->stdin_data && c->stdin_len > c->ctx->ws->limits.max_stdin_bytes)
-        return rx_fail(err, REXEC_EREQUEST, "stdin is %zu bytes; limits.max_stdin_bytes is %llu",
-                       c->stdin_len, (unsigned long long)c->ctx->ws->limits.max_stdin_bytes);
+    if (c->stdin_data && c->stdin_len > call_max_stdin(c))
+        return call_stdin_too_big(c, err);
     return 0;
 }
 

@@ -151,18 +151,21 @@ static int set_command(rx_action *a, const char *mode, const char *owner)
 
 static int load_spec(const cJSON *spec, const char *p, rx_action *a, rexec_error *err)
 {
-    static const char *const put_keys[] = {"path", "mode", "owner", NULL};
+    static const char *const put_keys[] = {"path", "mode", "owner", "max_bytes", NULL};
     static const char *const get_keys[] = {"path", NULL};
     const char *tp = NULL, *mode = NULL, *owner = NULL;
     char pp[RX_JSON_PATH_MAX];
+    long long max = RX_PUT_DEFAULT_MAX;
     int r;
     if ((r = rx_json_want(spec, p, cJSON_Object, C, err)) != 0 ||
         (r = rx_json_check_keys(spec, p, a->transfer == RX_XFER_PUT ? put_keys : get_keys, C,
                                 err)) != 0 ||
         (r = rx_json_get_string(spec, "path", p, 1, &tp, C, err)) != 0 ||
         (r = rx_json_get_string(spec, "mode", p, 0, &mode, C, err)) != 0 ||
-        (r = rx_json_get_string(spec, "owner", p, 0, &owner, C, err)) != 0)
+        (r = rx_json_get_string(spec, "owner", p, 0, &owner, C, err)) != 0 ||
+        (r = rx_json_get_int(spec, "max_bytes", p, 0, 0, 1LL << 40, &max, C, err)) != 0)
         return r;
+    a->xfer_max_bytes = (uint64_t)max;
     if ((r = check_path_template(a, tp, rx_json_path_key(pp, sizeof(pp), p, "path"), err)) != 0)
         return r;
     if (mode && !mode_ok(mode))

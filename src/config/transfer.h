@@ -14,6 +14,8 @@
  * VM refuses a file that does not match them. */
 #define RX_PUT_SHA_PARAM "content_sha256"
 #define RX_PUT_SIZE_PARAM "content_size"
+/* A put's largest file unless its "max_bytes" says otherwise: 1 GiB. */
+#define RX_PUT_DEFAULT_MAX (1LL << 30)
 
 /* 1 when the action object declares "put" or "get" (then it has no "command"). */
 int rx_ws_is_transfer(const cJSON *o);

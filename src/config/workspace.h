@@ -76,6 +76,7 @@ typedef struct rx_action {
     char *cwd;                  /* working directory on the VM; NULL = the login directory */
     rx_transfer transfer;       /* "put" / "get": command is the fixed remote/put.sh call */
     char *xfer_path;            /* the file's path template ("/srv/app/{name}.tar") */
+    uint64_t xfer_max_bytes;    /* put: the largest file (instead of limits.max_stdin_bytes) */
     int binary;                 /* get: stdout skips the redactor (no secret handed out) */
     int keep_bytes;             /* get: evidence keeps the bytes, not only their sha256 */
 } rx_action;

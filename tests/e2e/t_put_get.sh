@@ -21,6 +21,7 @@ ws_add_action t.put "{\"risk\": \"L1\", \"put\": {\"path\": \"$vm/app/{name}.bin
   \"params\": {\"name\": {\"type\": \"path\"}}}"
 ws_add_action t.put.str "{\"risk\": \"L1\", \"put\": {\"path\": \"$vm/app/{name}\"},
   \"params\": {\"name\": {\"type\": \"string\"}}}"
+ws_add_action t.put.tiny "{\"risk\": \"L1\", \"put\": {\"path\": \"$vm/app/tiny\", \"max_bytes\": 10}}"
 ws_add_action t.put.proc '{"risk": "L1", "put": {"path": "/proc/{name}"}, "params": {"name": {"type": "path"}}}'
 ws_add_action t.get "{\"risk\": \"L1\", \"get\": {\"path\": \"$vm/{name}\"}, \"max_output_bytes\": 8388608,
   \"params\": {\"name\": {\"type\": \"path\"}}}"
@@ -97,6 +98,9 @@ b"
 assert_exit 65 rx put lab1 t.put.str "$loc/c.bin" --param name=../../x
 assert_contains "$ERR" "'..' component"
 assert_exit 65 rx put lab1 t.put "$RX_TMP/no-such-file" --param name=a
+assert_exit 65 rx put lab1 t.put.tiny "$loc/c.bin"
+assert_contains "$ERR" "actions.t.put.tiny.put.max_bytes is 10"
+[[ ! -e $vm/app/tiny ]] || fail "a put past max_bytes wrote the file"
 assert_exit 64 rx put lab1 t.put "$loc/c.bin" --param name=a --stdin "$loc/c.bin"
 cmp "$loc/old" "$vm/app/a.bin" || fail "a refused put changed the file"
 

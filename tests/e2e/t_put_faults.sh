@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# A put that fails half-way leaves nothing half-written (docs/remote-contract.md, "Files: put
+# and get"): the connection dropped while the file streams (exit 255, executed true; the old
+# file as it was; the temporary file removed by put.sh's TERM trap when the wrapper stops it),
+# and a VM that cannot store the file (a file-size limit on the lab's sshd, as a full disk:
+# cat gets SIGXFSZ at a fixed size, so the failure comes at the same byte every time).
+tid="put faults: a dropped connection or a full disk leaves the old file and no temporary file"
+. "${REXEC_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/e2e/lib.sh"
+command -v prlimit >/dev/null || skip "prlimit (util-linux) is not installed"
+
+lab_start 1
+vm=$RX_TMP/vm
+mkdir -p "$vm"
+ws_edit 'c["hosts"]["lab1"]["allow"] = "L2"'
+ws_add_action t.put "{\"risk\": \"L1\", \"put\": {\"path\": \"$vm/{name}\"},
+  \"params\": {\"name\": {\"type\": \"path\"}}}"
+no_temp_left() { ! compgen -G "$vm/.rexec-put.*" >/dev/null; }
+temp_exists() { compgen -G "$vm/.rexec-put.*" >/dev/null; }
+
+# ---- the connection drops while the file streams ------------------------------------------------
+# 128 MiB of zeros (sparse here, so reading it costs nothing); put.sh's cat is stopped as soon
+# as it runs, so the transfer cannot end before the drop: what cat had not read stays in the
+# pipes and the channel's window, far less than the file.
+printf 'old\n' >"$vm/d.bin"
+truncate -s 128M "$RX_TMP/big"
+put_cat() {  # the cat of the put (a child of the `bash -c` that runs __rx_put)
+    local sh
+    for sh in $(pgrep -u "$(id -u)" -f "__rx_put \"$vm/" 2>/dev/null); do
+        pgrep -P "$sh" -x cat && return 0
+    done
+    return 1
+}
+rx put lab1 t.put "$RX_TMP/big" --param name=d.bin --json >"$RX_TMP/drop.out" 2>"$RX_TMP/drop.err" &
+rpid=$!
+poll_until 60 put_cat >/dev/null || { cat "$RX_TMP/drop.out" "$RX_TMP/drop.err" >&2; ls -la "$vm" >&2; fail "no cat of the put"; }
+cpid=$(put_cat | head -n1)
+kill -STOP "$cpid"
+wait_until 30 temp_exists
+tmpf=$(compgen -G "$vm/.rexec-put.*" | head -n1)
+(( $(stat -c %s "$tmpf") < 128 * 1024 * 1024 )) || skip "the whole file went through before cat was stopped"
+assert_exit 0 lab drop lab1
+kill -CONT "$cpid" 2>/dev/null || true
+rc=0
+wait "$rpid" || rc=$?
+OUT=$RX_TMP/drop.out
+assert_eq 255 "$rc" "exit status of a put whose connection dropped"
+assert_eq true "$(json executed)" "executed of a put whose connection dropped"
+assert_eq old "$(cat "$vm/d.bin")" "the destination after the drop"
+poll_until 60 no_temp_left || fail "the temporary file was left after the drop: $(ls -la "$vm")"
+OUT=$RX_TMP/out
+
+# ---- the VM cannot store the file ---------------------------------------------------------------
+# The listener's RLIMIT_FSIZE passes to the next connection's processes: 1 MiB, a 2 MiB file.
+spid=$(cat "$LAB_DIR/hosts/lab1/sshd.pid")
+prlimit --pid "$spid" --fsize=1048576: || skip "cannot set the lab sshd's file-size limit"
+head -c 2097152 /dev/urandom >"$RX_TMP/two"
+assert_exit 3 rx put lab1 t.put "$RX_TMP/two" --param name=d.bin
+assert_contains "$ERR" "writing the file in $vm failed (disk full?)"
+assert_eq old "$(cat "$vm/d.bin")" "the destination after a full disk"
+no_temp_left || fail "a put that could not be stored left its temporary file"
+prlimit --pid "$spid" --fsize=unlimited:
+# and with room again, the same put goes through
+assert_exit 0 rx put lab1 t.put "$RX_TMP/two" --param name=d.bin
+cmp "$RX_TMP/two" "$vm/d.bin" || fail "the put after the limit was lifted differs"
+pass
