@@ -105,7 +105,7 @@ __rx_feed() {
         wait "$c" || rc=1
     fi
     if [ "$rc" = 0 ] && read -r -t 0 -u 7; then
-        kill -USR1 $$
+        __rx_stop || exit 0
         exec sleep 2147483647 # keeps fd 6 open until the wrapper ends this process
     fi
     exec 6>&- # all of it is in the FIFO: the command sees EOF right after the last byte
@@ -115,7 +115,7 @@ __rx_feed() {
         local LC_ALL=C
         while read -r -N 65536 -u 7 _; do :; done
     fi
-    kill -USR1 $$
+    __rx_stop
 }
 
 # Stops the command: timeout passes TERM on to its process group and sends KILL after
@@ -131,6 +131,17 @@ __rx_cancel() {
         [ -n "$t" ] || { kill -KILL "$__rx_pid" 2>/dev/null; return; }
     fi
     kill -TERM "$t" 2>/dev/null
+}
+
+# The watchdog's and the feeder's word to the wrapper: SIGUSR1. If the wrapper is gone
+# (SIGKILLed on the VM: sshd reaps it and then closes the channel's stdin, which is how its
+# watchdog got here), nobody else would stop the command, so this process does: in a PID
+# namespace killing unshare ends it (--kill-child: the namespace's init goes, and everything in
+# it), else KILL to timeout's process group. Returns 1 in that case.
+__rx_stop() {
+    kill -USR1 $$ 2>/dev/null && return 0
+    kill -KILL -- "-$__rx_pid" 2>/dev/null || kill -KILL "$__rx_pid" 2>/dev/null
+    return 1
 }
 
 __rx_main() {
@@ -175,7 +186,7 @@ __rx_main() {
     if [ "$in" = "$__rx_fifo" ]; then
         __rx_feed </dev/null >/dev/null 2>&1 &
     else
-        { read -r -n 1 _ ; kill -USR1 $$; } <&7 >/dev/null 2>&1 6<&- &
+        { read -r -n 1 _ ; __rx_stop || :; } <&7 >/dev/null 2>&1 6<&- &
     fi
     __rx_wd=$!
     exec 6<&- 7<&-

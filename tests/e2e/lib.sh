@@ -458,6 +458,17 @@ remote_pgrep() {
     lab ps "$1" | cut -d' ' -f1
 }
 
+# session_shells: the `bash -s` processes that sshd started (a call's wrapper or a runner), not
+# their subshells (a wrapper's watchdog is a `bash -s` too, but a child of the wrapper).
+session_shells() {
+    local p pp
+    for p in $(remote_pgrep '^bash -s$'); do
+        pp=$(awk '{ print $4 }' "/proc/$p/stat" 2>/dev/null) || continue
+        [[ $(cat "/proc/$pp/comm" 2>/dev/null) == sshd* ]] && echo "$p"
+    done
+    return 0
+}
+
 # established_conns PORT: the number of ESTABLISHED TCP connections to 127.0.0.1:PORT (client side).
 established_conns() {
     ss -Htn state established "( dport = :$1 and dst 127.0.0.1 )" | wc -l

@@ -100,6 +100,19 @@ for level in "" process-group; do
     { wait "$pid"; } 2>/dev/null || true
     wait_until 30 no_remote '^sleep 305$'
 
+    # the call's `bash -s` (the wrapper, sshd's child) killed on the VM: sshd closes the
+    # channel's stdin, and the watchdog, finding the wrapper gone, kills the command itself
+    "$REXEC_BIN" --workspace "$WS" run lab1 t.long >"$OUT" 2>"$ERR" &
+    pid=$!
+    wait_until 15 has_remote '^sleep 305$'
+    wrapper=$(session_shells)
+    [[ -n $wrapper ]] || fail "no wrapper bash -s under sshd (${level:-pid-namespace})"
+    kill -KILL $wrapper
+    poll_until 20 no_remote '^sleep 305$' ||
+        fail "wrapper killed (${level:-pid-namespace}): left on the VM: $(lab ps '.')"
+    wait_until 30 exited "$pid"
+    { wait "$pid"; } 2>/dev/null || true
+
     # the server side of the connection dies (lab drop): rexec reports a lost connection (255),
     # and the wrapper's watchdog sees EOF on its stdin and stops the command
     "$REXEC_BIN" --workspace "$WS" run lab1 t.long >"$OUT" 2>"$ERR" &

@@ -5,8 +5,9 @@
 #    killed call's code never reaches a later call), and the ordinary calls all succeed;
 #  - kill -9 of serve while calls run (and runners start): within 10 s nothing of any runner is
 #    left on the VM (no process naming a runner directory, no runner, no command);
-#  - kill -9 of the runners while calls run: the same; and kill -9 of serve as soon as its
-#    runners' `bash -s` appear (runners and slots still starting): the same;
+#  - kill -9 of the runners (and of any call's wrapper: a call on a channel of its own) while
+#    calls run: the same; and kill -9 of serve as soon as its runners' `bash -s` appear
+#    (runners and slots still starting): the same;
 #  - on a VM whose runners' directory is another's symlink (lab1's sshd gives its sessions a
 #    TMPDIR where ${TMPDIR}/.rexec-<uid> links elsewhere): calls run all the same, each on a
 #    channel of its own (one warning), at once, and nothing is written through the link.
@@ -119,7 +120,9 @@ for victim in serve runners serve-early; do
         wait "$SERVE_PID" 2>/dev/null || true
         SERVE_PID=
     else
-        for p in $(remote_pgrep '^bash -s$'); do kill -KILL "$p" 2>/dev/null || true; done
+        # each runner's (or a call's wrapper's) `bash -s`, not their helpers: a slot or a
+        # wrapper's watchdog is what must clean up after them
+        for p in $(session_shells); do kill -KILL "$p" 2>/dev/null || true; done
     fi
     poll_until 10 nothing_left || fail "$victim killed: left on the VM after 10 s: $(lab ps '.')"
     kill "$LONG_PID" 2>/dev/null || true
