@@ -8,7 +8,8 @@
 #   - controller peak RSS (/usr/bin/time -v) for 1 MiB .. 1 GiB of output with a 1 GiB cap;
 #   - 1 GiB of stdin from a file, staged and piped ("stdin": "piped"): rexec vs
 #     `ssh host 'cat >/dev/null'` (byte-exact by sha256),
-#     and the same through serve (streamed stdin: serve's peak RSS).
+#     and the same through serve (streamed stdin: serve's peak RSS);
+#   - files: rexec put / get of the same file vs the libssh2 writer / reader and ssh (bulk_files.sh).
 # Usage: scripts/bench.d/bulk.sh [--mib N] [--stdin-mib N]   (defaults 256, 1024)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -94,4 +95,5 @@ for r in 1 2; do
     echo "round $r: through serve ${cs}s (client ${cm} KiB, serve peak so far ${hwm} KiB, $ok)"
 done
 kill "$sp"; wait "$sp" 2>/dev/null || true
+. scripts/bench.d/bulk_files.sh
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
