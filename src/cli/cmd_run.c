@@ -412,7 +412,7 @@ static int build_request(run_opts *o, run_inputs *in, rexec_request *req)
         req->timeout_s = o->timeout_s;
     req->grant_id = o->grant;
     req->eval_only = o->eval;
-    req->capture = o->json;
+    req->capture = o->json && !o->output; /* --output: stdout goes to FILE only */
     return 0;
 }
 
