@@ -40,15 +40,15 @@ __rx_put_attrs() { # dest mode owner
     chmod -- "$m" "$__rx_put_tmp" || { __rx_xfer_fail 3 "cannot set the mode $m"; return; }
 }
 
-# The bytes that arrived must be the controller's: size first (cheap), then the SHA-256.
+# The bytes that arrived must be the controller's: their size on disk, and the SHA-256 that
+# sha256sum took of them on their way in (__rx_put_sha).
 __rx_put_verify() { # dest sha256 size
     local got
     got=$(stat -c %s -- "$__rx_put_tmp") || { __rx_xfer_fail 3 "cannot stat what was written"; return; }
     if [ "$got" != "$3" ]; then
         __rx_xfer_fail 4 "received $got bytes, expected $3: $1 left as it was"; return
     fi
-    got=$(sha256sum <"$__rx_put_tmp") || { __rx_xfer_fail 3 "sha256sum failed"; return; }
-    got=${got%% *}
+    got=${__rx_put_sha%% *}
     if [ "$got" != "$2" ]; then
         __rx_xfer_fail 4 "the SHA-256 of what arrived is $got, not the controller's $2: $1 left as it was"
         return
@@ -73,7 +73,9 @@ __rx_put() { # path sha256 size mode owner
         __rx_put_tmp=
         __rx_xfer_fail 3 "cannot create a file in $dir (not writable?)"; return
     }
-    if ! cat >"$__rx_put_tmp"; then
+    # tee writes the file and hands the same bytes to sha256sum, which hashes them as they
+    # arrive (on another CPU) instead of reading the whole file again afterwards.
+    if ! __rx_put_sha=$(tee -- "$__rx_put_tmp" | sha256sum; exit "${PIPESTATUS[0]}"); then
         __rx_put_clean
         __rx_xfer_fail 3 "writing the file in $dir failed (disk full?): $dest left as it was"
         return
