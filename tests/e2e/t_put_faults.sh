@@ -3,8 +3,9 @@
 # and get"): the connection dropped while the file streams (exit 255, executed true; the old
 # file as it was; the temporary file removed by put.sh's TERM trap when the wrapper stops it),
 # and a VM that cannot store the file (a file-size limit on the lab's sshd, as a full disk:
-# tee gets SIGXFSZ at a fixed size, so the failure comes at the same byte every time).
-tid="put faults: a dropped connection or a full disk leaves the old file and no temporary file"
+# tee gets SIGXFSZ at a fixed size, so the failure comes at the same byte every time); and a
+# get of a file written to while it is read (4, LOCAL_FILE not made).
+tid="put/get faults: a dropped connection, a full disk, a file changing under get: nothing half-written"
 . "${REXEC_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/e2e/lib.sh"
 command -v prlimit >/dev/null || skip "prlimit (util-linux) is not installed"
 
@@ -56,6 +57,39 @@ assert_eq true "$(json executed)" "executed of a put whose connection dropped"
 assert_eq old "$(cat "$vm/d.bin")" "the destination after the drop"
 poll_until 300 no_temp_left || fail "the temporary file was left after the drop: $(ls -la "$vm")"
 OUT=$RX_TMP/out
+
+# ---- a file written to while get reads it ------------------------------------------------------
+# get.sh's cat is stopped while the file is open, the file grows, cat goes on: the size and times
+# taken after the read differ from those before, the call fails (4) and LOCAL_FILE is not made.
+ws_add_action t.get "{\"risk\": \"L1\", \"get\": {\"path\": \"$vm/{name}\"}, \"binary\": true,
+  \"max_output_bytes\": 268435456, \"params\": {\"name\": {\"type\": \"path\"}}}"
+truncate -s 128M "$vm/grow"
+get_cat() {
+    local sh
+    for sh in $(pgrep -u "$(id -u)" -f "__rx_get \"$vm/" 2>/dev/null); do
+        pgrep -P "$sh" -x cat && return 0
+    done
+    return 1
+}
+rx get lab1 t.get "$RX_TMP/grow" --param name=grow >"$RX_TMP/grow.out" 2>"$RX_TMP/grow.err" &
+rpid=$!
+get_or_done() { get_cat >/dev/null || ! kill -0 "$rpid" 2>/dev/null; }
+wait_until 300 get_or_done
+gpid=$(get_cat | head -n1) || true
+if [[ -n $gpid ]]; then
+    kill -STOP "$gpid"
+    printf 'more' >>"$vm/grow"
+    kill -CONT "$gpid"
+    rc=0
+    wait "$rpid" || rc=$?
+    assert_eq 4 "$rc" "exit status of a get whose file grew while it was read"
+    assert_contains "$RX_TMP/grow.err" "changed while it was read"
+    [[ ! -e $RX_TMP/grow ]] || fail "a get whose file changed made LOCAL_FILE"
+    ! compgen -G "$RX_TMP/.rexec-out.*" >/dev/null || fail "a failed get left its temporary file"
+else
+    wait "$rpid" || true
+    echo "note: the get ended before its cat could be stopped; the change case was not run" >&2
+fi
 
 # ---- the VM cannot store the file ---------------------------------------------------------------
 # The listener's RLIMIT_FSIZE passes to the next connection's processes: 1 MiB, a 2 MiB file.

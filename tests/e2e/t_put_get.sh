@@ -120,6 +120,12 @@ ev=$(last_outcome 'r["evidence"]')
 [[ ! -s $ev/stdout ]] || fail "evidence kept the bytes of a get without keep_bytes"
 assert_contains "$ev/meta.json" "$(sha "$loc/got.txt")"
 
+# keep_bytes: evidence keeps the bytes too
+ws_add_action t.get.keep "{\"risk\": \"L1\", \"get\": {\"path\": \"$vm/{name}\"}, \"keep_bytes\": true,
+  \"params\": {\"name\": {\"type\": \"path\"}}}"
+assert_exit 0 rx get lab1 t.get.keep "$loc/kept.txt" --param name=secret.txt
+cmp "$loc/kept.txt" "$(last_outcome 'r["evidence"]')/stdout" || fail "keep_bytes: evidence lacks the bytes"
+
 # binary: every byte as it is (NUL, invalid UTF-8), no redaction
 head -c 2000000 /dev/urandom >"$vm/blob"
 assert_exit 0 rx get lab1 t.get.bin "$loc/blob" --param name=blob
