@@ -17,14 +17,8 @@
 /* A put's largest file unless its "max_bytes" says otherwise: 1 GiB. */
 #define RX_PUT_DEFAULT_MAX (1LL << 30)
 
-/* 1 when the action object declares "put" or "get" (then it has no "command"). */
-int rx_ws_is_transfer(const cJSON *o);
-
-/* Reads "put" / "get" / "binary" / "keep_bytes" of an action whose params and secrets are
- * loaded: checks them, sets a->command to the fixed call of remote/put.sh or remote/get.sh and
- * adds a put's two content parameters (a->params has room for them). REXEC_ECONFIG naming the
- * JSON path at fault. */
-int rx_ws_load_transfer(const cJSON *o, const char *path, rx_action *a, rexec_error *err);
+/* The loader's part (rx_ws_is_transfer, rx_ws_load_transfer) is declared in workspace.h, so
+ * that workspace.c does not include this header (no include cycle). */
 
 /* The file's path for the call's values (values[i] belongs to a->params[i]), checked as a whole:
  * absolute, no control character, no "." or ".." component, at most 4096 bytes.

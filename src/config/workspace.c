@@ -16,7 +16,6 @@
 #include "jsonx.h"
 #include "redact.h"
 #include "template.h"
-#include "transfer.h"
 #include "scope.h"
 #include "sshconfig.h"
 #include "workspace.h"

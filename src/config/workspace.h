@@ -172,6 +172,15 @@ void rx_ws_free(rx_ws *ws);
  * connections are known by their rx_host. n_actions becomes 0. */
 void rx_ws_release_actions(rx_ws *ws);
 
+/* transfer.c: file actions. 1 when the action object declares "put" or "get" (then it has no
+ * "command"). rx_ws_load_transfer reads "put" / "get" / "binary" / "keep_bytes" of an action
+ * whose params and secrets are loaded: checks them, sets a->command to the fixed call of
+ * remote/put.sh or remote/get.sh and adds a put's two content parameters (a->params has room for
+ * them). REXEC_ECONFIG naming the JSON path at fault. */
+struct cJSON;
+int rx_ws_is_transfer(const struct cJSON *o);
+int rx_ws_load_transfer(const struct cJSON *o, const char *path, rx_action *a, rexec_error *err);
+
 /* Lookups; NULL when absent. */
 const rx_host *rx_ws_host(const rx_ws *ws, const char *name);
 const rx_action *rx_ws_action(const rx_ws *ws, const char *name);
