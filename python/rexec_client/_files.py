@@ -59,8 +59,8 @@ class Sink:
         """Renames the file into place when the call succeeded whole; else removes it. Returns
         the call's one result dict; raises RexecError (73) when the local file failed."""
         r = (result.get("results") or [{}])[0]
-        whole = (result.get("exit_status") == 0 and not r.get("truncated") and
-                 self.written == r.get("stdout_bytes"))
+        # stdout_bytes counts what the stream produced, past max_output_bytes too
+        whole = result.get("exit_status") == 0 and self.written == r.get("stdout_bytes")
         try:
             if self.error is None and whole:
                 self.f.flush()

@@ -142,7 +142,7 @@ static void on_done(void *ud, const rexec_result *res)
     /* Several hosts: the largest status wins (255 host unavailable > 77 denied > 1 ...). */
     if (res->exit_status > r->worst)
         r->worst = res->exit_status;
-    if (sink_rc > r->worst)
+    if (sink_rc != 0) /* --output (one host): FILE failed, the root cause (a stop included) */
         r->worst = sink_rc;
     progress_clear(r);
     if (r->n_hosts > 1 && !r->o->json)

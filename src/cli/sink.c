@@ -110,15 +110,17 @@ int cli_sink_finish(const rexec_result *res, int json)
     int rc = 0;
     if (sink.path == NULL)
         return 0;
-    if (sink.werr == 0 && res->exit_status == 0 && !res->truncated &&
-        sink.written == res->stdout_bytes && sink_commit() == 0) {
+    /* stdout_bytes counts what the stream produced, also past max_output_bytes: all of it was
+     * written here exactly when they are equal (stderr passing its cap does not matter) */
+    if (sink.werr == 0 && res->exit_status == 0 && sink.written == res->stdout_bytes &&
+        sink_commit() == 0) {
         if (!json)
             dprintf(2, "rexec: wrote %s: %llu bytes, sha256 %s\n", cli_arg(sink.path),
                     sink.written, res->stdout_sha256 ? res->stdout_sha256 : "-");
     } else if (sink.werr != 0) {
         rc = cli_error(SINK_EXIT, "--output %s: %s: the file was left as it was",
                        cli_arg(sink.path), strerror(sink.werr));
-    } else if (res->exit_status == 0 && res->truncated) {
+    } else if (res->exit_status == 0 && res->truncated && sink.written < res->stdout_bytes) {
         rc = cli_error(SINK_EXIT, "--output %s: the output passed max_output_bytes (%llu bytes "
                                   "were produced): the file was left as it was",
                        cli_arg(sink.path), (unsigned long long)res->stdout_bytes);
