@@ -512,6 +512,9 @@ int cli_run(const cli_global *g, int argc, char **argv)
     o.stdin_stream = socket == NULL;
     o.via_socket = socket != NULL;
     signal(SIGPIPE, SIG_IGN);
+    /* a file-size limit makes a write fail (EFBIG: --output says 73, the audit 74), not kill
+     * rexec between an intent and its outcome */
+    signal(SIGXFSZ, SIG_IGN);
     if (rc == 0 && o.output)
         rc = cli_sink_open(o.output);
     if (rc == 0 && (rc = build_request(&o, &in, &r.req)) == 0 && socket) {

@@ -137,6 +137,11 @@ printf 'keep me\n' >"$loc/keep"
 assert_exit 73 rx get lab1 t.get.small "$loc/keep" --param name=blob
 assert_contains "$ERR" "max_output_bytes"
 assert_eq "keep me" "$(cat "$loc/keep")" "LOCAL_FILE after a get past the cap"
+# a local write that fails while the file arrives (a file-size limit: EFBIG, as a full disk)
+# stops the call: 73, LOCAL_FILE as it was, no temporary file
+assert_exit 73 bash -c 'ulimit -f 1024 && exec "$@"' _ "$REXEC_BIN" --workspace "$WS" get lab1 t.get.bin "$loc/keep" --param name=blob
+assert_contains "$ERR" "File too large"
+assert_eq "keep me" "$(cat "$loc/keep")" "LOCAL_FILE after a local write failed"
 assert_exit 2 rx get lab1 t.get "$loc/keep" --param name=nosuch
 assert_contains "$ERR" "no such file"
 assert_eq "keep me" "$(cat "$loc/keep")" "LOCAL_FILE after a get of a missing file"
