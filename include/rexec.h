@@ -76,7 +76,8 @@ extern "C" {
     X(AUTH, 255, "authentication failed")                                     \
     X(TIMEDOUT, 255, "connection timed out")                                  \
     X(CONNLOST, 255, "connection lost")                                       \
-    X(CANCELLED, 130, "cancelled")
+    X(CANCELLED, 130, "cancelled")                                          \
+    X(STOPPED, 76, "not started: the fan-out stopped at its failure threshold")
 
 typedef enum rexec_err {
     REXEC_OK = 0,
@@ -144,7 +145,18 @@ typedef struct rexec_request {
      * in the audit records as "client"; NULL for a local caller. */
     const char *client_user;
     unsigned client_uid;
+    /* The caller's W3C traceparent ("00-<32 hex>-<16 hex>-<2 hex>"), recorded in the audit
+     * records, the evidence's meta.json and the result; NULL for none. An invalid one ends the
+     * call before anything (REXEC_EREQUEST, exit 65); rexec_traceparent_check tells first. */
+    const char *traceparent;
+    /* Wait this long before the call starts (a fan-out's retry, rexec_fanout_delay_ms); a cancel
+     * during the wait ends it at once, as cancelled before it started. 0: start now. */
+    unsigned start_delay_ms;
 } rexec_request;
+
+/* 0 when value is a valid W3C traceparent, else REXEC_EREQUEST with err->msg saying what is
+ * wrong, prefixed with what ("--traceparent: the trace id must be ..."). */
+REXEC_API int rexec_traceparent_check(const char *value, const char *what, rexec_error *err);
 
 /* What a call did. Strings are owned by the call and valid during on_done only. */
 typedef struct rexec_result {
@@ -179,6 +191,15 @@ typedef struct rexec_result {
     int stdout_truncated_in_result, stderr_truncated_in_result;
     int cap_killed; /* the action's on_cap "kill" stopped the command when output passed the cap */
     const char *batch_id; /* the request's batch_id, or NULL */
+    const char *traceparent; /* the request's traceparent, or NULL */
+    /* Nothing of the call reached the host, so it provably did not start: the connection, the
+     * host key check, the authentication or the channel's opening failed before the script was
+     * sent (err is HOST, HOSTKEY, AUTH, TIMEDOUT or CONNLOST). Such a call may be tried again
+     * (rexec_fanout_retry); any other may not. */
+    int nothing_sent;
+    /* Calls made for this host, retries included, when the front end counts them (a fan-out with
+     * retries); 0: not counted. In the JSON as "tries" when not 0. */
+    unsigned tries;
 } rexec_result;
 
 enum { REXEC_STDOUT = 1, REXEC_STDERR = 2 };
@@ -233,6 +254,75 @@ REXEC_API int rexec_batch_id_new(char out[REXEC_BATCH_ID_SIZE]);
  * way front ends build such a result, so it looks the same everywhere. */
 REXEC_API rexec_result rexec_result_not_started(const char *host, const char *action, int err,
                                       const char *msg);
+
+/* ---- Fan-out controls (docs/cli.md, "Batches, canary, failure threshold") --------------------- */
+
+/* What `rexec run --batch/--canary/--max-failures/--retry-unavailable` and serve's "batch",
+ * "canary", "max_failures", "retry_unavailable" ask for. NULL / 0 fields ask for nothing. */
+typedef struct rexec_fanout_spec {
+    const char *batch;        /* "N" or "P%" hosts per batch (P% of the hosts, rounded up) */
+    long canary;              /* the first N hosts run first, as a batch of their own */
+    const char *max_failures; /* "N" or "P%" (rounded down): once more hosts than that have
+                               * failed, no new host starts */
+    long retry_unavailable;   /* 0-10 more tries of a host whose call provably did not start */
+} rexec_fanout_spec;
+
+/* The plan of one fan-out and its progress. Pure state: it starts nothing, it answers. */
+typedef struct rexec_fanout rexec_fanout;
+
+/* Whether spec asks for anything (else a front end needs no rexec_fanout). */
+REXEC_API int rexec_fanout_wanted(const rexec_fanout_spec *spec);
+/* The plan for n hosts in their order. 0, or REXEC_EUSAGE naming the field (`--batch 0`, `0%`,
+ * `101%`, a negative or malformed count, a canary larger than the host list), or REXEC_ENOMEM.
+ * field_style 1 names the CLI's options (--max-failures), 0 serve's keys (max_failures). */
+REXEC_API int rexec_fanout_new(const rexec_fanout_spec *spec, size_t n, int field_style,
+                               rexec_fanout **out, rexec_error *err);
+REXEC_API void rexec_fanout_free(rexec_fanout *f); /* NULL is fine */
+
+enum { REXEC_FANOUT_START = 0, REXEC_FANOUT_WAIT = 1, REXEC_FANOUT_SKIP = 2 };
+/* May host i (the next one in order) start? START (counted as started: tell rexec_fanout_done
+ * how it ended), WAIT (it is in a later batch: ask again when a host is done), or SKIP (the
+ * threshold was crossed: report rexec_fanout_skipped for it). f NULL: START. */
+REXEC_API int rexec_fanout_next(rexec_fanout *f, size_t i);
+/* Host i's call ended with res: 1 when it must be tried again (res->nothing_sent and tries
+ * left, and the fan-out has not stopped): start the same call again, do not report res. */
+REXEC_API int rexec_fanout_retry(rexec_fanout *f, size_t i, const rexec_result *res);
+/* Host i is over with res (its last try). Returns 1 when this made the fan-out stop (the failed
+ * hosts are now more than max_failures): the caller records the stop
+ * (rexec_fanout_record_stop). */
+REXEC_API int rexec_fanout_done(rexec_fanout *f, size_t i, const rexec_result *res);
+/* How long host i's next call waits before it starts: 0 for its first, then 500 ms doubling
+ * per retry up to 8 s (a host that is restarting gets time to come back). */
+REXEC_API unsigned rexec_fanout_delay_ms(const rexec_fanout *f, size_t i);
+/* The calls started for host i; 0 when f is NULL or asks for no retries (nobody counts then). */
+REXEC_API unsigned rexec_fanout_tries(const rexec_fanout *f, size_t i);
+/* The result of host i, not started because the fan-out stopped: executed 0, reason
+ * STOPPED_FAILURE_THRESHOLD, err REXEC_ESTOPPED, exit_status 76. Its error is kept in f until
+ * the next call. */
+REXEC_API rexec_result rexec_fanout_skipped(rexec_fanout *f, size_t i, const char *host,
+                                            const char *action);
+typedef struct rexec_fanout_progress {
+    size_t hosts, batch, batches, done, failed, skipped; /* batch: 1-based */
+    int stopped;
+} rexec_fanout_progress;
+REXEC_API void rexec_fanout_get_progress(const rexec_fanout *f, rexec_fanout_progress *p);
+/* The status of the whole fan-out: 76 when it stopped at its threshold (unless worst is 130:
+ * interrupted), else worst (the largest of the hosts'). */
+REXEC_API int rexec_fanout_exit_status(const rexec_fanout *f, int worst);
+
+/* The audit records of a fan-out (docs/audit.md, "Fan-out records"), under batch_id: its plan
+ * ("batch_plan": the hosts of each batch, the threshold, the retries), appended before any of
+ * its calls (an error, REXEC_EAUDIT, means nothing may start); and its stop ("batch_stop": the
+ * failed hosts, those never started), queued behind the calls' records. hosts: the n names in
+ * order; action: the request's; client_user NULL for the process itself. */
+REXEC_API int rexec_fanout_record_plan(rexec_ctx *ctx, const rexec_fanout *f,
+                                       const char *const *hosts, const char *action,
+                                       const char *batch_id, const char *client_user,
+                                       unsigned client_uid, rexec_error *err);
+REXEC_API int rexec_fanout_record_stop(rexec_ctx *ctx, const rexec_fanout *f,
+                                       const char *const *hosts, const char *action,
+                                       const char *batch_id, const char *client_user,
+                                       unsigned client_uid, rexec_error *err);
 
 /* Flow control for a consumer of on_output that cannot keep up (serve's slow client): while a
  * call is paused, rexec stops reading its output from the host, so the SSH channel's window
@@ -460,6 +550,10 @@ typedef struct rexec_server_opts {
     double idle_timeout_s; /* close a client idle this long with nothing running; 0 = never */
     int log;               /* REXEC_SERVE_LOG_* */
     double stdin_timeout_s; /* the longest pause in a streamed stdin ("stdin_stream"); 0 = 60 */
+    /* Prometheus text (docs/metrics.md) written to this file every metrics_interval_s (0 = 15)
+     * and when serve stops, replaced whole (node_exporter's textfile collector); NULL: none. */
+    const char *metrics_file;
+    double metrics_interval_s;
 } rexec_server_opts;
 
 REXEC_API int rexec_server_start(rexec_ctx *ctx, const rexec_server_opts *opts, rexec_server **out,

@@ -4,7 +4,7 @@ import json
 import os
 
 # Final replies: the request is over once one of these arrives.
-FINAL = ("done", "error", "pong", "list", "reloaded")
+FINAL = ("done", "error", "pong", "list", "reloaded", "metrics")
 CANCEL_ID = "__cancel__"
 # stdin up to INLINE_MAX rides in the request line; more, or a file object, is streamed in
 # "stdin" lines of PIECE bytes (64 KiB as base64, under serve's 68 KiB line limit).
@@ -18,9 +18,11 @@ RAW_PIECE = 256 * 1024  # a raw piece, to a serve that takes them (at most 1 MiB
 # tests/install/t_serve_interface.sh holds them against it, and against what the functions below
 # really send. A new key of serve goes into one of the two.
 _CALL = ("op", "id", "targets", "action", "params", "stream", "stdin_base64", "stdin_stream",
-         "grant_id", "timeout_s", "rationale", "hypothesis_id", "parallel")
+         "traceparent", "grant_id", "timeout_s", "rationale", "hypothesis_id", "parallel")
+# run only: a fan-out's batches, canary, failure threshold and retries (eval runs nothing)
+_FANOUT = ("batch", "canary", "max_failures", "retry_unavailable")
 SENDS = {
-    "run": _CALL,
+    "run": _CALL + _FANOUT,
     "eval": _CALL,
     "check": ("op", "id", "targets"),
     "cancel": ("op", "id", "target"),
@@ -30,6 +32,7 @@ SENDS = {
     "actions": ("op", "id"),
     "groups": ("op", "id"),
     "reload": ("op", "id"),
+    "metrics": ("op", "id"),
 }
 _CALL_NOT_SENT = {
     "host": "targets names the hosts (host is the --request document's)",
@@ -94,8 +97,11 @@ def socket_path(path):
 
 
 def call_request(op, targets, action=None, params=None, *, stdin=None, grant_id=None,
-                 timeout_s=None, rationale=None, hypothesis_id=None, parallel=None, stream=True):
-    """The request object of a run, eval or check."""
+                 timeout_s=None, rationale=None, hypothesis_id=None, parallel=None, stream=True,
+                 traceparent=None, batch=None, canary=None, max_failures=None,
+                 retry_unavailable=None):
+    """The request object of a run, eval or check. batch and max_failures: an int N or a str
+    "N" / "P%"; canary, retry_unavailable: ints; run only (eval runs nothing: not sent)."""
     if op not in ("run", "eval", "check"):
         raise RexecError("op must be run, eval or check", 64)
     req = {"op": op, "id": 1, "targets": targets}
@@ -109,8 +115,13 @@ def call_request(op, targets, action=None, params=None, *, stdin=None, grant_id=
     elif stdin is not None:
         req["stdin_base64"] = base64.b64encode(as_bytes(stdin)).decode()
     for key, val in (("grant_id", grant_id), ("timeout_s", timeout_s), ("rationale", rationale),
-                     ("hypothesis_id", hypothesis_id), ("parallel", parallel)):
+                     ("hypothesis_id", hypothesis_id), ("parallel", parallel),
+                     ("traceparent", traceparent)):
         if val is not None:
+            req[key] = val
+    for key, val in (("batch", batch), ("canary", canary), ("max_failures", max_failures),
+                     ("retry_unavailable", retry_unavailable)):
+        if val is not None and op == "run":
             req[key] = val
     return req
 
@@ -184,6 +195,8 @@ class Collector:
             self.result["results"].append(strip(m))
         elif t == "done":
             self.result["exit_status"] = m.get("exit_status")
+            if "stopped" in m:  # a run's failure threshold kept hosts from starting
+                self.result["stopped"] = m["stopped"]
         if t in FINAL:
             self.final = m
         return t in FINAL

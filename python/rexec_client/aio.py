@@ -171,3 +171,7 @@ class AsyncClient:
 
     async def reload(self):
         return await self._simple("reload")
+
+    async def metrics(self):
+        """serve's metrics as Prometheus text (docs/metrics.md)."""
+        return (await self._simple("metrics"))["text"]

@@ -104,7 +104,8 @@ class Client:
 
     def start(self, op, targets, action=None, params=None, **kw):
         """Sends a run/eval/check and returns its Call (kw: stdin, grant_id, timeout_s,
-        rationale, hypothesis_id, parallel, stream)."""
+        rationale, hypothesis_id, parallel, stream, traceparent; run: batch, canary,
+        max_failures, retry_unavailable)."""
         s = self._connect()
         try:
             s.sendall(encode(call_request(op, targets, action, params, **kw)))
@@ -179,3 +180,7 @@ class Client:
     def reload(self):
         """Reloads rexec.json; RexecError (exit_status 78) when the new file does not load."""
         return self._simple("reload")
+
+    def metrics(self):
+        """serve's metrics as Prometheus text (docs/metrics.md)."""
+        return self._simple("metrics")["text"]

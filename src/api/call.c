@@ -13,6 +13,8 @@
 
 #include "call.h"
 #include "err.h"
+#include "metrics.h"
+#include "traceparent.h"
 #include "transfer.h"
 
 #define CALL_MAX_COMMAND (256 * 1024)
@@ -196,6 +198,7 @@ static void call_free(rexec_call *c)
     free(c->host_name), free(c->action_name), free(c->grant_id);
     free(c->rationale), free(c->hypothesis_id), free(c->evidence), free(c->batch_id);
     free(c->client_user);
+    free(c->traceparent);
     rx_call_secrets_unpin(c); /* after its streams and evidence, which scanned with it */
     rx_call_ws_unpin(c);
     free(c);
@@ -218,6 +221,7 @@ static void call_report(rexec_call *c)
     rexec_result res;
     rx_call_result(c, &res);
     call_set(c, CALL_REPORTED);
+    rx_call_metrics(c, &res);
     if (c->cb.on_done)
         c->cb.on_done(c->cb.ud, &res);
     uv_close((uv_handle_t *)&c->defer, on_call_closed);
@@ -377,6 +381,7 @@ RX_UNITTEST_STATIC void on_exec_data(void *ud, int stream, const unsigned char *
         stream_sink(st, data, len);
         return;
     }
+    rx_metrics_count_redacted_bytes(len);
     rx_redact_feed(st->rs, data, len);
 }
 
@@ -410,12 +415,14 @@ static int call_copy_request(rexec_call *c, const rexec_request *req)
     c->grant_id = dup_or_null(req->grant_id);
     c->rationale = dup_or_null(req->rationale);
     c->hypothesis_id = dup_or_null(req->hypothesis_id);
+    c->traceparent = dup_or_null(req->traceparent);
     c->batch_id = dup_or_null(req->batch_id);
     c->client_user = dup_or_null(req->client_user);
     c->client_uid = req->client_uid;
     c->given = calloc(req->n_params + 1, sizeof(*c->given));
     if (!c->host_name || !c->action_name || !c->given || (req->grant_id && !c->grant_id) ||
         (req->rationale && !c->rationale) || (req->hypothesis_id && !c->hypothesis_id) ||
+        (req->traceparent && !c->traceparent) ||
         (req->batch_id && !c->batch_id) || (req->client_user && !c->client_user))
         return REXEC_ENOMEM;
     for (size_t i = 0; i < req->n_params; i++, c->n_given++) {
@@ -822,6 +829,15 @@ static void on_gate_done(uv_work_t *w, int status)
     call_after_gate(c, c->gate_rc);
 }
 
+static void call_begin(rexec_call *c);
+
+static void on_start_delay(uv_timer_t *t)
+{
+    rexec_call *c = t->data;
+    c->delaying = 0;
+    call_begin(c);
+}
+
 static void call_obj_cancel(rx_ctx_obj *o)
 {
     rexec_call_cancel((rexec_call *)o); /* obj is the call's first member */
@@ -830,6 +846,8 @@ static void call_obj_cancel(rx_ctx_obj *o)
 int rexec_call_start(rexec_ctx *ctx, const rexec_request *req, const rexec_callbacks *cb,
                      rexec_call **out, rexec_error *err)
 {
+    if (req->traceparent && rx_traceparent_check(req->traceparent, "traceparent", err) != 0)
+        return REXEC_EREQUEST; /* an unusable request: nothing starts, nothing is recorded */
     rexec_call *c = calloc(1, sizeof(*c));
     if (c == NULL || ctx->closing)
         return free(c), rx_fail(err, ctx->closing ? REXEC_ECANCELLED : REXEC_ENOMEM,
@@ -851,7 +869,22 @@ int rexec_call_start(rexec_ctx *ctx, const rexec_request *req, const rexec_callb
     rx_call_ws_pin(c);
     if (out)
         *out = c;
+    if (req->start_delay_ms > 0) { /* a retry: the host gets time to come back */
+        c->delaying = 1;
+        uv_timer_start(&c->defer, on_start_delay, req->start_delay_ms, 0);
+        return 0;
+    }
+    call_begin(c);
+    return 0;
+}
+
+/* The call from its host's resolution on: the gate, then the host. */
+static void call_begin(rexec_call *c)
+{
+    rexec_ctx *ctx = c->ctx;
     int r = call_resolve(c, &c->err);
+    if (r == 0 && c->cancelled) /* cancelled while it waited to start */
+        r = rx_fail(&c->err, REXEC_ECANCELLED, "%s: cancelled before it started", c->host->name);
     if (r == 0)
         r = call_timeout(c, &c->err);
     if (r == 0 && call_gate_may_block(c)) {
@@ -860,12 +893,11 @@ int rexec_call_start(rexec_ctx *ctx, const rexec_request *req, const rexec_callb
             r = rx_fail(&c->err, REXEC_ENOMEM, "cannot queue the gate's work: %s",
                         uv_strerror(r));
         if (r == 0)
-            return 0; /* goes on in on_gate_done */
+            return; /* goes on in on_gate_done */
     } else if (r == 0) {
         r = call_decide(c, &c->err);
     }
     call_after_gate(c, r);
-    return 0;
 }
 
 void rexec_call_cancel(rexec_call *c)
@@ -874,6 +906,8 @@ void rexec_call_cancel(rexec_call *c)
         return;
     rexec_call_resume(c); /* the cancelled call's output must drain for its end line to come */
     c->cancelled = 1;
+    if (c->delaying) /* waiting to start: it ends now, as cancelled before it started */
+        uv_timer_start(&c->defer, on_start_delay, 0, 0);
     if (c->job)
         rx_pool_cancel(c->job);
 }

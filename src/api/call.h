@@ -88,6 +88,7 @@ struct rexec_call {
     char run_id[RX_RUN_ID_LEN];
     char *host_name, *action_name, *grant_id, *rationale, *hypothesis_id, *batch_id;
     char *client_user;   /* serve: the peer who asked (rexec_request.client_user), or NULL */
+    char *traceparent;   /* the caller's W3C traceparent (checked), or NULL */
     unsigned client_uid;
     rexec_param *given; /* the caller's parameters, copied */
     size_t n_given;
@@ -143,6 +144,7 @@ struct rexec_call {
     uv_timer_t defer;
     uv_work_t gate_work; /* the gate, off the loop, when it may block (call.c) */
     int gate_rc;
+    int delaying; /* defer runs on_start_delay: the call waits before its gate (a retry) */
 };
 
 /* call_record.c: the audit records and evidence of a call, and its public result.
@@ -163,7 +165,15 @@ int rx_call_evidence_submit(rexec_call *c, void (*done)(rx_record_job *), rexec_
 int rx_call_evidence_done(rexec_call *c, rx_record_job *j);
 void rx_call_outcome(rexec_call *c);
 void rx_call_result(rexec_call *c, rexec_result *res);
+/* Counts the reported call in the metrics (src/base/metrics.h): its decision, how it ended,
+ * its duration; an eval by its decision only. */
+void rx_call_metrics(const rexec_call *c, const rexec_result *res);
 const char *rx_verdict_name(rx_verdict v);
+
+/* call_record.c: a record of the context's own (a fan-out's plan or stop), appended now or
+ * queued behind the calls' records. */
+int rx_ctx_audit_record(rexec_ctx *ctx, cJSON *o, const char *client_user, unsigned client_uid,
+                        int now, rexec_error *err);
 
 /* The registry (call.c): track from creation; when the object goes, untrack it, free it, then
  * rx_ctx_released (a closing context may go then, so nothing of ctx is used after it). */

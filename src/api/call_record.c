@@ -11,6 +11,8 @@
 
 #include "call.h"
 #include "err.h"
+#include "metrics.h"
+#include "traceparent.h"
 #include "transfer.h"
 
 static const char *const sig_names[] = {
@@ -324,6 +326,8 @@ static int call_audit_text(rexec_call *c, const char *phase, char **text, rexec_
     add_redacted(c, o, "error", c->err.code ? c->err.msg : NULL);
     add_redacted(c, o, "rationale", c->rationale);
     add_redacted(c, o, "hypothesis_id", c->hypothesis_id);
+    if (c->traceparent) /* only when given: records without it stay as they were */
+        add_redacted(c, o, "traceparent", c->traceparent);
     r = rx_audit_render(o, call_redactor(c), text, err);
     cJSON_Delete(o);
     return r;
@@ -347,6 +351,46 @@ int rx_call_audit_submit(rexec_call *c, const char *phase, void (*done)(rx_recor
     j->done = done;
     j->ud = c;
     rx_recorder_submit(c->ctx->rec, j);
+    return 0;
+}
+
+/* Nobody waits for a queued record of the context (the context may be gone when it is done):
+ * a failure shows in the log as the missing record, and the calls' records beside it fail too. */
+static void on_ctx_record_done(rx_record_job *j)
+{
+    free(j);
+}
+
+/* A record of the context's own, not of one call (a fan-out's plan or stop, fanout_record.c):
+ * controller and client added (ts by the render), rendered through the workspace's redactor; appended now (the
+ * caller waits for it), or queued behind the calls' records. o stays the caller's. */
+int rx_ctx_audit_record(rexec_ctx *ctx, cJSON *o, const char *client_user, unsigned client_uid,
+                        int now, rexec_error *err)
+{
+    char *text = NULL;
+    int r;
+    if (ctx->rec == NULL && (r = call_audit_open(ctx, err)) != 0)
+        return r;
+    add_controller(o); /* ts: rx_audit_render puts it first */
+    if (client_user == NULL) {
+        cJSON_AddNullToObject(o, "client");
+    } else {
+        cJSON *k = cJSON_AddObjectToObject(o, "client");
+        cJSON_AddNumberToObject(k, "uid", (double)client_uid);
+        cJSON_AddStringToObject(k, "user", client_user);
+    }
+    if ((r = rx_audit_render(o, rx_ctx_redactor(ctx), &text, err)) != 0)
+        return r;
+    if (now)
+        return rx_recorder_append_now(ctx->rec, text, err);
+    rx_record_job *j = calloc(1, sizeof(*j));
+    if (j == NULL) {
+        free(text);
+        return rx_fail(err, REXEC_ENOMEM, "out of memory");
+    }
+    j->text = text;
+    j->done = on_ctx_record_done;
+    rx_recorder_submit(ctx->rec, j);
     return 0;
 }
 
@@ -375,6 +419,8 @@ int rx_call_evidence_submit(rexec_call *c, void (*done)(rx_record_job *), rexec_
     cJSON_AddStringToObject(meta, "run_id", c->run_id);
     if (c->batch_id)
         cJSON_AddStringToObject(meta, "batch_id", c->batch_id);
+    if (c->traceparent)
+        add_redacted(c, meta, "traceparent", c->traceparent);
     cJSON_AddStringToObject(meta, "host", c->host->name);
     cJSON_AddStringToObject(meta, "action", c->action->name);
     add_decision(c, meta);
@@ -426,11 +472,22 @@ int rx_call_evidence_done(rexec_call *c, rx_record_job *j)
 
 /* ---- the public result ---------------------------------------------------------------------- */
 
+/* The call failed before a byte of it reached the host (connect, host key, auth, a refused
+ * channel or exec request): it provably did not start, so it may be tried again. */
+static int call_nothing_sent(const rexec_call *c)
+{
+    int e = c->err.code;
+    return !c->script_sent && !c->x.wrote_any && !c->ran && c->intent_written &&
+           (e == REXEC_EHOST || e == REXEC_EHOSTKEY || e == REXEC_EAUTH || e == REXEC_ETIMEDOUT ||
+            e == REXEC_ECONNLOST);
+}
+
 void rx_call_result(rexec_call *c, rexec_result *res)
 {
     memset(res, 0, sizeof(*res));
     res->run_id = c->run_id;
     res->batch_id = c->batch_id;
+    res->traceparent = c->traceparent;
     /* the caller's text: a name typed wrong may be a secret pasted in the wrong field */
     res->host = shown(c, &c->shown_host, c->host_name);
     res->action = shown(c, &c->shown_action, c->action_name);
@@ -447,6 +504,7 @@ void rx_call_result(rexec_call *c, rexec_result *res)
     if (c->timed_out && !c->ran) /* its timeout passed before the command began */
         res->exit_status = 124;
     res->cap_killed = c->cap_killed;
+    res->nothing_sent = call_nothing_sent(c);
     if (c->capture && c->script_sent) {
         const call_stream *o = &c->out[0], *e = &c->out[1];
         res->stdout_data = o->result.data ? o->result.data : (const unsigned char *)"";
@@ -456,4 +514,21 @@ void rx_call_result(rexec_call *c, rexec_result *res)
         res->stdout_truncated_in_result = o->result_truncated || o->truncated;
         res->stderr_truncated_in_result = e->result_truncated || e->truncated;
     }
+}
+
+void rx_call_metrics(const rexec_call *c, const rexec_result *res)
+{
+    int decision = rx_metrics_decision(res->decision);
+    if (c->eval_only) {
+        rx_metrics_count_eval(decision);
+        return;
+    }
+    rx_metrics_count_call(decision, rx_metrics_exit_class(res->exit_status, res->timed_out,
+                                                          res->err == REXEC_ECANCELLED),
+                          (uv_hrtime() - c->t0_ns) / 1000);
+}
+
+int rexec_traceparent_check(const char *value, const char *what, rexec_error *err)
+{
+    return rx_traceparent_check(value, what ? what : "traceparent", err);
 }

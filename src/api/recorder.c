@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "err.h"
+#include "metrics.h"
 
 struct rx_recorder {
     uv_loop_t *loop;
@@ -53,6 +54,11 @@ void rx_recorder_counts(const rx_recorder *r, unsigned long *appends, unsigned l
     *records = r->records;
 }
 
+size_t rx_recorder_queued(const rx_recorder *r)
+{
+    return r ? r->queued : 0;
+}
+
 static void job_fail(rx_record_job *j, int rc, const rexec_error *e)
 {
     j->rc = rc;
@@ -85,7 +91,9 @@ static unsigned long append_flush(rx_recorder *r, char **texts, rx_record_job **
     rexec_error e;
     uv_mutex_lock(&r->append_mu);
     audit_settle(r);
+    uint64_t t0 = uv_hrtime();
     int rc = rx_audit_append_begin(r->audit, texts, n, &r->pending, &e);
+    rx_metrics_observe_audit_write((uv_hrtime() - t0) / 1000);
     if (rc == 0 && !last)
         audit_settle(r);
     uv_mutex_unlock(&r->append_mu);
@@ -111,7 +119,9 @@ static unsigned long jobs_run(rx_recorder *r, rx_record_job *jobs)
         if (j->ev) {
             rx_evidence *ev = j->ev;
             j->ev = NULL; /* freed by the commit, whatever its outcome */
+            uint64_t t0 = uv_hrtime();
             j->ev_rc = rx_evidence_commit(ev, j->ev_meta, j->ev_sha, &j->ev_path, &j->ev_err);
+            rx_metrics_observe_evidence_write((uv_hrtime() - t0) / 1000);
             if (j->ev_rc != 0) { /* the record names evidence that is not there: not appended */
                 free(j->text);
                 j->text = NULL;
@@ -267,7 +277,9 @@ int rx_recorder_append_now(rx_recorder *r, char *text, rexec_error *err)
 {
     uv_mutex_lock(&r->append_mu);
     audit_settle(r);
+    uint64_t t0 = uv_hrtime();
     int rc = rx_audit_append_texts(r->audit, &text, 1, err);
+    rx_metrics_observe_audit_write((uv_hrtime() - t0) / 1000);
     uv_mutex_unlock(&r->append_mu);
     free(text);
     r->appends++;

@@ -62,6 +62,8 @@ void rx_recorder_submit(rx_recorder *r, rx_record_job *job);
  * (for a refusal that must be on disk before the call goes on). Frees text. */
 int rx_recorder_append_now(rx_recorder *r, char *text, rexec_error *err);
 
+/* Jobs waiting for a drain (0 for NULL); loop thread only. */
+size_t rx_recorder_queued(const rx_recorder *r);
 /* What the recorder has done so far: audit appends (each one write, one fsync, one head) and
  * the records they carried. records / appends is the group commit's gain. */
 void rx_recorder_counts(const rx_recorder *r, unsigned long *appends, unsigned long *records);

@@ -20,6 +20,7 @@
 #include "call.h"
 #include "err.h"
 #include "fsutil.h"
+#include "metrics.h"
 
 #define RELOAD_MAX_FILE (4u << 20)
 
@@ -113,7 +114,7 @@ static void retire_unmapped(rexec_ctx *ctx, const rx_host **map, size_t n_new)
     }
 }
 
-int rexec_ctx_reload(rexec_ctx *ctx, size_t *kept_warm, rexec_error *err)
+static int ctx_reload(rexec_ctx *ctx, size_t *kept_warm, rexec_error *err)
 {
     rx_ws *nw = NULL;
     size_t warm = 0;
@@ -157,4 +158,12 @@ int rexec_ctx_reload(rexec_ctx *ctx, size_t *kept_warm, rexec_error *err)
     if (kept_warm)
         *kept_warm = warm;
     return 0;
+}
+
+/* Every reload counts in the metrics, applied or refused (the shutdown's refusal too). */
+int rexec_ctx_reload(rexec_ctx *ctx, size_t *kept_warm, rexec_error *err)
+{
+    int r = ctx_reload(ctx, kept_warm, err);
+    rx_metrics_count_reload(r == 0);
+    return r;
 }

@@ -72,6 +72,8 @@ cJSON *rx_result_json(const rexec_result *r)
     rx_json_add_str(o, "run_id", r->run_id);
     if (r->batch_id)
         rx_json_add_str(o, "batch_id", r->batch_id);
+    if (r->traceparent)
+        rx_json_add_str(o, "traceparent", r->traceparent);
     rx_json_add_str(o, "host", r->host);
     rx_json_add_str(o, "action", r->action);
     rx_json_add_str(o, "decision", r->decision);
@@ -87,6 +89,8 @@ cJSON *rx_result_json(const rexec_result *r)
     rx_json_add_str(o, "rendered", r->rendered);
     rx_json_add_str(o, "error", r->error);
     cJSON_AddNumberToObject(o, "exit_status", r->exit_status);
+    if (r->tries > 0) /* a fan-out with retries counts every host's calls */
+        cJSON_AddNumberToObject(o, "tries", r->tries);
     return o;
 }
 
@@ -95,6 +99,8 @@ rexec_result rexec_result_not_started(const char *host, const char *action, int 
 {
     rexec_result r = {.host = host, .action = action, .exit_code = -1, .err = err,
                       .error = msg, .exit_status = rexec_err_exit_code(err)};
+    if (err == REXEC_ESTOPPED) /* a fan-out's failure threshold kept it from starting */
+        r.reason = "STOPPED_FAILURE_THRESHOLD";
     return r;
 }
 

@@ -19,6 +19,8 @@
 #include "jsonx.h"
 #include "request.h"
 #include "serve_log.h"
+#include "serve_fanout.h"
+#include "serve_metrics.h"
 #include "serve_peer.h"
 #include "serve_stdin.h"
 
@@ -69,6 +71,7 @@ struct rexec_server {
     void (*on_stopped)(void *ud);
     void *stopped_ud;
     rx_serve_log log;
+    rx_metrics_file *metrics_file; /* --metrics-file, or NULL */
 };
 
 struct serve_client {
@@ -137,6 +140,8 @@ struct serve_req {
     uint64_t t0;  /* uv_hrtime() when it arrived */
     rx_spool spool;   /* "stdin_stream": the stdin as it arrives, then what the calls read */
     serve_wait *wait; /* "stdin_stream": set until its "eof" arrives */
+    rexec_fanout *fan; /* "batch", "canary", "max_failures", "retry_unavailable"; or NULL */
+    int cancelled;     /* a cancel came: no host is tried again */
 };
 
 static void client_close(serve_client *cl);
@@ -277,7 +282,7 @@ static void send_error(serve_client *cl, const cJSON *id, int code, const char *
 
 static rx_serve_log_who who_of(const rx_peer *p, const char *op, const cJSON *id)
 {
-    return (rx_serve_log_who){p ? (long)p->uid : -1, p ? p->user : NULL, op, id};
+    return (rx_serve_log_who){p ? (long)p->uid : -1, p ? p->user : NULL, op, id, NULL};
 }
 
 static uint64_t ms_since(uint64_t t0)
@@ -301,6 +306,7 @@ static void req_free(serve_req *q)
     free(q->params);
     free(q->hosts);
     free(q->calls);
+    rexec_fanout_free(q->fan);
     free(q);
     s->reqs_alive--;
 }
@@ -322,10 +328,16 @@ static void req_unlink(serve_req *q)
 static void req_done(serve_req *q)
 {
     cJSON *o = reply(q, "done");
+    rexec_fanout_progress fp;
+    rexec_fanout_get_progress(q->fan, &fp);
+    q->worst = rexec_fanout_exit_status(q->fan, q->worst);
     cJSON_AddNumberToObject(o, "exit_status", q->worst);
+    if (fp.stopped)
+        cJSON_AddStringToObject(o, "stopped", "STOPPED_FAILURE_THRESHOLD");
     client_send(q->cl, o);
     cJSON_Delete(o);
     rx_serve_log_who w = who_of(&q->peer, q->op, q->id);
+    w.traceparent = q->parsed.traceparent;
     rx_serve_log_request(&q->srv->log, q->srv->ctx, &w, q->listed, q->worst, ms_since(q->t0), NULL);
     rexec_server *s = q->srv;
     serve_client *cl = q->cl;
@@ -395,36 +407,89 @@ static void send_result(serve_req *q, const rexec_result *r)
         q->worst = r->exit_status;
 }
 
+static int call_begin(serve_req *q, serve_call *sc);
+
+/* The fan-out's side of a host's end: its tries, the threshold (the stop is recorded once). */
+static void fanout_host_done(serve_req *q, size_t i, rexec_result *r)
+{
+    r->tries = rexec_fanout_tries(q->fan, i);
+    if (rexec_fanout_done(q->fan, i, r)) {
+        rexec_error e;
+        rx_fanout_who w = {q->hosts, q->n, q->view.action, q->view.batch_id, q->peer.user,
+                           (unsigned)q->peer.uid};
+        rexec_fanout_record_stop(q->srv->ctx, q->fan, w.hosts, w.action, w.batch_id,
+                                 w.client_user, w.client_uid, &e);
+    }
+}
+
 static void on_call_done(void *ud, const rexec_result *r)
 {
     serve_call *sc = ud;
     serve_req *q = sc->req;
     rx_serve_log_who w = who_of(&q->peer, q->op, q->id);
+    w.traceparent = q->parsed.traceparent;
+    rexec_result res = *r;
+    size_t i = (size_t)(sc - q->calls);
     sc->call = NULL;
     rx_serve_log_call(&q->srv->log, q->srv->ctx, &w, r);
-    send_result(q, r);
+    if (q->cl && !q->cancelled && rexec_fanout_retry(q->fan, i, r)) { /* it never reached it */
+        call_begin(q, sc);
+        return;
+    }
+    fanout_host_done(q, i, &res);
+    send_result(q, &res);
     if (++q->finished == q->n)
         req_done(q);
     else
         req_launch(q);
 }
 
+/* One host's call; 1 when it could not start (on_call_done has reported it, and q may be gone). */
+static int call_begin(serve_req *q, serve_call *sc)
+{
+    rexec_callbacks cb = {on_call_output, on_call_done, sc};
+    rexec_request req = q->view;
+    rexec_error e;
+    req.host = sc->host;
+    req.start_delay_ms = rexec_fanout_delay_ms(q->fan, (size_t)(sc - q->calls)); /* a retry */
+    if (rexec_call_start(q->srv->ctx, &req, &cb, &sc->call, &e) != 0) {
+        rexec_result r = rexec_result_not_started(sc->host, req.action, e.code, e.msg);
+        on_call_done(sc, &r);
+        return 1;
+    }
+    if (q->cl && q->cl->throttled && sc->call)
+        rexec_call_pause(sc->call);
+    return 0;
+}
+
+/* The fan-out crossed its failure threshold: every host not started reports so, none starts. */
+static void req_drop_stopped(serve_req *q)
+{
+    size_t never = q->n - q->started;
+    q->n = q->started;
+    for (size_t i = 0; i < never; i++) {
+        size_t k = q->started + i;
+        rexec_fanout_next(q->fan, k); /* marks it skipped */
+        rexec_result r = rexec_fanout_skipped(q->fan, k, q->calls[k].host, q->view.action);
+        send_result(q, &r);
+    }
+    if (q->finished == q->n)
+        req_done(q);
+}
+
 static void req_launch(serve_req *q)
 {
     int parallel = q->parallel > 0 ? q->parallel : q->srv->ctx->ws->limits.parallel;
     while (q->started < q->n && (int)(q->started - q->finished) < parallel && q->cl) {
-        serve_call *sc = &q->calls[q->started++];
-        rexec_callbacks cb = {on_call_output, on_call_done, sc};
-        rexec_request req = q->view;
-        rexec_error e;
-        req.host = sc->host;
-        if (rexec_call_start(q->srv->ctx, &req, &cb, &sc->call, &e) != 0) {
-            rexec_result r = rexec_result_not_started(sc->host, req.action, e.code, e.msg);
-            on_call_done(sc, &r);
-            return; /* on_call_done launched the rest */
+        int go = rexec_fanout_next(q->fan, q->started);
+        if (go == REXEC_FANOUT_WAIT) /* a later batch: it starts when this one has ended */
+            return;
+        if (go == REXEC_FANOUT_SKIP) {
+            req_drop_stopped(q);
+            return;
         }
-        if (q->cl->throttled && sc->call)
-            rexec_call_pause(sc->call);
+        if (call_begin(q, &q->calls[q->started++]))
+            return; /* on_call_done launched the rest */
     }
 }
 
@@ -741,6 +806,13 @@ static int start_run(serve_client *cl, const cJSON *root, const char *op, rexec_
     q->parallel = (int)parallel;
     if (q->n > 1 && rexec_batch_id_new(q->batch) == 0)
         q->view.batch_id = q->batch;
+    rx_fanout_who fw = {q->hosts, q->n, q->view.action, q->view.batch_id, cl->peer.user,
+                        (unsigned)cl->peer.uid};
+    if ((r = rx_serve_fanout_new(q->srv->ctx, root, &fw, &q->fan, err)) != 0) {
+        req_unlink(q);
+        req_free(q);
+        return r;
+    }
     q->view.eval_only = strcmp(op, "eval") == 0;
     q->view.capture = 1;
     q->view.client_user = cl->peer.user;
@@ -807,6 +879,7 @@ static void req_drop_unstarted(serve_req *q, int code, const char *why)
 /* Cancels what runs; hosts not started yet report "cancelled before it started" at once. */
 static void req_cancel(serve_req *q)
 {
+    q->cancelled = 1;
     for (size_t i = 0; i < q->started; i++)
         if (q->calls[i].call)
             rexec_call_cancel(q->calls[i].call);
@@ -873,6 +946,41 @@ static int do_reload(serve_client *cl, const cJSON *root, rexec_error *err)
     cJSON_AddNumberToObject(o, "kept_warm", (double)warm);
     client_send(cl, o);
     cJSON_Delete(o);
+    return 0;
+}
+
+/* The metrics text with serve's own gauges (its clients by state, its requests) counted now. */
+static int server_metrics_text(void *ud, rx_buf *out)
+{
+    rexec_server *s = ud;
+    rx_metrics_gauges g = {0};
+    static const int cls[] = {[CL_READING] = RX_MCLI_READING, [CL_DRAINING] = RX_MCLI_DRAINING,
+                              [CL_FLUSHING] = RX_MCLI_FLUSHING, [CL_CLOSING] = RX_MCLI_CLOSING,
+                              [CL_CLOSED] = RX_MCLI_CLOSING};
+    for (serve_client *cl = s->clients; cl; cl = cl->next)
+        g.serve_clients[cls[cl->state]]++;
+    g.requests_in_flight = s->reqs_alive;
+    return rx_serve_metrics_render(s->ctx, &g, out);
+}
+
+/* {"op":"metrics"}: the Prometheus text (docs/metrics.md) in one line's "text". */
+static int do_metrics(serve_client *cl, const cJSON *root, rexec_error *err)
+{
+    rx_buf b;
+    int r = rx_serve_check_keys(root, "metrics", err);
+    if (r != 0)
+        return r;
+    rx_buf_init(&b, (size_t)1 << 20);
+    if (server_metrics_text(cl->srv, &b) != 0) {
+        rx_buf_free(&b);
+        return rx_fail(err, REXEC_ENOMEM, "out of memory");
+    }
+    cJSON *o = reply_to(cJSON_GetObjectItemCaseSensitive(root, "id"), "metrics");
+    cJSON_AddStringToObject(o, "format", "text/plain; version=0.0.4");
+    cJSON_AddStringToObject(o, "text", (const char *)b.data);
+    client_send(cl, o);
+    cJSON_Delete(o);
+    rx_buf_free(&b);
     return 0;
 }
 
@@ -945,6 +1053,8 @@ static void handle_line(serve_client *cl, const char *line, size_t len)
         r = do_stdin(cl, root, &e);
     else if (r == 0 && strcmp(op, "reload") == 0)
         r = do_reload(cl, root, &e);
+    else if (r == 0 && strcmp(op, "metrics") == 0)
+        r = do_metrics(cl, root, &e);
     else if (r == 0 && (strcmp(op, "ping") == 0 || strcmp(op, "hosts") == 0 ||
                         strcmp(op, "actions") == 0 || strcmp(op, "groups") == 0))
         r = do_simple(cl, root, op, &e);
@@ -1449,7 +1559,11 @@ int rexec_server_start(rexec_ctx *ctx, const rexec_server_opts *opts, rexec_serv
     s->stdin_timeout_s = opts->stdin_timeout_s > 0 ? opts->stdin_timeout_s : SERVE_STDIN_TIMEOUT_S;
     if ((r = rx_serve_log_init(&s->log, opts->log, err)) != 0 ||
         (r = rx_serve_ws_check(ctx->ws, err)) != 0 ||
-        (r = server_listen_setup(s, opts, err)) != 0) {
+        (r = server_listen_setup(s, opts, err)) != 0 ||
+        (opts->metrics_file != NULL &&
+         (r = rx_metrics_file_start(ctx->loop, opts->metrics_file,
+                                    opts->metrics_interval_s > 0 ? opts->metrics_interval_s : 15,
+                                    server_metrics_text, s, &s->metrics_file, err)) != 0)) {
         rx_serve_log_close(&s->log);
         free(s->path);
         free(s);
@@ -1517,6 +1631,7 @@ static void server_maybe_done(rexec_server *s)
         return;
     void (*cb)(void *) = s->on_stopped;
     void *ud = s->stopped_ud;
+    rx_metrics_file_close(s->metrics_file); /* its last write: every call has reported */
     rx_serve_log_close(&s->log);
     free(s->path);
     free(s);

@@ -104,6 +104,8 @@ static cJSON *line_new(const rexec_ctx *ctx, const char *event, const rx_serve_l
     else
         cJSON_AddNullToObject(o, "client_uid");
     add_redacted(o, ctx, "client_user", w->user);
+    if (w->traceparent)
+        add_redacted(o, ctx, "traceparent", w->traceparent);
     return o;
 }
 

@@ -31,6 +31,7 @@ typedef struct rx_serve_log_who {
     const char *user;  /* its name, or NULL */
     const char *op;    /* NULL when the line had none */
     const cJSON *id;   /* the request's id as the client sent it, or NULL */
+    const char *traceparent; /* the request's W3C traceparent, or NULL (then not in the line) */
 } rx_serve_log_who;
 
 /* A request has ended: how many hosts it had (0 for ops without any), its exit status, how long

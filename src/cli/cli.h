@@ -114,6 +114,8 @@ const char *cli_opt_value(int argc, char **argv, int *i, const char *name, int *
  * `rexec serve`; returns the exit status a direct call would have. */
 int cli_client_call(const char *socket_path, const char *op, const rexec_request *req,
                     const char *targets, int json, int parallel);
+/* The fan-out's controls (`run --batch ...`) for the next cli_client_call. */
+void cli_client_fanout(const rexec_fanout_spec *spec);
 
 /* rexec_ctx_new, and with $REXEC_DEBUG set, the context's log lines on stderr as
  * "rexec: debug: ..." (the library never reads the environment itself). */

@@ -64,6 +64,27 @@ static void add_param(cJSON *params, const rexec_param *p)
     free(v);
 }
 
+/* --batch, --canary, --max-failures, --retry-unavailable, for the next request (cmd_run.c). */
+static rexec_fanout_spec client_fanout;
+
+void cli_client_fanout(const rexec_fanout_spec *spec)
+{
+    client_fanout = *spec;
+}
+
+/* The fan-out's keys (serve takes "batch" and "max_failures" as the text given: "8", "25%"). */
+static void add_fanout(cJSON *o, const rexec_fanout_spec *f)
+{
+    if (f->batch)
+        cJSON_AddStringToObject(o, "batch", f->batch);
+    if (f->canary)
+        cJSON_AddNumberToObject(o, "canary", (double)f->canary);
+    if (f->max_failures)
+        cJSON_AddStringToObject(o, "max_failures", f->max_failures);
+    if (f->retry_unavailable)
+        cJSON_AddNumberToObject(o, "retry_unavailable", (double)f->retry_unavailable);
+}
+
 /* The request line: the same fields a --request file has, plus op, id, targets, stream. */
 static char *request_line(const rexec_request *req, const char *op, const char *targets, int stream,
                           int parallel, int streamed)
@@ -95,9 +116,12 @@ static char *request_line(const rexec_request *req, const char *op, const char *
             cJSON_AddStringToObject(o, "rationale", req->rationale);
         if (req->hypothesis_id)
             cJSON_AddStringToObject(o, "hypothesis_id", req->hypothesis_id);
+        if (req->traceparent)
+            cJSON_AddStringToObject(o, "traceparent", req->traceparent);
         cJSON_AddBoolToObject(o, "stream", stream);
         if (parallel > 0)
             cJSON_AddNumberToObject(o, "parallel", parallel);
+        add_fanout(o, &client_fanout);
     }
     cJSON_Delete(params);
     char *text = cJSON_PrintUnformatted(o);
@@ -225,10 +249,11 @@ static void on_result(client *c, const cJSON *o)
                       .containment = js(o, "containment"), .evidence = js(o, "evidence"),
                       .challenge_id = js(o, "challenge_id"), .rendered = js(o, "rendered"),
                       .error = js(o, "error"), .exit_status = (int)jn(o, "exit_status", 70),
-                      .batch_id = js(o, "batch_id"),
+                      .batch_id = js(o, "batch_id"), .traceparent = js(o, "traceparent"),
                       .stdout_truncated_in_result = jb(o, "stdout_truncated_in_result"),
                       .stderr_truncated_in_result = jb(o, "stderr_truncated_in_result"),
-                      .cap_killed = jb(o, "cap_killed")};
+                      .cap_killed = jb(o, "cap_killed"),
+                      .tries = (unsigned)jn(o, "tries", 0)};
     unsigned char *out = c->json ? jbytes(o, "stdout", &r.stdout_len) : NULL;
     unsigned char *err = c->json ? jbytes(o, "stderr", &r.stderr_len) : NULL;
     r.stdout_data = out;

@@ -19,12 +19,14 @@
 typedef struct run_opts {
     const char *targets, *action, *request_file, *stdin_file, *grant, *socket;
     const char *output; /* --output FILE: stdout into FILE (sink.c) */
+    const char *traceparent; /* --traceparent */
     int stdin_stream; /* a regular --stdin file goes to the library by name: streamed */
     int via_socket;   /* through serve: any --stdin FILE ("-" too) goes by name to the client */
     rexec_param params[MAX_PARAMS];
     size_t n_params;
     double timeout_s;
     int json, parallel, approve, eval, no_progress;
+    rexec_fanout_spec fanout; /* --batch, --canary, --max-failures, --retry-unavailable */
 } run_opts;
 
 struct run;
@@ -54,6 +56,8 @@ typedef struct run {
     int drawn;    /* the progress line is on the screen (no newline after it yet) */
     uv_signal_t sigs[3]; /* SIGINT, SIGTERM, SIGHUP: each ends the run the same way */
     size_t n_sigs;       /* how many of sigs are initialised (and must be closed) */
+    rexec_fanout *fan;   /* the fan-out's controls, or NULL when none was asked for */
+    const char *const *names;
 } run;
 
 static const int run_signals[3] = {SIGINT, SIGTERM, SIGHUP};
@@ -74,8 +78,15 @@ static void progress_draw(run *r)
     if (!r->progress)
         return;
     int last = r->finished == r->n_hosts;
-    dprintf(2, "\r\033[Krexec: %zu/%zu hosts done, %zu failed%s", r->finished, r->n_hosts,
-            r->failed, last ? "\n" : "");
+    rexec_fanout_progress fp;
+    rexec_fanout_get_progress(r->fan, &fp);
+    if (r->fan && fp.batches > 1) /* the batch, and the hosts the threshold kept from starting */
+        dprintf(2, "\r\033[Krexec: batch %zu/%zu, %zu/%zu hosts done, %zu failed, %zu skipped%s%s",
+                fp.batch, fp.batches, r->finished, r->n_hosts, r->failed, fp.skipped,
+                fp.stopped ? " (stopped: too many failures)" : "", last ? "\n" : "");
+    else
+        dprintf(2, "\r\033[Krexec: %zu/%zu hosts done, %zu failed%s", r->finished, r->n_hosts,
+                r->failed, last ? "\n" : "");
     r->drawn = !last;
 }
 
@@ -126,18 +137,42 @@ static int approve_inline(run *r, host_call *h, const rexec_result *res)
     return 1;
 }
 
-static void on_done(void *ud, const rexec_result *res)
+/* --retry-unavailable: a call that provably never reached its host goes again. */
+static int retry_unavailable(run *r, host_call *h, const rexec_result *res)
 {
-    host_call *h = ud;
-    run *r = h->run;
-    h->call = NULL;
-    if (approve_inline(r, h, res))
-        return;
+    size_t i = (size_t)(h - r->hosts);
+    if (r->interrupted || !rexec_fanout_retry(r->fan, i, res))
+        return 0;
+    if (!r->o->json) {
+        char *m = cli_redact(res->error ? res->error : "host unavailable");
+        progress_clear(r);
+        dprintf(2, "rexec: %s (try %u of %ld); trying again in %.1f s\n", m,
+                rexec_fanout_tries(r->fan, i) - 1, r->o->fanout.retry_unavailable + 1,
+                rexec_fanout_delay_ms(r->fan, i) / 1000.0);
+        free(m);
+        progress_draw(r);
+    }
+    start_call(r, h);
+    return 1;
+}
+
+/* A host is over: counted, shown, and the progress line drawn again. */
+static void host_finished(run *r, host_call *h, const rexec_result *in)
+{
+    rexec_result shown = *in, *res = &shown;
+    size_t i = (size_t)(h - r->hosts);
+    shown.tries = rexec_fanout_tries(r->fan, i);
+    if (r->fan && rexec_fanout_done(r->fan, i, res)) {
+        rexec_error e;
+        if (rexec_fanout_record_stop(r->ctx, r->fan, r->names, r->req.action, r->req.batch_id,
+                                     NULL, 0, &e) != 0)
+            dprintf(2, "rexec: %s\n", e.msg);
+    }
     h->done = 1;
     r->running--;
     r->finished++;
     int sink_rc = cli_sink_finish(res, r->o->json);
-    if (res->exit_status != 0 || sink_rc != 0)
+    if ((res->exit_status != 0 && res->err != REXEC_ESTOPPED) || sink_rc != 0)
         r->failed++;
     /* Several hosts: the largest status wins (255 host unavailable > 77 denied > 1 ...). */
     if (res->exit_status > r->worst)
@@ -151,6 +186,16 @@ static void on_done(void *ud, const rexec_result *res)
     if (res->challenge_id && !r->o->json && !r->o->approve && !r->one_user_said++)
         cli_note_one_user();
     progress_draw(r);
+}
+
+static void on_done(void *ud, const rexec_result *res)
+{
+    host_call *h = ud;
+    run *r = h->run;
+    h->call = NULL;
+    if (approve_inline(r, h, res) || retry_unavailable(r, h, res))
+        return;
+    host_finished(r, h, res);
     launch_more(r);
     if (r->finished == r->n_hosts) {
         for (size_t i = 0; i < r->n_sigs; i++)
@@ -166,6 +211,7 @@ static void start_call(run *r, host_call *h)
     rexec_error e;
     rexec_request req = r->req;
     req.host = h->host;
+    req.start_delay_ms = rexec_fanout_delay_ms(r->fan, (size_t)(h - r->hosts)); /* a retry */
     if (h->grant[0])
         req.grant_id = h->grant;
     if (rexec_call_start(r->ctx, &req, &cb, &h->call, &e) != 0) {
@@ -174,11 +220,22 @@ static void start_call(run *r, host_call *h)
     }
 }
 
+/* The next hosts, as many as --parallel lets run and the plan lets start: a later batch waits
+ * for this one's end; once the failure threshold is crossed, the rest are reported skipped. */
 static void launch_more(run *r)
 {
     while (r->next < r->n_hosts && r->running < (size_t)r->o->parallel && !r->interrupted) {
+        int go = rexec_fanout_next(r->fan, r->next);
+        if (go == REXEC_FANOUT_WAIT)
+            break;
+        host_call *h = &r->hosts[r->next++];
         r->running++;
-        start_call(r, &r->hosts[r->next++]);
+        if (go == REXEC_FANOUT_SKIP) {
+            rexec_result res = rexec_fanout_skipped(r->fan, r->next - 1, h->host, r->req.action);
+            host_finished(r, h, &res);
+            continue;
+        }
+        start_call(r, h);
     }
 }
 
@@ -238,6 +295,19 @@ static int parse_number(const char *opt, const char *s, double min, double max, 
     return 0;
 }
 
+/* A whole number min..max, digits only. */
+static int parse_whole(const char *opt, const char *s, long min, long max, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = s[0] >= '0' && s[0] <= '9' ? strtol(s, &end, 10) : -1;
+    if (v < 0 || errno || *end || v < min || v > max)
+        return cli_error(64, "%s wants a whole number from %ld to %ld, got \"%s\"", opt, min,
+                         max, cli_arg(s));
+    *out = v;
+    return 0;
+}
+
 static int parse_option(run_opts *o, int argc, char **argv, int *i)
 {
     const char *v;
@@ -256,8 +326,18 @@ static int parse_option(run_opts *o, int argc, char **argv, int *i)
         return o->grant = v, 0;
     if ((v = cli_opt_value(argc, argv, i, "--socket", &missing)))
         return o->socket = v, 0;
+    if ((v = cli_opt_value(argc, argv, i, "--traceparent", &missing)))
+        return o->traceparent = v, 0;
     if ((v = cli_opt_value(argc, argv, i, "--timeout", &missing)))
         return parse_number("--timeout", v, 0.001, 604800, &o->timeout_s);
+    if ((v = cli_opt_value(argc, argv, i, "--batch", &missing)))
+        return o->fanout.batch = v, 0;
+    if ((v = cli_opt_value(argc, argv, i, "--max-failures", &missing)))
+        return o->fanout.max_failures = v, 0;
+    if ((v = cli_opt_value(argc, argv, i, "--canary", &missing)))
+        return parse_whole("--canary", v, 1, 1000000, &o->fanout.canary);
+    if ((v = cli_opt_value(argc, argv, i, "--retry-unavailable", &missing)))
+        return parse_whole("--retry-unavailable", v, 0, 10, &o->fanout.retry_unavailable);
     if ((v = cli_opt_value(argc, argv, i, "--parallel", &missing))) {
         int r = parse_number("--parallel", v, 1, 1024, &d);
         o->parallel = (int)d;
@@ -302,6 +382,9 @@ static int parse_args(run_opts *o, int argc, char **argv)
         return cli_error(64, "--output: eval runs nothing");
     if (o->output && strchr(o->targets, ',') != NULL)
         return cli_error(64, "--output takes one host (TARGETS is %s)", cli_arg(o->targets));
+    if (o->eval && rexec_fanout_wanted(&o->fanout))
+        return cli_error(64, "--batch, --canary, --max-failures and --retry-unavailable are "
+                             "for rexec run (eval runs nothing)");
     return 0;
 }
 
@@ -361,6 +444,24 @@ typedef struct run_inputs {
     rexec_param *params;
 } run_inputs;
 
+/* The caller's W3C traceparent: --traceparent, else the request's, else $TRACEPARENT (as
+ * OpenTelemetry's environment carrier sets it). One that is not valid is a usage error: nothing
+ * runs. */
+static int trace_context(const run_opts *o, rexec_request *req)
+{
+    const char *env = getenv("TRACEPARENT"), *what = "--traceparent";
+    rexec_error e;
+    if (o->traceparent)
+        req->traceparent = o->traceparent;
+    else if (req->traceparent == NULL && env != NULL)
+        req->traceparent = env, what = "$TRACEPARENT";
+    else
+        return 0; /* none, or the request's (checked when it was parsed) */
+    if (rexec_traceparent_check(req->traceparent, what, &e) != 0)
+        return cli_error(64, "%s", e.msg);
+    return 0;
+}
+
 /* The request: --request FILE first, then the command line's ACTION, --param and --stdin. */
 static int build_request(run_opts *o, run_inputs *in, rexec_request *req)
 {
@@ -411,6 +512,9 @@ static int build_request(run_opts *o, run_inputs *in, rexec_request *req)
     if (o->timeout_s > 0)
         req->timeout_s = o->timeout_s;
     req->grant_id = o->grant;
+    int r = trace_context(o, req);
+    if (r != 0)
+        return r;
     req->eval_only = o->eval;
     req->capture = o->json && !o->output; /* --output: stdout goes to FILE only */
     return 0;
@@ -496,7 +600,21 @@ static int run_loop(run *r, const char *const *names)
         progress_draw(r);
     uv_run(&r->loop, UV_RUN_DEFAULT);
     free(r->hosts);
-    return r->interrupted && r->worst < 130 ? 130 : r->worst;
+    return r->interrupted && r->worst < 130 ? 130 : rexec_fanout_exit_status(r->fan, r->worst);
+}
+
+/* The fan-out's plan, checked against the hosts (a canary larger than the list is refused) and
+ * recorded before any call starts. */
+static int fanout_start(run *r)
+{
+    rexec_error e;
+    if (!rexec_fanout_wanted(&r->o->fanout))
+        return 0;
+    if (rexec_fanout_new(&r->o->fanout, r->n_hosts, 1, &r->fan, &e) != 0 ||
+        rexec_fanout_record_plan(r->ctx, r->fan, r->names, r->req.action, r->req.batch_id, NULL,
+                                 0, &e) != 0)
+        return cli_error(rexec_err_exit_code(e.code), "%s", e.msg);
+    return 0;
 }
 
 int cli_run(const cli_global *g, int argc, char **argv)
@@ -520,9 +638,11 @@ int cli_run(const cli_global *g, int argc, char **argv)
     if (rc == 0 && (rc = build_request(&o, &in, &r.req)) == 0 && socket) {
         if (o.approve)
             rc = cli_error(64, "--approve needs a terminal of its own: run without --socket");
-        else
+        else {
+            cli_client_fanout(&o.fanout); /* serve checks it, as a direct run does */
             rc = cli_client_call(socket, o.eval ? "eval" : "run", &r.req, o.targets, o.json,
                                  o.parallel);
+        }
     } else if (rc == 0 && (rc = cli_fds_check(o.eval ? "rexec eval" : "rexec run",
                                               CLI_FDS_RUN)) == 0 &&
                (rc = cli_uv_loop_init(&r.loop)) == 0) {
@@ -540,7 +660,12 @@ int cli_run(const cli_global *g, int argc, char **argv)
                 o.parallel = rexec_ctx_parallel(r.ctx);
             if (r.n_hosts > 1 && rexec_batch_id_new(r.batch) == 0)
                 r.req.batch_id = r.batch;
-            rc = run_loop(&r, names);
+            r.names = names;
+            if ((rc = fanout_start(&r)) == 0)
+                rc = run_loop(&r, names);
+            else
+                cli_ctx_close(r.ctx);
+            rexec_fanout_free(r.fan);
         }
         uv_run(&r.loop, UV_RUN_DEFAULT); /* let the context finish closing */
         uv_loop_close(&r.loop);

@@ -136,6 +136,13 @@ int cli_serve(const cli_global *g, int argc, char **argv)
             if (*end || !(opts.stdin_timeout_s > 0 && opts.stdin_timeout_s <= 1e7))
                 return cli_error(64, "--stdin-timeout wants seconds above 0, got \"%s\"",
                                  cli_arg(argv[i]));
+        } else if (strcmp(argv[i], "--metrics-file") == 0 && i + 1 < argc) {
+            opts.metrics_file = argv[++i];
+        } else if (strcmp(argv[i], "--metrics-interval-s") == 0 && i + 1 < argc) {
+            opts.metrics_interval_s = strtod(argv[++i], &end);
+            if (*end || !(opts.metrics_interval_s >= 1 && opts.metrics_interval_s <= 86400))
+                return cli_error(64, "--metrics-interval-s wants seconds from 1 to 86400, got "
+                                 "\"%s\"", cli_arg(argv[i]));
         } else if (strcmp(argv[i], "--log") == 0 && i + 1 < argc) {
             if (log_format(argv[++i], &opts.log) != 0)
                 return 64;

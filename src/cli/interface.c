@@ -17,7 +17,21 @@ const cli_opt cli_global_opts[] = {
     {NULL, NULL, NULL, NULL},
 };
 
-/* run and eval take the same options: eval answers for exactly the call run would make. */
+/* eval takes run's options but the fan-out's controls: it answers for exactly the call run
+ * would make, and runs nothing. */
+static const cli_opt eval_opts[] = {
+    {"--param", "-p", "NAME=VALUE", "a parameter of the action (repeatable)"},
+    {"--request", NULL, "FILE", "a JSON request (strict, <= 64 KiB)"},
+    {"--stdin", NULL, "FILE", "the command's stdin, byte for byte (- for rexec's own)"},
+    {"--approve", NULL, NULL, "ask for approval at this terminal, then run"},
+    {"--grant", NULL, "ID", "run with a single-use grant from `rexec approve`"},
+    {"--timeout", NULL, "S", "shorten the action's timeout (never lengthen it)"},
+    {"--json", NULL, NULL, "one JSON object per host on stdout"},
+    {"--parallel", NULL, "N", "hosts at once (default limits.parallel, 16)"},
+    {"--socket", NULL, "PATH", "through a running `rexec serve` (as the global option)"},
+    {"--traceparent", NULL, "VALUE", "a W3C traceparent recorded with the call (or $TRACEPARENT)"},
+    {NULL, NULL, NULL, NULL},
+};
 static const cli_opt run_opts[] = {
     {"--param", "-p", "NAME=VALUE", "a parameter of the action (repeatable)"},
     {"--request", NULL, "FILE", "a JSON request (strict, <= 64 KiB)"},
@@ -29,6 +43,11 @@ static const cli_opt run_opts[] = {
     {"--json", NULL, NULL, "one JSON object per host on stdout"},
     {"--parallel", NULL, "N", "hosts at once (default limits.parallel, 16)"},
     {"--socket", NULL, "PATH", "through a running `rexec serve` (as the global option)"},
+    {"--batch", NULL, "N|P%", "hosts in batches of N (or P% of them): one batch at a time"},
+    {"--canary", NULL, "N", "the first N hosts run first, alone"},
+    {"--max-failures", NULL, "N|P%", "once more hosts than that failed, start no more"},
+    {"--retry-unavailable", NULL, "N", "try again (up to N) a host the call never reached"},
+    {"--traceparent", NULL, "VALUE", "a W3C traceparent recorded with the call (or $TRACEPARENT)"},
     {NULL, NULL, NULL, NULL},
 };
 /* put and get: run's options, less those they set themselves (--stdin, --output) */
@@ -118,12 +137,14 @@ static const cli_opt serve_opts[] = {
     {"--idle-timeout", NULL, "S", "close a client idle that long (default 300, 0 never)"},
     {"--stdin-timeout", NULL, "S", "end a streamed stdin that pauses longer (default 60)"},
     {"--log", NULL, "auto|json|journal|off", "one structured line per request and per call"},
+    {"--metrics-file", NULL, "PATH", "Prometheus text for node_exporter, replaced every interval"},
+    {"--metrics-interval-s", NULL, "N", "how often --metrics-file is written (default 15)"},
     {NULL, NULL, NULL, NULL},
 };
 
 const cli_entry cli_entries[] = {
     {"run", NULL, "TARGETS ACTION", "run an action (exit status = the remote command's)", run_opts},
-    {"eval", NULL, "TARGETS ACTION", "the gate's decision only; nothing runs", run_opts},
+    {"eval", NULL, "TARGETS ACTION", "the gate's decision only; nothing runs", eval_opts},
     {"put", NULL, "TARGETS ACTION LOCAL_FILE", "send a file with a put action", put_opts},
     {"get", NULL, "HOST ACTION LOCAL_FILE", "fetch a file with a get action", get_opts},
     {"check", NULL, "TARGETS", "connect, verify the host key, probe the VM", check_opts},

@@ -12,14 +12,16 @@
 #include "err.h"
 #include "jsonx.h"
 #include "request.h"
+#include "traceparent.h"
 
 #define CODE REXEC_EREQUEST
 
 #define RUN_EVAL (RX_OP_RUN | RX_OP_EVAL)
 #define DOC (RUN_EVAL | RX_OP_DOC)
 
-const char *const rx_serve_op_names[] = {"run",  "eval",  "check",   "cancel", "stdin",
-                                         "ping", "hosts", "actions", "groups", "reload", NULL};
+const char *const rx_serve_op_names[] = {"run",    "eval",   "check",   "cancel",
+                                         "stdin",  "ping",   "hosts",   "actions",
+                                         "groups", "reload", "metrics", NULL};
 
 const rx_serve_key rx_serve_keys[] = {
     {"op", "string", RX_OP_ALL, "the operation; required"},
@@ -37,6 +39,14 @@ const rx_serve_key rx_serve_keys[] = {
     {"grant_id", "string", RUN_EVAL, "a grant from rexec approve"},
     {"stream", "boolean", RUN_EVAL, "send output lines as the output arrives"},
     {"parallel", "integer 1–1024", RUN_EVAL, "hosts of this request at once"},
+    {"traceparent", "string", DOC, "a W3C traceparent, recorded with the call"},
+    {"batch", "integer or string", RX_OP_RUN,
+     "hosts per batch, N or \"P%\"; a batch starts when the one before has ended"},
+    {"canary", "integer 0–1000000", RX_OP_RUN, "the first N hosts run first, as a batch of their own"},
+    {"max_failures", "integer or string", RX_OP_RUN,
+     "N or \"P%\": once more hosts than that have failed, no new host starts"},
+    {"retry_unavailable", "integer 0–10", RX_OP_RUN,
+     "tries again, up to N times, a host whose call provably never reached it"},
     {"target", "any JSON value", RX_OP_CANCEL | RX_OP_STDIN,
      "the id of the request this line is about; required"},
     {"data", "string", RX_OP_STDIN, "the next piece as UTF-8 text"},
@@ -332,6 +342,19 @@ static int parse_stdin(const cJSON *obj, const char *path, rx_request *r, rexec_
     return rx_request_bytes(obj, "stdin", path, &r->stdin_data, &r->has_stdin, err);
 }
 
+static int parse_traceparent(const cJSON *obj, const char *path, rx_request *r,
+                             rexec_error *err)
+{
+    const char *tp = NULL;
+    char kp[RX_JSON_PATH_MAX];
+    int rc = rx_json_get_string(obj, "traceparent", path, 0, &tp, CODE, err);
+    if (rc != 0 || tp == NULL)
+        return rc;
+    if (rx_traceparent_check(tp, rx_json_path_key(kp, sizeof(kp), path, "traceparent"), err))
+        return CODE;
+    return dup_or_nomem(&r->traceparent, tp, err);
+}
+
 static int parse_extras(const cJSON *obj, const char *path, rx_request *r, rexec_error *err)
 {
     const char *rat = NULL;
@@ -345,6 +368,8 @@ static int parse_extras(const cJSON *obj, const char *path, rx_request *r, rexec
         return rx_json_fail(err, CODE, rx_json_path_key(kp, sizeof(kp), path, "rationale"),
                             "longer than %d bytes", RX_REQUEST_RATIONALE_MAX);
     if (rat != NULL && (rc = dup_or_nomem(&r->rationale, rat, err)) != 0)
+        return rc;
+    if ((rc = parse_traceparent(obj, path, r, err)) != 0)
         return rc;
     if ((rc = rx_json_get_number(obj, "timeout_s", path, 0, &r->timeout_s, CODE, err)) != 0)
         return rc;
@@ -422,6 +447,7 @@ void rx_request_free(rx_request *r)
     free(r->action);
     free(r->rationale);
     free(r->hypothesis_id);
+    free(r->traceparent);
     free(r->host);
     rx_buf_free(&r->stdin_data);
     memset(r, 0, sizeof(*r));
@@ -448,5 +474,6 @@ int rx_request_view(const rx_request *r, rexec_request *pub, rexec_param **param
     pub->timeout_s = r->timeout_s;
     pub->rationale = r->rationale;
     pub->hypothesis_id = r->hypothesis_id;
+    pub->traceparent = r->traceparent;
     return 0;
 }

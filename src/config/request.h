@@ -57,6 +57,7 @@ typedef struct rx_request {
     char *hypothesis_id; /* NULL when absent */
     char *host;          /* NULL when absent */
     double timeout_s;    /* 0 when absent */
+    char *traceparent;   /* NULL when absent; a valid W3C traceparent (traceparent.h) */
 } rx_request;
 
 /* Parses text (len bytes; need not be NUL-terminated). On success returns 0 and fills *out;
@@ -92,8 +93,9 @@ enum {
     RX_OP_ACTIONS = 1u << 7,
     RX_OP_GROUPS = 1u << 8,
     RX_OP_RELOAD = 1u << 9,
-    RX_OP_ALL = (1u << 10) - 1,
-    RX_OP_DOC = 1u << 10, /* also a key of the `rexec run --request FILE` document */
+    RX_OP_METRICS = 1u << 10,
+    RX_OP_ALL = (1u << 11) - 1,
+    RX_OP_DOC = 1u << 11, /* also a key of the `rexec run --request FILE` document */
 };
 
 typedef struct rx_serve_key {

@@ -15,7 +15,7 @@ static const struct {
 } verbs[] = {
     {"run", RX_VERB_RUN},       {"eval", RX_VERB_EVAL},     {"check", RX_VERB_CHECK},
     {"cancel", RX_VERB_CANCEL}, {"list", RX_VERB_LIST},     {"reload", RX_VERB_RELOAD},
-    {"ping", RX_VERB_PING},
+    {"ping", RX_VERB_PING},     {"metrics", RX_VERB_METRICS},
 };
 #define N_VERBS (sizeof(verbs) / sizeof(verbs[0]))
 
@@ -69,7 +69,7 @@ static int verb_parse(const cJSON *it, const char *path, unsigned *out, rexec_er
             return 0;
         }
     return rx_json_fail(err, C, path, "\"%.40s\" is not a verb (run, eval, check, cancel, list, "
-                                      "reload, ping)", it->valuestring);
+                                      "reload, ping, metrics)", it->valuestring);
 }
 
 static int load_name(const cJSON *o, const char *key, const char *path, char **out,

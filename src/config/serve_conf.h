@@ -23,7 +23,8 @@ enum {
     RX_VERB_LIST = 1u << 4,   /* hosts, actions, groups */
     RX_VERB_RELOAD = 1u << 5,
     RX_VERB_PING = 1u << 6,
-    RX_VERB_ALL = (1u << 7) - 1
+    RX_VERB_METRICS = 1u << 7,
+    RX_VERB_ALL = (1u << 8) - 1
 };
 
 /* serve's socket mode when the section lists clients and gives no socket_mode: 0660 with a

@@ -450,6 +450,7 @@ static int st_send(rx_exec *e)
         else
             e->ioff += (size_t)n;
         e->sent_total += (uint64_t)n;
+        e->res.wrote_any |= n > 0;
         progress = 1;
     }
     if (e->stdin_piped && e->off >= e->script_len)

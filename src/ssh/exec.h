@@ -17,6 +17,8 @@ typedef struct rx_exec_result {
     int err;              /* REXEC_OK when the wrapper reported an end; else why not (HOST...) */
     char errmsg[1024];
     int sent;             /* the whole script reached the channel */
+    int wrote_any;        /* a byte of the script went to the channel (fan-out retries: a call
+                           * with nothing written provably did not start) */
     int started;          /* the wrapper said the command started */
     int ended;            /* the wrapper's end line arrived */
     char phase[16];       /* "cmd", "cd", "contain", "stdin" (when ended) */

@@ -762,3 +762,17 @@ void rx_pool_close(rx_pool *p, void (*on_closed)(void *ud), void *ud)
     }
     uv_close((uv_handle_t *)&p->reaper, on_reaper_closed);
 }
+
+void rx_pool_count(const rx_pool *p, rx_pool_counts *out)
+{
+    memset(out, 0, sizeof(*out));
+    for (const pool_host *ph = p ? p->hosts : NULL; ph; ph = ph->next) {
+        for (const rx_pool_job *j = ph->queue; j; j = j->next)
+            out->queued++;
+        for (int i = 0; i < ph->n_conns; i++) {
+            rx_session_state st = rx_session_get_state(ph->conns[i].s);
+            out->conns[st < RX_SS_READY ? 0 : st == RX_SS_READY ? 1 : st == RX_SS_FAILED ? 2 : 3]++;
+            rx_runner_count(ph->conns[i].s, out->runners);
+        }
+    }
+}

@@ -50,4 +50,14 @@ void rx_pool_pause(rx_pool_job *j, int on);
  * once all memory is released. */
 void rx_pool_close(rx_pool *p, void (*on_closed)(void *ud), void *ud);
 
+/* What the pool holds now, for the metrics (loop thread only): its connections by state
+ * ([0] connecting, [1] ready, [2] failed, [3] closed), their runners (rx_runner_count) and the
+ * calls waiting in the hosts' queues. p may be NULL (all zeros). */
+typedef struct rx_pool_counts {
+    uint64_t conns[4];
+    uint64_t runners[4];
+    uint64_t queued;
+} rx_pool_counts;
+void rx_pool_count(const rx_pool *p, rx_pool_counts *out);
+
 #endif

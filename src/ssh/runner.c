@@ -831,3 +831,13 @@ void rx_runner_cancel(rx_runner *r)
     }
     queue_kill(r, KILL_CANCEL);
 }
+
+void rx_runner_count(rx_session *s, uint64_t counts[4])
+{
+    for (rx_chan_user *u = rx_session_users(s); u; u = u->next) {
+        if (u->ops != &runner_ops)
+            continue;
+        rn_state st = ((const rx_runner *)u)->state;
+        counts[st <= RN_START ? 0 : st == RN_IDLE ? 1 : st == RN_CALL ? 2 : 3]++;
+    }
+}

@@ -40,4 +40,8 @@ void rx_runner_pause(rx_runner *r, int on);
  * stops it and its end is reported as usual (cancelled = 1). */
 void rx_runner_cancel(rx_runner *r);
 
+/* Adds s's runners by state to counts: [0] starting (open, exec, start), [1] idle, [2] in a
+ * call, [3] closing (close, done). For the metrics; loop thread only. */
+void rx_runner_count(rx_session *s, uint64_t counts[4]);
+
 #endif

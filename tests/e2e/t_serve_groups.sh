@@ -229,14 +229,16 @@ assert_contains "$OUT" "may not use \\\"check\\\" here: serve.clients grants it 
 stop_serve
 
 # ---- without socket_group the socket is 0666: the non-member connects and is refused ----------
-ws_edit 'c["serve"] = {"clients": [{"group": args[0], "verbs": ["list"]}]}' "$GRP"
+ws_edit 'c["serve"] = {"clients": [{"group": args[0], "verbs": ["list", "metrics"]}]}' "$GRP"
 start_serve
 assert_eq "root root 666" "$(stat -c '%U %G %a' "$SOCK")" "owner, group and mode of the socket"
 assert_exit 0 as_nobody "$RX_PYTHON" "$PROTO" "$SOCK" '{"op": "ping", "id": 1}'
 assert_contains "$OUT" "user nobody (uid $(id -u nobody)) is not admitted by this rexec serve"
-assert_exit 0 as "$MEMB" "$RX_PYTHON" "$PROTO" "$SOCK" '{"op": "hosts", "id": 1}' '{"op": "run", "id": 2}'
+assert_exit 0 as "$MEMB" "$RX_PYTHON" "$PROTO" "$SOCK" '{"op": "hosts", "id": 1}' '{"op": "run", "id": 2}' \
+    '{"op": "metrics", "id": 3}'
 assert_contains "$OUT" '{"id":1,"type":"list","hosts":[{"name":"lab1"'
-assert_contains "$OUT" "may not use \\\"run\\\" here: serve.clients grants it list, ping"
+assert_contains "$OUT" "may not use \\\"run\\\" here: serve.clients grants it list, ping, metrics"
+assert_contains "$OUT" '{"id":3,"type":"metrics","format":"text/plain; version=0.0.4","text":"# HELP rexec_build_info'  # the verb metrics
 stop_serve
 
 assert_exit 0 rx audit verify

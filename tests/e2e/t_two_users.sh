@@ -132,13 +132,14 @@ PY
 assert_exit 0 as_agent "$RX_PYTHON" "$PROTO" "$SOCK" \
     '{"op": "approve", "id": 1, "challenge_id": "'"$ID"'"}' \
     '{"op": "reload", "id": 2}' '{"op": "check", "id": 3, "target": "lab1"}' \
-    '{"op": "hosts", "id": 4}' '{"op": "ping", "id": 5}'
+    '{"op": "hosts", "id": 4}' '{"op": "ping", "id": 5}' '{"op": "metrics", "id": 6}'
 assert_contains "$OUT" '"id":1,"type":"error","error":"op: unknown \"approve\"'
 assert_contains "$OUT" "\"id\":2,\"type\":\"error\",\"error\":\"user $AGENT (uid $(id -u "$AGENT")) may not use \\\"reload\\\" here: serve.clients grants it run, eval, cancel, ping\",\"exit_status\":77"
 assert_contains "$OUT" '"id":3,"type":"error"'
 assert_contains "$OUT" "may not use \\\"check\\\""
 assert_contains "$OUT" "may not use \\\"hosts\\\""
 assert_contains "$OUT" '"id":5,"type":"pong"'
+assert_contains "$OUT" "\"id\":6,\"type\":\"error\",\"error\":\"user $AGENT (uid $(id -u "$AGENT")) may not use \\\"metrics\\\" here"
 assert_exit 77 arun run lab1 svc.restart --param unit=nginx --grant "$ID"
 assert_contains "$ERR" "challenge $ID has not been approved"
 assert_eq "" "$(cat "$RAN")" "an unapproved grant runs nothing"

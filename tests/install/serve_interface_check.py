@@ -82,7 +82,7 @@ for head, body in zip(parts[1::2], parts[2::2]):
         if op not in OPS:
             bad(f"{DOC}: '### {head}' names op `{op}`, which serve's table does not list")
             continue
-        seen[op] = set(keys) | set(common)
+        seen[op] = seen.get(op, set()) | set(keys) | set(common)  # an op may have several sections
 for op in OPS:
     if op not in seen:
         bad(f"{DOC}: no '### ' section for op `{op}`")

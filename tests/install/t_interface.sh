@@ -9,7 +9,7 @@ tid="interface: help, man page, completion, cli.md and parsers match the one tab
 . "${REXEC_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/e2e/lib.sh"
 command -v man >/dev/null && command -v groff >/dev/null || skip "man-db or groff is not installed"
 
-render_man() { MANWIDTH=250 LC_ALL=C.UTF-8 man -l "$1" 2>/dev/null; }
+render_man() { MANWIDTH=400 LC_ALL=C.UTF-8 man -l "$1" 2>/dev/null; }
 check() { "$RX_PYTHON" "$REXEC_SRC/tests/install/interface_check.py" "$REXEC_BIN" "$1" "$2"; }
 
 render_man "$REXEC_SRC/man/rexec.1" >"$RX_TMP/man.txt"

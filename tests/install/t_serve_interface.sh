@@ -63,7 +63,7 @@ for op in table["ops"]:
     if op == "stdin":
         continue  # a line with every key is refused as a piece: it ends that request (checked above)
     got = ask(line, lambda m: m.get("id") == n and m.get("type") in
-              ("error", "done", "pong", "list", "reloaded", "cancelled"))
+              ("error", "done", "pong", "list", "reloaded", "cancelled", "metrics"))
     if "unknown key" in text(got):
         bad.append("%s: a line with every key of the table got %r" % (op, text(got)))
 got = ask({"op": "frob", "id": "o"}, lambda m: m.get("id") == "o")

@@ -332,7 +332,8 @@ static void test_from_json_nested(void **state)
     assert_string_equal(e.msg, "request.params.n: expected a string or an integer, got a boolean");
     assert_int_equal(rx_request_from_json(req, "request", NULL, &r, &e), REXEC_EREQUEST);
     assert_string_equal(e.msg, "request.grant_id: unknown key (expected one of: action, params, "
-                               "stdin, stdin_base64, rationale, hypothesis_id, host, timeout_s)");
+                               "stdin, stdin_base64, rationale, hypothesis_id, host, timeout_s, "
+                               "traceparent)");
     cJSON_Delete(root);
 }
 
