@@ -13,7 +13,7 @@ __rx_get_stat() {
 
 __rx_get() { # path
     local src=$1 before after
-    __rx_xfer_op=get
+    __rx_xfer_op='get'
     __rx_xfer_path_ok "$src" || return
     if [ -d "$src" ]; then __rx_xfer_fail 2 "$src is a directory"; return; fi
     if [ ! -e "$src" ]; then __rx_xfer_fail 2 "$src: no such file"; return; fi

@@ -63,7 +63,7 @@ __rx_put_verify() { # dest sha256 size
 
 __rx_put() { # path sha256 size mode owner
     local dest=$1 dir rc
-    __rx_xfer_op=put
+    __rx_xfer_op='put'
     __rx_xfer_path_ok "$dest" || return
     __rx_put_dest_ok "$dest" || return
     dir=${dest%/*}
@@ -86,11 +86,12 @@ __rx_put() { # path sha256 size mode owner
         __rx_xfer_fail 3 "writing the file in $dir failed (disk full?): $dest left as it was"
         return
     fi
-    __rx_put_verify "$dest" "$2" "$3" && __rx_put_attrs "$dest" "$4" "$5" || {
-        rc=$?
+    __rx_put_verify "$dest" "$2" "$3" && __rx_put_attrs "$dest" "$4" "$5"
+    rc=$?
+    if [ "$rc" != 0 ]; then
         __rx_put_clean
         return "$rc"
-    }
+    fi
     if ! sync -- "$__rx_put_tmp"; then
         __rx_put_clean
         __rx_xfer_fail 3 "cannot sync the file in $dir: $dest left as it was"; return

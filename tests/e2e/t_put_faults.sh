@@ -5,6 +5,7 @@
 # and a VM that cannot store the file (a file-size limit on the lab's sshd, as a full disk:
 # tee gets SIGXFSZ at a fixed size, so the failure comes at the same byte every time); and a
 # get of a file written to while it is read (4, LOCAL_FILE not made).
+# shellcheck disable=SC2317 # predicates called by wait_until / poll_until
 tid="put/get faults: a dropped connection, a full disk, a file changing under get: nothing half-written"
 . "${REXEC_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/e2e/lib.sh"
 command -v prlimit >/dev/null || skip "prlimit (util-linux) is not installed"

@@ -5,6 +5,7 @@
 # on any failure); `rexec get` fetches one into LOCAL_FILE whole or not at all (redacted unless the
 # action is binary, bounded by max_output_bytes); `rexec run --output FILE` streams stdout into
 # FILE past the result cap. Every transfer is in the audit log (direction, path, bytes, sha256).
+# shellcheck disable=SC2016 # a template with $(...) the loader must refuse, in single quotes
 tid="put and get: files in and out, whole or not at all"
 . "${REXEC_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/e2e/lib.sh"
 
