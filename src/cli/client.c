@@ -318,11 +318,11 @@ static int on_line(client *c, const char *line)
         on_check(c, o);
     else if (strcmp(type, "done") == 0)
         c->status = (int)jn(o, "exit_status", 70), over = 1;
-    if (over && c->sink_rc != 0)
-        c->status = c->sink_rc; /* --output FILE could not be written (the root cause) */
     else if (strcmp(type, "error") == 0)
         c->status = cli_error((int)jn(o, "exit_status", 70), "%s", js(o, "error") ? js(o, "error") : "error"),
         over = 1;
+    if (over && c->sink_rc != 0)
+        c->status = c->sink_rc; /* --output FILE could not be written (the root cause) */
     cJSON_Delete(o);
     return over || type == NULL;
 }
