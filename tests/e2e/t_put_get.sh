@@ -96,6 +96,9 @@ no_temp_left "$vm/app" || fail "a refused put left a temporary file"
 assert_exit 65 rx put lab1 t.put "$loc/c.bin" --param name=../x
 assert_exit 65 rx put lab1 t.put "$loc/c.bin" --param "name=a
 b"
+printf '{"params": {"name": "a\\u0000b"}}' >"$RX_TMP/nul.json"
+assert_exit 65 rx put lab1 t.put "$loc/c.bin" --request "$RX_TMP/nul.json"
+assert_contains "$ERR" "u0000"
 assert_exit 65 rx put lab1 t.put.str "$loc/c.bin" --param name=../../x
 assert_contains "$ERR" "'..' component"
 assert_exit 65 rx put lab1 t.put "$RX_TMP/no-such-file" --param name=a
