@@ -359,11 +359,24 @@ __rx_live() {
 # FIFOs' EOF and the parent-death signal end them in the normal case; this is for when both
 # came too late. It reads only the base (this user's alone), follows no symlink, opens no FIFO
 # and writes nothing: it removes and it sends SIGKILL.
+# /proc is read only when a dead runner's directory was found: a runner that ends normally
+# removes its own after its slots were told to quit, so leftovers come with a dead runner's
+# directory (a SIGKILLed runner removes nothing). Reading every process's command line at each
+# runner start would cost O(processes) per start, O(runners^2) when many start on one machine.
+# A start checks at most 64 runner directories, from a random one on (all of them when there
+# are fewer): checking every one made each start O(runners), 2,000 runners starting on one
+# machine O(runners^2) (minutes of CPU); with more, one of the next starts finds a dead one.
 __rx_sweep() {
-    local d p w a
-    for d in "$__rx_base"/r.*; do
-        [ "$d" = "$__rx_dir" ] || __rx_live "$d" || [ ! -d "$d" ] || [ -L "$d" ] || rm -rf -- "$d"
+    local d p w a i n o=0 dead=''
+    local -a ds=("$__rx_base"/r.*)
+    n=${#ds[@]}
+    [ "$n" -le 64 ] || o=$((RANDOM % n))
+    for ((i = 0; i < n && i < 64; i++)); do
+        d=${ds[(i + o) % n]}
+        [ "$d" = "$__rx_dir" ] || __rx_live "$d" || [ ! -d "$d" ] || [ -L "$d" ] ||
+            { rm -rf -- "$d"; dead=1; }
     done
+    [ -n "$dead" ] || return 0
     for p in /proc/[1-9]*; do
         [ -O "$p" ] || continue
         mapfile -d '' -t a 2>/dev/null <"$p/cmdline" || continue

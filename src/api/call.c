@@ -3,6 +3,7 @@
  * it only through include/rexec.h. */
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,7 +93,8 @@ void rx_ctx_track(rexec_ctx *ctx, rx_ctx_obj *o, void (*cancel)(rx_ctx_obj *o))
     o->cancel = cancel;
     o->next = ctx->objs;
     ctx->objs = o;
-    ctx->objs_alive++;
+    if (++ctx->objs_alive > ctx->objs_peak)
+        ctx->objs_peak = ctx->objs_alive;
 }
 
 void rx_ctx_untrack(rexec_ctx *ctx, rx_ctx_obj *o)
@@ -105,8 +107,22 @@ void rx_ctx_untrack(rexec_ctx *ctx, rx_ctx_obj *o)
         }
 }
 
+/* Once a burst of calls (a fan-out to many hosts) is over, its memory goes back to the system:
+ * freed between what stays (the connections, the runners), it would otherwise stay resident
+ * (1,000 hosts: about 25 KiB a host, docs/PERFORMANCE.md, issue 34). Not after every call: a
+ * trim walks the heap, and the next call would fault the pages in again. */
+#define CTX_TRIM_AFTER 64
+
 void rx_ctx_released(rexec_ctx *ctx)
 {
+    if (ctx->objs_alive == 0 && ctx->objs_peak >= CTX_TRIM_AFTER && !ctx->closing) {
+        ctx->objs_peak = 0;
+#ifdef __GLIBC__
+        malloc_trim(0);
+#endif
+    } else if (ctx->objs_alive == 0) {
+        ctx->objs_peak = 0;
+    }
     ctx_maybe_free(ctx);
 }
 

@@ -40,6 +40,7 @@ struct rexec_ctx {
     rx_logger log;   /* rexec_ctx_set_log; the pool and its sessions point here */
     rx_ctx_obj *objs;   /* the registry: calls and checks whose memory is not released yet */
     size_t objs_alive;
+    size_t objs_peak;   /* the most alive at once since they were last all gone (call.c) */
     int closing;
     void (*on_closed)(void *ud);
     void *closed_ud;

@@ -2,6 +2,8 @@
  * fsync shared by the records that wait together. */
 #include "recorder.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -106,7 +108,69 @@ static unsigned long append_flush(rx_recorder *r, char **texts, rx_record_job **
     return 1;
 }
 
-/* The work of jobs (a list): every evidence commit in order, then every audit record, in
+static void ev_commit_one(rx_record_job *j)
+{
+    rx_evidence *ev = j->ev;
+    j->ev = NULL; /* freed by the commit, whatever its outcome */
+    uint64_t t0 = uv_hrtime();
+    j->ev_rc = rx_evidence_commit(ev, j->ev_meta, j->ev_sha, &j->ev_path, &j->ev_err);
+    rx_metrics_observe_evidence_write((uv_hrtime() - t0) / 1000);
+    if (j->ev_rc != 0) { /* the record names evidence that is not there: not appended */
+        free(j->text);
+        j->text = NULL;
+    }
+}
+
+/* The evidence commits of one drain, side by side on up to REC_EV_THREADS threads. A commit
+ * is a few fsyncs (its files, its directory, the parent after the rename); on a file system
+ * without a journal each is a device flush of its own, about 2 ms here, and one after another
+ * the commits of a 1,000-host fan-out took 5-10 s of the drain (docs/PERFORMANCE.md, issue 34).
+ * The device takes flushes side by side. The commits are independent (each its own directory);
+ * the drain's audit records are appended only after all of them, as before. */
+#define REC_EV_THREADS 16
+
+typedef struct ev_batch {
+    rx_record_job **jobs;
+    size_t n;
+    _Atomic size_t next;
+} ev_batch;
+
+static void *ev_worker(void *arg)
+{
+    ev_batch *b = arg;
+    size_t i;
+    while ((i = atomic_fetch_add(&b->next, 1)) < b->n)
+        ev_commit_one(b->jobs[i]);
+    return NULL;
+}
+
+static void ev_commit_all(rx_record_job *jobs)
+{
+    size_t n = 0, k = 0;
+    for (rx_record_job *j = jobs; j; j = j->next)
+        n += j->ev != NULL;
+    rx_record_job **a = n > 1 ? malloc(n * sizeof(*a)) : NULL;
+    if (a == NULL) { /* one commit, or no memory for the list: here, in order */
+        for (rx_record_job *j = jobs; j; j = j->next)
+            if (j->ev)
+                ev_commit_one(j);
+        return;
+    }
+    for (rx_record_job *j = jobs; j; j = j->next)
+        if (j->ev)
+            a[k++] = j;
+    ev_batch b = {a, n, 0};
+    pthread_t t[REC_EV_THREADS - 1];
+    size_t want = n < REC_EV_THREADS ? n - 1 : REC_EV_THREADS - 1, nt = 0;
+    while (nt < want && pthread_create(&t[nt], NULL, ev_worker, &b) == 0)
+        nt++; /* fewer threads (none) when they cannot be made: this one does the rest */
+    ev_worker(&b);
+    for (size_t i = 0; i < nt; i++)
+        pthread_join(t[i], NULL);
+    free(a);
+}
+
+/* The work of jobs (a list): every evidence commit, then every audit record in order, in
  * appends of up to RX_AUDIT_BATCH_MAX records. Returns the number of appends. */
 static unsigned long jobs_run(rx_recorder *r, rx_record_job *jobs)
 {
@@ -115,20 +179,9 @@ static unsigned long jobs_run(rx_recorder *r, rx_record_job *jobs)
     size_t n = 0, left = 0;
     unsigned long appends = 0;
 
-    for (rx_record_job *j = jobs; j; j = j->next) {
-        if (j->ev) {
-            rx_evidence *ev = j->ev;
-            j->ev = NULL; /* freed by the commit, whatever its outcome */
-            uint64_t t0 = uv_hrtime();
-            j->ev_rc = rx_evidence_commit(ev, j->ev_meta, j->ev_sha, &j->ev_path, &j->ev_err);
-            rx_metrics_observe_evidence_write((uv_hrtime() - t0) / 1000);
-            if (j->ev_rc != 0) { /* the record names evidence that is not there: not appended */
-                free(j->text);
-                j->text = NULL;
-            }
-        }
+    ev_commit_all(jobs);
+    for (rx_record_job *j = jobs; j; j = j->next)
         left += j->text != NULL;
-    }
     for (rx_record_job *j = jobs; j; j = j->next) {
         if (!j->text)
             continue;

@@ -16,6 +16,7 @@
 
 #include "call.h"
 #include "err.h"
+#include "host_hold.h"
 #include "jsonx.h"
 #include "request.h"
 #include "serve_log.h"
@@ -142,6 +143,8 @@ struct serve_req {
     serve_wait *wait; /* "stdin_stream": set until its "eof" arrives */
     rexec_fanout *fan; /* "batch", "canary", "max_failures", "retry_unavailable"; or NULL */
     int cancelled;     /* a cancel came: no host is tried again */
+    const rx_host **held; /* its hosts, held in the pool until it ends (host_hold.h) */
+    size_t n_held;
 };
 
 static void client_close(serve_client *cl);
@@ -298,6 +301,7 @@ static void req_free(serve_req *q)
 {
     rexec_server *s = q->srv;
     wait_end(q);
+    rx_ctx_release_hosts(s->ctx, q->held, q->n_held);
     rx_spool_close(&q->spool);
     cJSON_Delete(q->id);
     free(q->op);
@@ -817,6 +821,7 @@ static int start_run(serve_client *cl, const cJSON *root, const char *op, rexec_
     q->view.capture = 1;
     q->view.client_user = cl->peer.user;
     q->view.client_uid = (unsigned)cl->peer.uid;
+    q->held = rx_ctx_hold_hosts(q->srv->ctx, q->hosts, q->n, &q->n_held);
     send_accepted(q, streamed);
     if (!streamed)
         req_launch(q);

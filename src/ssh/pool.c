@@ -30,6 +30,7 @@ typedef struct pool_host {
     int connect_failures;
     int no_runner; /* a runner could not start here: calls take a channel each */
     int calls_done; /* calls reported: runners start with the second (reuse is likely) */
+    int held; /* open requests that include this host (rx_pool_hold): its idle runners stay */
     uint64_t first_failure_ms; /* loop time of the first drop in this run of failures */
     uv_timer_t backoff;
     int retired;       /* a reload replaced this host's entry: its connections go once idle */
@@ -475,7 +476,8 @@ static int job_start(rx_pool_job *j, pool_conn *c)
     if (use_runner(j->ph, j)) {
         rx_runner *rn = rx_runner_new(c->s, (int)j->ph->h->max_containment,
                                         j->ph->p->opts.runner_idle_s > 0 ? j->ph->p->opts.runner_idle_s
-                                                                         : POOL_RUNNER_IDLE_S);
+                                                                         : POOL_RUNNER_IDLE_S,
+                                        &j->ph->held);
         return rn ? job_on_runner(j, rn) : REXEC_ENOMEM;
     }
     int r = rx_exec_start(c->s, &j->opts, &cb, &j->exec);
@@ -682,6 +684,18 @@ void rx_pool_retire_host(rx_pool *p, const rx_host *h)
         ph->retired = 1;
         pool_dispatch(ph);
     }
+}
+
+void rx_pool_hold(rx_pool *p, const rx_host *h, int on)
+{
+    pool_host *ph = p->closing ? NULL : host_get(p, h);
+    if (ph == NULL || (!on && ph->held == 0))
+        return;
+    ph->held += on ? 1 : -1;
+    if (ph->held > 0)
+        return;
+    for (int i = 0; i < ph->n_conns; i++) /* the idle time counts from the end of the request */
+        rx_runner_idle_restart(ph->conns[i].s);
 }
 
 rx_pool *rx_pool_new(uv_loop_t *loop, const rx_pool_opts *opts)

@@ -43,6 +43,10 @@ void rx_pool_cancel(rx_pool_job *j);
 /* A reload replaced h's entry (calls go to another rx_host from now on): h's connections close
  * once no call of theirs runs or waits. Calls that still come for h are served as before. */
 void rx_pool_retire_host(rx_pool *p, const rx_host *h);
+/* A request that includes h started (on = 1) or ended (on = 0; one per start). While one is
+ * open, h's idle runners stay: a fan-out whose other hosts take longer than runner_idle_s
+ * finds them warm at its next round. When the last ends, their idle time counts from then. */
+void rx_pool_hold(rx_pool *p, const rx_host *h, int on);
 /* Stops (on = 1) or resumes reading the job's output; a queued job starts paused. */
 void rx_pool_pause(rx_pool_job *j, int on);
 

@@ -50,6 +50,7 @@ static const unsigned call_next[] = {
 
 #define RN_HELLO_MAX 200
 #define RN_MAX_FRAME_CODE (8u * 1024 * 1024)
+#define RN_OUT_KEEP 4096 /* an idle runner's send buffer keeps at most this much (write_out) */
 
 typedef struct rn_call {
     call_state st;
@@ -74,6 +75,7 @@ struct rx_runner {
     int opening, exec_sent;
     int max_rank;
     double idle_s;
+    const int *held;  /* the pool's count of open requests that include the host (or NULL) */
     rx_buf out;       /* bytes for the channel: definitions, frames, kill lines */
     size_t out_off;
     int wpending;     /* the last write found no room: libssh2 may hold a copy from out_off on */
@@ -195,9 +197,15 @@ static void call_end(rx_runner *r)
 
 /* ---- timers --------------------------------------------------------------------------------- */
 
+/* A runner whose host is part of a request still running stays: the request's other hosts may
+ * take longer than the idle limit, and a fan-out that restarts its runners every round would
+ * never be warm. The pool re-arms the timer when the last such request ends
+ * (rx_runner_idle_restart). */
 static void on_idle_timer(uv_timer_t *t)
 {
     rx_runner *r = t->data;
+    if (r->held != NULL && *r->held > 0)
+        return;
     if (r->state == RN_IDLE && r->call.st == CALL_NONE) {
         r->close_req = 1;
         rx_session_kick(r->s);
@@ -457,9 +465,17 @@ static int write_out(rx_runner *r)
         arm(r, c->timeout_s, on_call_timer);
     }
     if (r->out_off == r->out.len && r->out_off > 0) {
-        /* Everything went: the frame (with the secrets) is wiped from memory. */
-        OPENSSL_cleanse(r->out.data, r->out.len);
-        r->out.len = 0;
+        /* Everything went: the frame (with the secrets) is wiped from memory. A buffer grown
+         * past RN_OUT_KEEP (the runner's definitions, 32 KiB; a large stdin) goes with it: kept,
+         * it would be that much of every idle runner's memory (1,000 hosts: 32 MiB). */
+        if (r->out.cap > RN_OUT_KEEP) {
+            size_t max = r->out.max;
+            rx_buf_free(&r->out);
+            rx_buf_init(&r->out, max);
+        } else {
+            OPENSSL_cleanse(r->out.data, r->out.len);
+            r->out.len = 0;
+        }
         r->out_off = 0;
         c->frame_start = c->frame_end = 0;
     }
@@ -682,7 +698,7 @@ static const rx_chan_ops runner_ops = {.step = rn_step, .pending = rn_pending,
 
 /* ---- public --------------------------------------------------------------------------------- */
 
-rx_runner *rx_runner_new(rx_session *s, int max_rank, double idle_s)
+rx_runner *rx_runner_new(rx_session *s, int max_rank, double idle_s, const int *held)
 {
     rx_runner *r = calloc(1, sizeof(*r));
     if (r == NULL)
@@ -691,6 +707,7 @@ rx_runner *rx_runner_new(rx_session *s, int max_rank, double idle_s)
     r->s = s;
     r->max_rank = max_rank;
     r->idle_s = idle_s;
+    r->held = held;
     rx_buf_init(&r->out, 64u << 20);
     if (rx_nonce_new(r->rnonce) != 0 || rx_render_runner_start(&r->out, r->rnonce, max_rank) != 0) {
         rx_buf_free(&r->out);
@@ -718,6 +735,16 @@ rx_runner *rx_runner_find_free(rx_session *s)
         if (u->ops == &runner_ops && rx_runner_free_for_call((rx_runner *)u))
             return (rx_runner *)u;
     return NULL;
+}
+
+void rx_runner_idle_restart(rx_session *s)
+{
+    for (rx_chan_user *u = rx_session_users(s); u; u = u->next) {
+        rx_runner *r = (rx_runner *)u;
+        if (u->ops == &runner_ops && r->state == RN_IDLE && r->call.st == CALL_NONE &&
+            !r->close_req && !r->finished && r->idle_s > 0)
+            arm(r, r->idle_s, on_idle_timer);
+    }
 }
 
 rx_session *rx_runner_session(const rx_runner *r)

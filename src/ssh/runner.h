@@ -12,9 +12,14 @@
 typedef struct rx_runner rx_runner;
 
 /* Attaches a new runner to s (READY). max_rank is the host's containment cap. idle_s: an idle
- * runner closes after this long. NULL on ENOMEM. A runner that goes away is a channel user
- * that is done: the session's on_exec_slot tells the owner. */
-rx_runner *rx_runner_new(rx_session *s, int max_rank, double idle_s);
+ * runner closes after this long (counted from the end of its last call), unless *held (when
+ * held is not NULL) is above 0 when the time is up: then it stays until
+ * rx_runner_idle_restart. NULL on ENOMEM. A runner that goes away is a channel user that is
+ * done: the session's on_exec_slot tells the owner. */
+rx_runner *rx_runner_new(rx_session *s, int max_rank, double idle_s, const int *held);
+
+/* The idle runners on s count their idle time from now (their host's last hold ended). */
+void rx_runner_idle_restart(rx_session *s);
 
 /* A runner on s that takes a call now, or NULL. */
 rx_runner *rx_runner_find_free(rx_session *s);
