@@ -136,7 +136,10 @@ typedef struct rexec_request {
     int capture;           /* keep the redacted streams in the result (for --json / serve), up to
                             * limits.max_result_bytes each */
     /* Instead of stdin_data: a regular file streamed into the command's stdin as the channel
-     * takes it (flat memory whatever its size; the gate hashes it first). */
+     * takes it (flat memory whatever its size; the gate hashes it first). Or a pipe, FIFO or
+     * character device ("/dev/stdin"): sent in frames as it is read, its length known only at
+     * its end; spooled first (an unlinked 0600 file) only when an approval or grant binds its
+     * sha256. docs/cli.md, "--stdin". */
     const char *stdin_path;
     /* Shared by the calls of one fan-out (rexec_batch_id_new), recorded in their audit records,
      * evidence and results; NULL for a call on its own. */
@@ -145,6 +148,9 @@ typedef struct rexec_request {
      * in the audit records as "client"; NULL for a local caller. */
     const char *client_user;
     unsigned client_uid;
+    /* A stdin_path that is a pipe: the longest it may send nothing before its end (0: 60 s); a
+     * longer pause ends the call (REXEC_EREQUEST; staged stdin: nothing ran). */
+    double stdin_timeout_s;
     /* The caller's W3C traceparent ("00-<32 hex>-<16 hex>-<2 hex>"), recorded in the audit
      * records, the evidence's meta.json and the result; NULL for none. An invalid one ends the
      * call before anything (REXEC_EREQUEST, exit 65); rexec_traceparent_check tells first. */

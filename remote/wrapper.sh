@@ -67,11 +67,36 @@ $__rx_cmd"
 # in about two thirds of the time head -c's 8 KiB pieces take.
 __rx_dd=(dd bs=65536 iflag=fullblock,count_bytes status=none)
 
-# Copies exactly __rx_stdin_len bytes from the channel into a private file the command reads.
+# Copies the call's stdin from the channel (fd 7) to stdout: exactly __rx_stdin_len bytes, or,
+# with __rx_stdin_framed=1 (a stdin whose length nobody knows before its end: a pipe), frames
+# "LEN\n" + LEN bytes up to the end frame "0\n". read takes a header byte by byte (bash never
+# reads a pipe ahead), dd exactly one frame's bytes: nothing past the end frame is read. dd runs
+# in the background ($c) so that a TERM trap of the caller runs at once. Returns dd's status, or
+# 2 when the frames stopped before the end frame (EOF: a cancel, or the connection lost).
+__rx_copy() {
+    if [ "${__rx_stdin_framed:-0}" != 1 ]; then
+        "${__rx_dd[@]}" count="$__rx_stdin_len" <&7 &
+        c=$!
+        wait "$c"
+        return
+    fi
+    local n
+    while read -r n <&7 && [[ $n =~ ^[1-9][0-9]{0,9}$ ]]; do
+        "${__rx_dd[@]}" count="$n" <&7 &
+        c=$!
+        wait "$c" || return 1
+    done
+    [ "$n" = 0 ] || return 2
+}
+
+# Copies the call's stdin from the channel into a private file the command reads. 2: its
+# frames were cut short (the file is removed; the caller reports a cancel).
 __rx_stage_stdin() {
+    local c r=0
     __rx_tmp=${TMPDIR:-/tmp}/.rexec-stdin-$__rx_nonce
-    (umask 077 && set -C && exec "${__rx_dd[@]}" count="$__rx_stdin_len" >"$__rx_tmp") \
-        <&7 2>/dev/null || return 1
+    (umask 077 && set -C && exec >"$__rx_tmp" && __rx_copy) <&7 2>/dev/null || r=$?
+    if [ "$r" = 2 ]; then rm -f -- "$__rx_tmp" </dev/null; fi
+    [ "$r" = 0 ] || return "$r"
     exec 6<"$__rx_tmp" || return 1
     # Unlinked before the command starts, so it never sees the file by name (only as fd 0): one
     # rm on the path of a call with stdin (bulk stdin, or any stdin where no runner is used).
@@ -99,12 +124,10 @@ __rx_piped_fifo() {
 __rx_feed() {
     local c rc=0
     trap 'kill -KILL "$c" 2>/dev/null; exit 0' TERM
-    if [ "$__rx_stdin_len" -gt 0 ]; then
-        "${__rx_dd[@]}" count="$__rx_stdin_len" <&7 >&6 &
-        c=$!
-        wait "$c" || rc=1
+    if [ "$__rx_stdin_len" -gt 0 ] || [ "${__rx_stdin_framed:-0}" = 1 ]; then
+        __rx_copy >&6 || rc=$?
     fi
-    if [ "$rc" = 0 ] && read -r -t 0 -u 7; then
+    if [ "$rc" = 2 ] || { [ "$rc" = 0 ] && read -r -t 0 -u 7; }; then
         __rx_stop || exit 0
         exec sleep 2147483647 # keeps fd 6 open until the wrapper ends this process
     fi
@@ -155,7 +178,9 @@ __rx_main() {
         __rx_piped_fifo || { __rx_end stdin 1 0; return; }
         in=$__rx_fifo
     elif [ "$__rx_stdin_len" -ge 0 ]; then
-        __rx_stage_stdin || { __rx_end stdin 1 0; return; }
+        __rx_stage_stdin; rc=$?
+        if [ "$rc" = 2 ]; then __rx_cancelled=1; __rx_end cancel 1 0; return; fi
+        if [ "$rc" != 0 ]; then __rx_end stdin 1 0; return; fi
         in=/dev/fd/6
     fi
     # Nothing follows the stdin bytes on the channel, so if it is readable now it is at EOF:

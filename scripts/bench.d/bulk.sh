@@ -9,15 +9,21 @@
 #   - 1 GiB of stdin from a file, staged and piped ("stdin": "piped"): rexec vs
 #     `ssh host 'cat >/dev/null'` (byte-exact by sha256),
 #     and the same through serve (streamed stdin: serve's peak RSS);
+#   - 1 GiB of stdin from a pipe (`cat FILE | rexec run ... --stdin -`: sent in frames as it is
+#     read) into sha256sum, staged and piped: rexec vs `cat FILE | ssh host sha256sum` vs the
+#     libssh2 writer (ssh_ceiling --stdin /dev/stdin), with the controller's peak RSS.
 #   - files: rexec put / get of the same file vs the libssh2 writer / reader and ssh (bulk_files.sh).
-# Usage: scripts/bench.d/bulk.sh [--mib N] [--stdin-mib N]   (defaults 256, 1024)
+# Usage: scripts/bench.d/bulk.sh [--mib N] [--stdin-mib N] [--only-pipe] [--pipe-rounds N]
+#        (defaults 256, 1024, 3)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-mib=256 stdin_mib=1024
+mib=256 stdin_mib=1024 only_pipe=0 pipe_rounds=3
 while [[ $# -gt 0 ]]; do
     case $1 in
         --mib) mib=$2; shift 2 ;;
         --stdin-mib) stdin_mib=$2; shift 2 ;;
+        --only-pipe) only_pipe=1; shift ;;
+        --pipe-rounds) pipe_rounds=$2; shift 2 ;;
         *) echo "bench-bulk: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -47,12 +53,35 @@ c["actions"]["bulk.sink"] = {"risk": "L0", "command": "cat >/dev/null"}
 c["actions"]["bulk.psink"] = {"risk": "L0", "command": "cat >/dev/null", "stdin": "piped"}
 c["actions"]["bulk.pin"] = {"risk": "L0", "command": "sha256sum", "stdin": "piped"}
 c["limits"]["max_stdin_bytes"] = 1 << 34
+c["limits"]["timeout_s"] = 600  # a GiB on a loaded machine: measured slow, not stopped
 json.dump(c, open(p, "w"), indent=1)
 PY
 ssh_=(ssh -F /dev/null -i "$W/keys/id_ed25519" -o UserKnownHostsFile="$W/known_hosts" -o BatchMode=yes -p "$port" root@127.0.0.1)
 t() { /usr/bin/time -f "%e %M" "$@" 2>"$tmp/time" >"$tmp/out"; tail -1 "$tmp/time"; }
 bytes=$((mib * 1024 * 1024))
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) CPUs; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
+head -c $((stdin_mib * 1048576)) /dev/urandom >"$tmp/in"
+want=$(sha256sum <"$tmp/in" | cut -d' ' -f1)
+echo "== $stdin_mib MiB stdin from a pipe into sha256sum (cat FILE | ...; seconds, peak RSS KiB, the controller's CPU seconds)"
+# p CMD...: `cat in | CMD`, timed (the pipe cannot end before cat has written everything)
+# (a failure is printed, with what the command said, and the round goes on)
+p() {
+    cat "$tmp/in" | /usr/bin/time -f "%e %M %U %S" "$@" 2>"$tmp/time" >"$tmp/out" ||
+        echo "FAILED: $*: $(head -n 3 "$tmp/time" | tr '\n' ' ')" >&2
+    tail -1 "$tmp/time" | awk '{printf "%s %s %.2f\n", $1, $2, $3 + $4}'
+}
+exact() { grep -q "$want" "$tmp/out" && echo ok || echo DIFFERENT; }
+for r in $(seq "$pipe_rounds"); do
+    read -r rs rm rc < <(p "$R" --workspace "$W" run lab1 bulk.in --stdin -); ro=$(exact)
+    read -r ps pm pc < <(p "$R" --workspace "$W" run lab1 bulk.pin --stdin -); po=$(exact)
+    read -r ss sm sc < <(p "${ssh_[@]}" sha256sum); so=$(exact)
+    read -r cs cm cc < <(p build-release/ssh_ceiling 127.0.0.1 "$port" root "$W/keys/id_ed25519" sha256sum --stdin /dev/stdin)
+    echo "round $r: rexec staged ${rs}s (${rm} KiB, cpu ${rc}s, $ro)  piped ${ps}s (${pm} KiB, cpu ${pc}s, $po)  ssh ${ss}s (${sm} KiB, cpu ${sc}s, $so)  libssh2 writer ${cs}s (${cm} KiB, cpu ${cc}s)  speed vs ssh: staged $(awk -v a="$rs" -v b="$ss" 'BEGIN{printf "%.2f", b/a}')x, piped $(awk -v a="$ps" -v b="$ss" 'BEGIN{printf "%.2f", b/a}')x; vs the writer: staged $(awk -v a="$rs" -v b="$cs" 'BEGIN{printf "%.2f", b/a}')x, piped $(awk -v a="$ps" -v b="$cs" 'BEGIN{printf "%.2f", b/a}')x"
+done
+if [[ $only_pipe == 1 ]]; then
+    echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+    exit 0
+fi
 echo "== $mib MiB stdout, 100 secrets (3 rounds, interleaved; seconds and peak RSS KiB)"
 for r in 1 2 3; do
     read -r rs rm < <(t "$R" --workspace "$W" run lab1 bulk.out --param n=$bytes)
@@ -67,8 +96,6 @@ for m in 1 16 256 1024; do
     echo "$m MiB: ${s}s peak RSS ${k} KiB"
 done
 echo "== $stdin_mib MiB stdin from a file (timed: 'cat >/dev/null' on both sides; then once through sha256sum)"
-head -c $((stdin_mib * 1048576)) /dev/urandom >"$tmp/in"
-want=$(sha256sum <"$tmp/in" | cut -d' ' -f1)
 # staged: the default ("stdin": "staged"); piped: an action with "stdin": "piped"
 for r in 1 2 3; do
     read -r rs rm < <(t "$R" --workspace "$W" run lab1 bulk.sink --stdin "$tmp/in")

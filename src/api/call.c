@@ -461,6 +461,7 @@ static int call_copy_request(rexec_call *c, const rexec_request *req)
     if (req->stdin_path && !req->stdin_data && (c->stdin_path = strdup(req->stdin_path)) == NULL)
         return REXEC_ENOMEM;
     c->timeout_s = req->timeout_s;
+    c->stdin_timeout_s = req->stdin_timeout_s;
     c->eval_only = req->eval_only;
     c->capture = req->capture;
     return 0;
@@ -518,6 +519,10 @@ static int call_stdin_file(rexec_call *c, rexec_error *err)
     c->stdin_fd = open(c->stdin_path, O_RDONLY | O_CLOEXEC);
     if (c->stdin_fd < 0 || fstat(c->stdin_fd, &st) != 0)
         return rx_fail(err, REXEC_EREQUEST, "--stdin %s: %s", c->stdin_path, strerror(errno));
+    if (rx_call_stdin_is_stream(st.st_mode)) { /* a pipe: framed as it is read (call_stdin.c) */
+        c->stdin_stream = 1;
+        return 0;
+    }
     if (!S_ISREG(st.st_mode))
         return rx_fail(err, REXEC_EREQUEST, "--stdin %s: not a regular file", c->stdin_path);
     c->stdin_len = (size_t)st.st_size;
@@ -539,6 +544,9 @@ static int call_stdin_hash(void *ud, char hex[65], rexec_error *err)
         snprintf(hex, 65, "%s", c->stdin_hex);
         return 0;
     }
+    int r = rx_call_stdin_spool(c, err); /* a pipe is hashed from its spool */
+    if (r != 0)
+        return r;
     EVP_MD_CTX *h = EVP_MD_CTX_new();
     unsigned char *buf = malloc(RX_EXEC_CHUNK);
     int ok = h && buf && EVP_DigestInit_ex(h, EVP_sha256(), NULL);
@@ -737,8 +745,10 @@ static void on_intent_done(rx_record_job *j)
                            .drain_s = CALL_DRAIN_S, .setup_s = l->connect_timeout_s,
                            .runner_code = c->code.data, .runner_code_len = c->code.len,
                            .min_rank = (int)c->action->containment, .timeout_s = c->timeout_s,
-                           .stdin_pull = c->stdin_path ? call_stdin_pull : NULL, .stdin_ud = c,
-                           .stdin_piped = c->stdin_piped};
+                           .stdin_pull = c->stdin_stream ? rx_call_stdin_stream_pull
+                                         : c->stdin_path ? call_stdin_pull : NULL,
+                           .stdin_ud = c, .stdin_piped = c->stdin_piped,
+                           .stdin_framed = c->stdin_stream};
         rx_exec_cb cb = {on_exec_data, on_exec_done, c};
         if ((r = rx_pool_exec_with_start(c->ctx->pool, c->pool_host, &xo, &cb, call_open_evidence,
                                          &c->job)) != 0)
@@ -788,6 +798,7 @@ static int call_send(rexec_call *c, rexec_error *err)
                        .n_secrets = c->n_secrets, .cwd = c->action->cwd,
                        .timeout_s = c->timeout_s, .kill_after_s = l->kill_after_s,
                        .stdin_len = c->stdin_data || c->stdin_path ? (long long)c->stdin_len : -1,
+                       .stdin_framed = c->stdin_stream,
                        .min_containment = c->action->containment,
                        .max_containment = c->host->max_containment, .nonce = c->nonce,
                        .run_id = c->run_id, .stdin_piped = c->stdin_piped};
@@ -833,7 +844,13 @@ static int call_gate_may_block(const rexec_call *c)
 static void on_gate_work(uv_work_t *w)
 {
     rexec_call *c = w->data;
-    c->gate_rc = call_decide(c, &c->err);
+    /* A piped stdin that an approval or a grant will bind is spooled before the gate sees it,
+     * so that the challenge gets its length too (call_stdin_hash would spool it anyway). */
+    c->gate_rc = 0;
+    if (c->stdin_stream && (c->grant_id != NULL || c->action->risk > c->host->allow))
+        c->gate_rc = rx_call_stdin_spool(c, &c->err);
+    if (c->gate_rc == 0)
+        c->gate_rc = call_decide(c, &c->err);
 }
 
 static void on_gate_done(uv_work_t *w, int status)
@@ -922,6 +939,7 @@ void rexec_call_cancel(rexec_call *c)
         return;
     rexec_call_resume(c); /* the cancelled call's output must drain for its end line to come */
     c->cancelled = 1;
+    atomic_store(&c->stdin_stop, 1);
     if (c->delaying) /* waiting to start: it ends now, as cancelled before it started */
         uv_timer_start(&c->defer, on_start_delay, 0, 0);
     if (c->job)

@@ -3,7 +3,9 @@
 #ifndef RX_CALL_H
 #define RX_CALL_H
 
+#include <stdatomic.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <openssl/evp.h>
 
@@ -139,6 +141,12 @@ struct rexec_call {
                             * never hashed stdin_path (nothing binds its content) */
     char stdin_hex[65];    /* the gate's hash of stdin_path, when it asked for one */
     int stdin_piped;       /* the command reads stdin as it arrives (the action's "stdin") */
+    int stdin_stream;      /* stdin_path is a pipe (or FIFO, tty): sent in frames as read, its
+                            * length unknown until its end (call_stdin.c) */
+    int stdin_eof;         /* the stream's end was read */
+    double stdin_last;     /* monotonic seconds of the stream's last byte (0: not yet pulled) */
+    double stdin_timeout_s; /* the longest pause of the stream */
+    atomic_int stdin_stop;  /* cancelled: a spool reading the stream on the gate's thread stops */
     rx_buf xfer_path;      /* a put or get action: the file's path for this call (transfer.c) */
     rx_buf shown_error, shown_rendered; /* redacted copies handed to the caller */
     rx_buf shown_host, shown_action;
@@ -165,6 +173,15 @@ int rx_call_audit_submit(rexec_call *c, const char *phase, void (*done)(rx_recor
 int rx_call_evidence_submit(rexec_call *c, void (*done)(rx_record_job *), rexec_error *err);
 int rx_call_evidence_done(rexec_call *c, rx_record_job *j);
 void rx_call_outcome(rexec_call *c);
+
+/* call_stdin.c: a stdin_path that is a pipe, FIFO, socket or character device. */
+int rx_call_stdin_is_stream(mode_t mode);
+/* The exec's pull for it (rx_exec_stdin_pull, framed): what the pipe has now, up to n bytes. */
+long rx_call_stdin_stream_pull(void *ud, unsigned char *buf, size_t n, char *msg, size_t cap);
+/* Reads the whole stream into an unlinked 0600 file in the workspace's evidence/ (as serve
+ * spools a streamed stdin) and makes that the call's stdin: a regular file of known length and
+ * hash, sent as --stdin FILE is. For the gate, when an approval or a grant binds the stdin. */
+int rx_call_stdin_spool(rexec_call *c, rexec_error *err);
 void rx_call_result(rexec_call *c, rexec_result *res);
 /* Counts the reported call in the metrics (src/base/metrics.h): its decision, how it ended,
  * its duration; an eval by its decision only. */

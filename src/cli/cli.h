@@ -50,6 +50,16 @@ int cli_redact_knows_secrets(void);
  * docs/redaction.md "Minimum length"), "[NOT SHOWN]": nothing could say whether it is one. */
 const char *cli_arg(const char *s);
 
+/* stdin_spool.c: `--stdin PATH` ("-": rexec's own stdin) is a pipe, FIFO, socket or terminal,
+ * which the call sends as it reads it. */
+int cli_stdin_streams(const char *path);
+/* ... or "-" redirected from a regular file: either way the call opens it by name. */
+int cli_stdin_by_name(const char *path);
+/* A fan-out's piped stdin, read once for every host: copied into an unlinked 0600 file in a
+ * private directory under $TMPDIR, up to max bytes, a pause of at most pause_s; *path is then
+ * "/proc/self/fd/N" (a regular file each call streams on its own). 0 or the exit code. */
+int cli_stdin_spool(const char *path, unsigned long long max, double pause_s, char out[32]);
+
 /* output.c: what a call prints, the same for direct and serve runs. */
 #include <stddef.h>
 

@@ -25,6 +25,7 @@ typedef struct run_opts {
     rexec_param params[MAX_PARAMS];
     size_t n_params;
     double timeout_s;
+    double stdin_timeout_s; /* --stdin-timeout: the longest pause of a piped --stdin */
     int json, parallel, approve, eval, no_progress;
     rexec_fanout_spec fanout; /* --batch, --canary, --max-failures, --retry-unavailable */
 } run_opts;
@@ -330,6 +331,8 @@ static int parse_option(run_opts *o, int argc, char **argv, int *i)
         return o->traceparent = v, 0;
     if ((v = cli_opt_value(argc, argv, i, "--timeout", &missing)))
         return parse_number("--timeout", v, 0.001, 604800, &o->timeout_s);
+    if ((v = cli_opt_value(argc, argv, i, "--stdin-timeout", &missing)))
+        return parse_number("--stdin-timeout", v, 0.001, 604800, &o->stdin_timeout_s);
     if ((v = cli_opt_value(argc, argv, i, "--batch", &missing)))
         return o->fanout.batch = v, 0;
     if ((v = cli_opt_value(argc, argv, i, "--max-failures", &missing)))
@@ -502,6 +505,10 @@ static int build_request(run_opts *o, run_inputs *in, rexec_request *req)
         if (o->via_socket || (o->stdin_stream && strcmp(o->stdin_file, "-") != 0 &&
                               stat(o->stdin_file, &st) == 0 && S_ISREG(st.st_mode))) {
             req->stdin_path = o->stdin_file; /* streamed by the call or the client, never loaded */
+        } else if (o->stdin_stream && cli_stdin_by_name(o->stdin_file)) {
+            /* a pipe, FIFO or terminal: the call sends it as it reads it (docs/cli.md); "-"
+             * redirected from a file: that file, streamed as --stdin FILE is */
+            req->stdin_path = strcmp(o->stdin_file, "-") == 0 ? "/dev/stdin" : o->stdin_file;
         } else {
             int r = read_file(o->stdin_file, MAX_STDIN_FILE, &in->stdin_data, &req->stdin_len);
             if (r)
@@ -511,6 +518,7 @@ static int build_request(run_opts *o, run_inputs *in, rexec_request *req)
     }
     if (o->timeout_s > 0)
         req->timeout_s = o->timeout_s;
+    req->stdin_timeout_s = o->stdin_timeout_s;
     req->grant_id = o->grant;
     int r = trace_context(o, req);
     if (r != 0)
@@ -617,6 +625,20 @@ static int fanout_start(run *r)
     return 0;
 }
 
+/* Several hosts cannot share one pipe: a fan-out's piped --stdin is read once into a private
+ * spool that every call streams like a file (cli_stdin_spool). One host reads the pipe itself. */
+static int fanout_stdin(run *r, run_opts *o)
+{
+    static char spool[32];
+    if (r->n_hosts < 2 || r->req.stdin_path == NULL || !cli_stdin_streams(r->req.stdin_path))
+        return 0;
+    int rc = cli_stdin_spool(r->req.stdin_path, MAX_STDIN_FILE,
+                             o->stdin_timeout_s > 0 ? o->stdin_timeout_s : 60.0, spool);
+    if (rc == 0)
+        r->req.stdin_path = spool;
+    return rc;
+}
+
 int cli_run(const cli_global *g, int argc, char **argv)
 {
     run_opts o = {0};
@@ -661,7 +683,7 @@ int cli_run(const cli_global *g, int argc, char **argv)
             if (r.n_hosts > 1 && rexec_batch_id_new(r.batch) == 0)
                 r.req.batch_id = r.batch;
             r.names = names;
-            if ((rc = fanout_start(&r)) == 0)
+            if ((rc = fanout_stdin(&r, &o)) == 0 && (rc = fanout_start(&r)) == 0)
                 rc = run_loop(&r, names);
             else
                 cli_ctx_close(r.ctx);

@@ -121,11 +121,13 @@ static int render_header(const rx_render_in *in, rx_buf *out)
     return rx_buf_addf(out,
                        "# rexec %s run %s\n"
                        "__rx_nonce=%s __rx_timeout=%.3f __rx_timeout_us=%lld __rx_kill_after=%.3f "
-                       "__rx_stdin_len=%lld __rx_min_rank=%d __rx_max_rank=%d%s\n",
+                       "__rx_stdin_len=%lld __rx_min_rank=%d __rx_max_rank=%d%s%s\n",
                        REXEC_VERSION, in->run_id ? in->run_id : "-", in->nonce, in->timeout_s,
-                       (long long)llround(in->timeout_s * 1e6), in->kill_after_s, in->stdin_len,
-                       (int)in->min_containment, (int)in->max_containment,
-                       in->stdin_piped && in->stdin_len >= 0 ? " __rx_stdin_piped=1" : "");
+                       (long long)llround(in->timeout_s * 1e6), in->kill_after_s,
+                       in->stdin_framed ? 0 : in->stdin_len, (int)in->min_containment,
+                       (int)in->max_containment,
+                       in->stdin_piped && in->stdin_len >= 0 ? " __rx_stdin_piped=1" : "",
+                       in->stdin_framed ? " __rx_stdin_framed=1" : "");
 }
 
 static int check_secrets(const rx_render_in *in, rexec_error *err)

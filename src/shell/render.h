@@ -47,6 +47,8 @@ typedef struct rx_render_in {
     long long stdin_len;      /* -1: the command's stdin is /dev/null */
     int stdin_piped;          /* the command reads its stdin from a pipe as it arrives, not from
                                * a file staged first (the wrapper only; a runner always stages) */
+    int stdin_framed;         /* stdin_len is 0 and unknown: the stdin follows in frames "LEN\n"
+                               * + bytes up to "0\n" (a pipe streamed as read; the wrapper only) */
     rx_containment min_containment;
     rx_containment max_containment; /* the host's cap */
     const char *nonce;        /* RX_NONCE_LEN hex chars: marks the wrapper's status lines */

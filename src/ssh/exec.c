@@ -53,6 +53,11 @@ struct rx_exec {
     unsigned char *ibuf;  /* RX_EXEC_CHUNK: the pulled stdin piece being sent */
     size_t ilen, ioff;
     uint64_t pull_left;   /* stdin bytes still to pull */
+    int framed;           /* rx_exec_opts.stdin_framed: ibuf holds a frame, its header first */
+    int frames_done;      /* the end frame "0\n" is in ibuf or sent */
+    int src_waiting;      /* the framed source had nothing at the last pull */
+    uint64_t frames, src_waits; /* frames sent, pulls that found the source empty (debug log) */
+    size_t icap;          /* ibuf's size */
     rx_exec_cb cb;
     double backstop_s, drain_s;
     uv_timer_t timer;    /* backstop while running, drain after the end line */
@@ -211,7 +216,8 @@ static void on_exec_timer(uv_timer_t *t)
 {
     rx_exec *e = t->data;
     e->timer_armed = 0;
-    if (!e->run_armed && e->state == EX_SEND && (e->sent_total > e->setup_mark || e->paused)) {
+    if (!e->run_armed && e->state == EX_SEND &&
+        (e->sent_total > e->setup_mark || e->paused || e->src_waiting)) {
         /* A long stdin still moving (a slow link, a big file) is not a hung connection: the
          * deadline is for setup_s without progress, so a stuck peer is still found. Nor is a
          * piped stdin's command held back by its consumer (paused: not even its start line is
@@ -391,11 +397,49 @@ static int read_streams(rx_exec *e, int budget)
 
 /* The next piece to send: the script (and copied stdin), then pulled stdin pieces. Returns the
  * bytes at *p, 0 when all is sent, -1 when the stdin source failed. */
+/* The next frame of a framed stdin into ibuf: "LEN\n" right before the bytes pulled after
+ * EXEC_FRAME_HDR, "0\n" at the source's end. 1 with a frame, 0 when the source has nothing yet,
+ * -1 when it failed. */
+#define EXEC_FRAME_HDR 16
+static int next_frame(rx_exec *e)
+{
+    char m[300] = "", h[EXEC_FRAME_HDR];
+    long n = e->pull(e->pull_ud, e->ibuf + EXEC_FRAME_HDR, RX_EXEC_FRAME, m, sizeof(m));
+    e->src_waiting = n == RX_EXEC_PULL_WAIT;
+    if (n == RX_EXEC_PULL_WAIT) {
+        e->src_waits++;
+        return 0;
+    }
+    if (n < 0 || (size_t)n > RX_EXEC_FRAME) {
+        exec_error(e, REXEC_EREQUEST, "stdin: %s", m[0] ? m : "the source failed");
+        return -1;
+    }
+    int hl = snprintf(h, sizeof(h), "%ld\n", n);
+    memcpy(e->ibuf + EXEC_FRAME_HDR - hl, h, (size_t)hl);
+    e->ioff = EXEC_FRAME_HDR - (size_t)hl;
+    e->ilen = EXEC_FRAME_HDR + (size_t)n;
+    e->frames_done = n == 0;
+    e->frames++;
+    if (e->frames_done)
+        rx_log(rx_session_logger(e->s), REXEC_LOG_DEBUG,
+               "%s: exec %p: stdin's last frame: %llu frames, %llu bytes with headers; the "
+               "source had nothing %llu times (up to 50 ms each)", rx_session_host(e->s)->name, (void *)e,
+               (unsigned long long)e->frames,
+               (unsigned long long)(e->sent_total - e->script_len),
+               (unsigned long long)e->src_waits);
+    return 1;
+}
+
 static long send_piece(rx_exec *e, const unsigned char **p)
 {
     if (e->off < e->len) {
         *p = e->data + e->off;
         return (long)(e->len - e->off);
+    }
+    if (e->framed && e->ioff == e->ilen && !e->frames_done) {
+        int f = next_frame(e);
+        if (f <= 0)
+            return f < 0 ? -1 : RX_EXEC_PULL_WAIT;
     }
     if (e->ioff == e->ilen && e->pull_left > 0) {
         char m[300] = "";
@@ -414,7 +458,8 @@ static long send_piece(rx_exec *e, const unsigned char **p)
 
 static int send_done(const rx_exec *e)
 {
-    return e->off == e->len && e->ioff == e->ilen && e->pull_left == 0;
+    return e->off == e->len && e->ioff == e->ilen && e->pull_left == 0 &&
+           (!e->framed || e->frames_done);
 }
 
 static int st_send(rx_exec *e)
@@ -430,6 +475,10 @@ static int st_send(rx_exec *e)
     for (int writes = 0; writes < EXEC_WRITE_BUDGET &&
                          !(e->cancel_req && e->off >= e->script_len) &&
                          (want = send_piece(e, &p)) != 0; writes++) {
+        if (want == RX_EXEC_PULL_WAIT) { /* the source has nothing yet: ask on the next step */
+            progress = 1;
+            break;
+        }
         if (want < 0) { /* EOF now: the wrapper's copy stops short and the command never runs
                         * (a piped stdin's command is stopped before it sees the EOF) */
             e->cancel_req = 1;
@@ -608,7 +657,7 @@ static void on_exec_closed(uv_handle_t *h)
     OPENSSL_cleanse(e->rbuf, e->rmax); /* raw output: it may hold a secret */
     free(e->rbuf);
     if (e->ibuf)
-        OPENSSL_cleanse(e->ibuf, RX_EXEC_CHUNK);
+        OPENSSL_cleanse(e->ibuf, e->icap);
     free(e->ibuf);
     OPENSSL_cleanse(e, sizeof(*e));
     free(e);
@@ -638,11 +687,13 @@ int rx_exec_start(rx_session *s, const rx_exec_opts *opts, const rx_exec_cb *cb,
     e->len = opts->script_len + (opts->stdin_data ? opts->stdin_len : 0);
     e->data = malloc(e->len ? e->len : 1);
     e->rbuf = malloc(RX_EXEC_READ);
-    if (opts->stdin_pull && !opts->stdin_data && opts->stdin_len > 0) {
+    if (opts->stdin_pull && !opts->stdin_data && (opts->stdin_len > 0 || opts->stdin_framed)) {
         e->pull = opts->stdin_pull;
         e->pull_ud = opts->stdin_ud;
-        e->pull_left = opts->stdin_len;
-        e->ibuf = malloc(RX_EXEC_CHUNK);
+        e->framed = opts->stdin_framed;
+        e->pull_left = e->framed ? 0 : opts->stdin_len;
+        e->icap = e->framed ? EXEC_FRAME_HDR + RX_EXEC_FRAME : RX_EXEC_CHUNK;
+        e->ibuf = malloc(e->icap);
     }
     if (e->data == NULL || e->rbuf == NULL || (e->pull && e->ibuf == NULL)) {
         free(e->data), free(e->rbuf), free(e->ibuf);

@@ -67,7 +67,16 @@ typedef struct rx_exec_opts {
      * it may run as soon as the script is sent, and once it has started, stdin that moves slowly
      * or not at all is its own business (the backstop, not the set-up deadline, applies). */
     int stdin_piped;
+    /* stdin of unknown length (a pipe): stdin_pull fills frames of up to RX_EXEC_FRAME bytes,
+     * sent as "LEN\n" + bytes and ended by "0\n" (the script has __rx_stdin_framed=1). The pull
+     * then returns 0 at the end of the source and RX_EXEC_PULL_WAIT when it has nothing yet (it
+     * may wait a little for it; the exec asks again on its next step and does not count the
+     * wait against the connection's set-up deadline: the source keeps its own). */
+    int stdin_framed;
 } rx_exec_opts;
+
+#define RX_EXEC_FRAME (4u * 1024 * 1024) /* one frame: the VM starts one dd per frame */
+#define RX_EXEC_PULL_WAIT (-2L)
 
 /* The channel's receive window and packet size (libssh2_channel_open_ex), and the size of the
  * per-exec buffer stdin is pulled into: fixed, allocated once per exec, whatever the size.

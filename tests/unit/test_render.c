@@ -1103,6 +1103,64 @@ static void test_wrapper_piped_stdin(void **state)
     expect_no_stdin_file(); /* the FIFO's name is gone (removed by the feeder) */
 }
 
+/* A stdin of unknown length (a pipe: rx_render_in.stdin_framed): frames "LEN\n" + bytes up to
+ * "0\n", staged or piped. Byte for byte whatever the bytes (a frame's bytes may look like
+ * headers); frames cut short by EOF (a cancel) never start a staged command and are never
+ * taken for a whole stdin by a piped one; nothing is read past the end frame. */
+static void test_wrapper_framed_stdin(void **state)
+{
+    (void)state;
+    make_tmpdir();
+    rx_buf f;
+    rx_buf_init(&f, 1 << 20);
+    /* the sample in three frames, the first of which holds "0\n" and a header-like line */
+    assert_int_equal(rx_buf_adds(&f, "6\n0\n5\nab"), 0);
+    assert_int_equal(rx_buf_addf(&f, "%zu\n", STDIN_SAMPLE_LEN), 0);
+    assert_int_equal(rx_buf_add(&f, stdin_sample, STDIN_SAMPLE_LEN), 0);
+    assert_int_equal(rx_buf_adds(&f, "1\nZ0\n"), 0);
+    size_t want_len = 6 + STDIN_SAMPLE_LEN + 1;
+    unsigned char *want = malloc(want_len);
+    assert_non_null(want);
+    memcpy(want, "0\n5\nab", 6);
+    memcpy(want + 6, stdin_sample, STDIN_SAMPLE_LEN);
+    want[want_len - 1] = 'Z';
+    for (int piped = 0; piped <= 1; piped++) {
+        bash_run r;
+        rx_render_in k = render_in("");
+        k.stdin_len = 0;
+        k.stdin_framed = 1;
+        k.stdin_piped = piped;
+        wrap_run("cat", &k, f.data, f.len, FEED_KEEP_OPEN, NULL, &r);
+        expect_end(&r, 1, "cmd", 0, 0);
+        assert_int_equal(r.out_len, want_len);
+        assert_memory_equal(r.out, want, want_len);
+        bash_run_free(&r);
+
+        /* only the end frame: an empty stdin */
+        wrap_run("wc -c", &k, "0\n", 2, FEED_KEEP_OPEN, NULL, &r);
+        expect_end(&r, 1, "cmd", 0, 0);
+        assert_int_equal(atoi((const char *)r.out), 0);
+        bash_run_free(&r);
+
+        /* EOF inside the second frame: staged, the command never starts (a cancel); piped, it
+         * has started and is stopped before its stdin ends (it ignores TERM: KILL) */
+        unlink(path_in("ran.framed"));
+        k.kill_after_s = 1;
+        wrap_run("trap '' TERM; cat >/dev/null; touch ran.framed", &k, "3\nabc10\n0123", 12,
+                 FEED_CLOSE_NOW, NULL, &r);
+        assert_true(r.ended);
+        assert_int_equal(r.cancelled, 1);
+        assert_string_equal(r.phase, piped ? "cmd" : "cancel");
+        if (!piped) /* piped, the TERM may come before the command said it started */
+            assert_int_equal(r.started, 0);
+        assert_int_equal(access(path_in("ran.framed"), F_OK), -1);
+        bash_run_free(&r);
+    }
+    free(want);
+    rx_buf_free(&f);
+    expect_no_stdin_file();
+}
+
 /* EOF on the channel means cancel: while the command runs it is stopped; before it starts (or
  * while its stdin is still arriving: dd stops short) it must never start. */
 static void test_wrapper_cancel(void **state)
@@ -1263,6 +1321,7 @@ int main(void)
         cmocka_unit_test(test_wrapper_setup_failures),
         cmocka_unit_test(test_wrapper_stdin),
         cmocka_unit_test(test_wrapper_piped_stdin),
+        cmocka_unit_test(test_wrapper_framed_stdin),
         cmocka_unit_test(test_wrapper_cancel),
         cmocka_unit_test(test_outcome_mapping),
     };
