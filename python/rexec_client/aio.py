@@ -1,8 +1,10 @@
 """The asyncio client: one connection per call, any number of calls at once on one loop."""
 import asyncio
 
-from ._proto import (CANCEL_ID, Collector, RexecError, approval_request, call_request, cancel_line,
-                     decode, encode, socket_path, stdin_lines, streamed, strip, unreachable)
+from ._files import Sink, put_params
+from ._proto import (CANCEL_ID, Collector, RexecCallError, RexecError, approval_request,
+                     call_request, cancel_line, decode, encode, socket_path, stdin_lines, streamed,
+                     strip, unreachable)
 
 LINE_LIMIT = 64 * 1024 * 1024  # a result line holds up to two capped streams, as JSON
 
@@ -113,6 +115,27 @@ class AsyncClient:
         kw.setdefault("stream", on_output is not None)
         call = await self.start("run", targets, action, params, **kw)
         return await call.wait(on_output, raise_on_error)
+
+    async def put(self, targets, action, local_path, params=None, raise_on_error=False, **kw):
+        """Client.put as a coroutine (the file is hashed and read in the event loop's thread)."""
+        params = put_params(local_path, params)
+        with open(local_path, "rb") as f:
+            return await self.run(targets, action, params, raise_on_error=raise_on_error,
+                                  stdin=f, **kw)
+
+    async def get(self, host, action, local_path, params=None, **kw):
+        """Client.get as a coroutine."""
+        raise_on_error = kw.pop("raise_on_error", False)
+        sink = Sink(local_path)
+        try:
+            result = await self.run(host, action, params, on_output=sink.on_output, **kw)
+        except BaseException:
+            sink.abort()
+            raise
+        r = sink.finish(result)
+        if raise_on_error and result.get("exit_status"):
+            raise RexecCallError(result)
+        return r
 
     async def eval(self, targets, action, params=None, raise_on_error=False, **kw):
         kw["stream"] = False

@@ -2,8 +2,10 @@
 import socket
 import threading
 
-from ._proto import (CANCEL_ID, Collector, RexecError, approval_request, call_request, cancel_line,
-                     decode, encode, socket_path, stdin_lines, streamed, strip, unreachable)
+from ._files import Sink, put_params
+from ._proto import (CANCEL_ID, Collector, RexecCallError, RexecError, approval_request,
+                     call_request, cancel_line, decode, encode, socket_path, stdin_lines, streamed,
+                     strip, unreachable)
 
 
 class Call:
@@ -120,6 +122,29 @@ class Client:
         """Runs action on targets; returns {"exit_status", "hosts", "results": [result, ...]}."""
         kw.setdefault("stream", on_output is not None)
         return self.start("run", targets, action, params, **kw).wait(on_output, raise_on_error)
+
+    def put(self, targets, action, local_path, params=None, raise_on_error=False, **kw):
+        """Sends the file at local_path with a put action (`rexec put`): its SHA-256 and size
+        go as content_sha256/content_size, its bytes as the streamed stdin. Returns run's dict."""
+        params = put_params(local_path, params)
+        with open(local_path, "rb") as f:
+            return self.run(targets, action, params, raise_on_error=raise_on_error, stdin=f, **kw)
+
+    def get(self, host, action, local_path, params=None, **kw):
+        """Fetches a file with a get action (`rexec get`) into local_path, written whole or not
+        at all. Returns the host's result (stdout_bytes, stdout_sha256: the file's size and
+        SHA-256); a failed call leaves local_path as it was (raise_on_error: RexecCallError)."""
+        raise_on_error = kw.pop("raise_on_error", False)
+        sink = Sink(local_path)
+        try:
+            result = self.run(host, action, params, on_output=sink.on_output, **kw)
+        except BaseException:
+            sink.abort()
+            raise
+        r = sink.finish(result)
+        if raise_on_error and result.get("exit_status"):
+            raise RexecCallError(result)
+        return r
 
     def eval(self, targets, action, params=None, raise_on_error=False, **kw):
         """The gate's decision only; results have decision, reason and rendered."""

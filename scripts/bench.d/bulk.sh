@@ -12,6 +12,7 @@
 #   - 1 GiB of stdin from a pipe (`cat FILE | rexec run ... --stdin -`: sent in frames as it is
 #     read) into sha256sum, staged and piped: rexec vs `cat FILE | ssh host sha256sum` vs the
 #     libssh2 writer (ssh_ceiling --stdin /dev/stdin), with the controller's peak RSS.
+#   - files: rexec put / get of the same file vs the libssh2 writer / reader and ssh (bulk_files.sh).
 # Usage: scripts/bench.d/bulk.sh [--mib N] [--stdin-mib N] [--only-pipe] [--pipe-rounds N]
 #        (defaults 256, 1024, 3)
 set -euo pipefail
@@ -121,4 +122,5 @@ for r in 1 2; do
     echo "round $r: through serve ${cs}s (client ${cm} KiB, serve peak so far ${hwm} KiB, $ok)"
 done
 kill "$sp"; wait "$sp" 2>/dev/null || true
+. scripts/bench.d/bulk_files.sh
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -16,6 +16,7 @@
 #include "err.h"
 #include "metrics.h"
 #include "traceparent.h"
+#include "transfer.h"
 
 #define CALL_MAX_COMMAND (256 * 1024)
 #define CALL_MAX_SCRIPT (4 * 1024 * 1024)
@@ -205,6 +206,7 @@ static void call_free(rexec_call *c)
     EVP_MD_CTX_free(c->stdin_sha);
     free(c->stdin_path);
     rx_buf_free(&c->rendered);
+    rx_buf_free(&c->xfer_path);
     call_forms_free(c);
     rx_buf_free(&c->shown_error);
     rx_buf_free(&c->shown_rendered);
@@ -316,6 +318,14 @@ static void stream_past_cap(call_stream *st, size_t len)
     }
 }
 
+/* A download's bytes are its stdout: evidence keeps their sha256 (and size), and the bytes
+ * themselves only when the action says "keep_bytes". */
+static int call_stream_hash_only(const call_stream *st)
+{
+    const rx_action *a = st->call->action;
+    return st->id == REXEC_STDOUT && a->transfer == RX_XFER_GET && !a->keep_bytes;
+}
+
 /* Redacted bytes arrive here: counted, capped, hashed, written to evidence, shown, and with
  * capture kept for the result. The cap applies to redacted bytes, so it can never cut a secret
  * into an unredacted prefix. */
@@ -335,7 +345,7 @@ static void stream_sink(void *ud, const unsigned char *data, size_t len)
     if (c->capture && rx_buf_add_capped(&st->result, data, keep) < keep)
         st->result_truncated = 1;
     EVP_DigestUpdate(st->sha, data, keep);
-    if (c->ev)
+    if (c->ev && !call_stream_hash_only(st))
         rx_evidence_append(c->ev, st->id == REXEC_STDOUT ? 0 : 1, data, keep);
     if (c->cb.on_output)
         c->cb.on_output(c->cb.ud, st->id, data, keep);
@@ -383,6 +393,10 @@ RX_UNITTEST_STATIC void on_exec_data(void *ud, int stream, const unsigned char *
     if (st->full) {
         st->total += len;
         stream_past_cap(st, len);
+        return;
+    }
+    if (stream == REXEC_STDOUT && c->action->binary) { /* an action with no secret (transfer.c) */
+        stream_sink(st, data, len);
         return;
     }
     rx_metrics_count_redacted_bytes(len);
@@ -474,7 +488,29 @@ static int call_resolve(rexec_call *c, rexec_error *err)
     if (r != 0)
         return r;
     rx_buf_init(&c->rendered, CALL_MAX_COMMAND);
-    return rx_render_command(c->action, c->values, &c->rendered, err);
+    r = rx_render_command(c->action, c->values, &c->rendered, err);
+    if (r == 0 && c->action->transfer != RX_XFER_NONE) {
+        rx_buf_init(&c->xfer_path, 8192);
+        r = rx_transfer_path(c->action, c->values, &c->xfer_path, err);
+    }
+    return r;
+}
+
+/* A put action's file is bounded by its own max_bytes, any other stdin by the workspace's. */
+static uint64_t call_max_stdin(const rexec_call *c)
+{
+    return c->action->transfer == RX_XFER_PUT ? c->action->xfer_max_bytes
+                                              : c->ctx->ws->limits.max_stdin_bytes;
+}
+
+static int call_stdin_too_big(const rexec_call *c, rexec_error *err)
+{
+    if (c->action->transfer == RX_XFER_PUT)
+        return rx_fail(err, REXEC_EREQUEST, "the file is %zu bytes; actions.%s.put.max_bytes is "
+                       "%llu", c->stdin_len, c->action->name,
+                       (unsigned long long)c->action->xfer_max_bytes);
+    return rx_fail(err, REXEC_EREQUEST, "stdin is %zu bytes; limits.max_stdin_bytes is %llu",
+                   c->stdin_len, (unsigned long long)c->ctx->ws->limits.max_stdin_bytes);
 }
 
 /* stdin from a file: a regular file, opened once, never loaded whole. It is hashed only when
@@ -492,9 +528,8 @@ static int call_stdin_file(rexec_call *c, rexec_error *err)
     if (!S_ISREG(st.st_mode))
         return rx_fail(err, REXEC_EREQUEST, "--stdin %s: not a regular file", c->stdin_path);
     c->stdin_len = (size_t)st.st_size;
-    if (c->stdin_len > c->ctx->ws->limits.max_stdin_bytes)
-        return rx_fail(err, REXEC_EREQUEST, "stdin is %zu bytes; limits.max_stdin_bytes is %llu",
-                       c->stdin_len, (unsigned long long)c->ctx->ws->limits.max_stdin_bytes);
+    if (c->stdin_len > call_max_stdin(c))
+        return call_stdin_too_big(c, err);
     return 0;
 }
 
@@ -577,9 +612,8 @@ static int call_timeout(rexec_call *c, rexec_error *err)
         c->timeout_s = limit;
     if (c->stdin_path)
         return call_stdin_file(c, err);
-    if (c->stdin_data && c->stdin_len > c->ctx->ws->limits.max_stdin_bytes)
-        return rx_fail(err, REXEC_EREQUEST, "stdin is %zu bytes; limits.max_stdin_bytes is %llu",
-                       c->stdin_len, (unsigned long long)c->ctx->ws->limits.max_stdin_bytes);
+    if (c->stdin_data && c->stdin_len > call_max_stdin(c))
+        return call_stdin_too_big(c, err);
     return 0;
 }
 

@@ -156,6 +156,7 @@ struct rexec_call {
     double stdin_last;     /* monotonic seconds of the stream's last byte (0: not yet pulled) */
     double stdin_timeout_s; /* the longest pause of the stream */
     atomic_int stdin_stop;  /* cancelled: a spool reading the stream on the gate's thread stops */
+    rx_buf xfer_path;      /* a put or get action: the file's path for this call (transfer.c) */
     rx_buf shown_error, shown_rendered; /* redacted copies handed to the caller */
     rx_buf shown_host, shown_action;
     uv_timer_t defer;

@@ -13,6 +13,7 @@
 #include "err.h"
 #include "metrics.h"
 #include "traceparent.h"
+#include "transfer.h"
 
 static const char *const sig_names[] = {
     NULL,   "HUP",  "INT",  "QUIT", "ILL",  "TRAP", "ABRT",   "BUS",  "FPE",  "KILL", "USR1",
@@ -210,6 +211,34 @@ static void add_outcome(rexec_call *c, cJSON *o)
     rx_result_json_outcome(o, &r);
 }
 
+/* A put or get: the direction, the file's path, its size and SHA-256 (a put's are the
+ * controller's, known before it runs; a get's are of what arrived, known at the outcome). */
+static void add_transfer(rexec_call *c, cJSON *o, int outcome)
+{
+    const rx_action *a = c->action;
+    if (a == NULL || a->transfer == RX_XFER_NONE || c->values == NULL)
+        return;
+    cJSON *t = cJSON_AddObjectToObject(o, "transfer");
+    if (t == NULL)
+        return;
+    cJSON_AddStringToObject(t, "direction", rx_transfer_name(a->transfer));
+    add_redacted(c, t, "path", c->xfer_path.data ? (const char *)c->xfer_path.data : NULL);
+    if (a->transfer == RX_XFER_PUT) {
+        int is = rx_ws_param_index(a, RX_PUT_SHA_PARAM, strlen(RX_PUT_SHA_PARAM));
+        int iz = rx_ws_param_index(a, RX_PUT_SIZE_PARAM, strlen(RX_PUT_SIZE_PARAM));
+        cJSON_AddNumberToObject(t, "bytes", is >= 0 && iz >= 0 && c->values[iz].value
+                                                ? strtod(c->values[iz].value, NULL) : 0);
+        add_str_or_null(t, "sha256", is >= 0 ? c->values[is].value : NULL);
+        return;
+    }
+    if (outcome) {
+        cJSON_AddNumberToObject(t, "bytes", (double)c->out[0].total);
+        add_str_or_null(t, "sha256", c->out[0].sha_hex[0] ? c->out[0].sha_hex : NULL);
+    }
+    cJSON_AddBoolToObject(t, "binary", a->binary);
+    cJSON_AddBoolToObject(t, "bytes_kept", a->keep_bytes);
+}
+
 static cJSON *secret_names(const rexec_call *c)
 {
     cJSON *a = cJSON_CreateArray();
@@ -296,6 +325,7 @@ static int call_audit_text(rexec_call *c, const char *phase, char **text, rexec_
     add_redacted(c, o, "grant_id", c->grant_id);
     add_redacted(c, o, "argv", c->rendered.data ? (const char *)c->rendered.data : NULL);
     cJSON_AddItemToObject(o, "secrets", secret_names(c));
+    add_transfer(c, o, strcmp(phase, "intent") != 0);
     if (strcmp(phase, "intent") != 0)
         add_outcome(c, o);
     add_redacted(c, o, "error", c->err.code ? c->err.msg : NULL);
@@ -400,6 +430,7 @@ int rx_call_evidence_submit(rexec_call *c, void (*done)(rx_record_job *), rexec_
     cJSON_AddStringToObject(meta, "action", c->action->name);
     add_decision(c, meta);
     add_redacted(c, meta, "argv", (const char *)c->rendered.data);
+    add_transfer(c, meta, 1);
     add_outcome(c, meta);
     cJSON_AddBoolToObject(meta, "stdout_truncated", c->out[0].truncated);
     cJSON_AddBoolToObject(meta, "stderr_truncated", c->out[1].truncated);

@@ -9,6 +9,7 @@
 #include "approve_tty.h"
 #include "call.h"
 #include "err.h"
+#include "transfer.h"
 #include "fsutil.h"
 #include "jsonx.h"
 #include "request.h"
@@ -58,6 +59,12 @@ static cJSON *action_json(const rx_action *a)
     cJSON_AddBoolToObject(o, "state_changing", a->state_changing);
     cJSON_AddStringToObject(o, "stdin", a->stdin_piped ? "piped" : "staged");
     cJSON_AddStringToObject(o, "command", a->command);
+    if (a->transfer != RX_XFER_NONE) { /* a file action: what it moves, and where */
+        cJSON *t = cJSON_AddObjectToObject(o, rx_transfer_name(a->transfer));
+        cJSON_AddStringToObject(t, "path", a->xfer_path);
+        if (a->transfer == RX_XFER_GET)
+            cJSON_AddBoolToObject(t, "binary", a->binary);
+    }
     for (size_t i = 0; i < a->n_params; i++)
         cJSON_AddItemToArray(params, param_json(&a->params[i]));
     for (size_t i = 0; i < a->n_secrets; i++)

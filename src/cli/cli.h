@@ -138,6 +138,20 @@ void cli_ctx_close(rexec_ctx *ctx);
 /* A JSON text with every string (keys too) through cli_redact; malloc'd. */
 char *cli_redact_json_text(const char *text);
 
+/* sink.c: --output FILE. cli_sink_open makes the temporary file next to FILE (0, or the exit
+ * code, 73 when it cannot be made, after saying why); while cli_sink_active, a call's stdout
+ * goes to cli_sink_write (-1 once a write failed: stop the call); cli_sink_finish renames it onto
+ * FILE when the call succeeded whole, else removes it (0, or 73 after saying why). */
+int cli_sink_open(const char *path);
+int cli_sink_active(void);
+int cli_sink_write(const void *data, size_t len);
+int cli_sink_finish(const rexec_result *res, int json);
+void cli_sink_abort(void);
+
+/* cmd_put.c: `rexec put HOST ACTION LOCAL_FILE` and `rexec get HOST ACTION LOCAL_FILE`, calls
+ * of a file action made through cli_run. */
+int cli_put(const cli_global *g, int argc, char **argv);
+
 /* Help text of a command (NULL for the overview); shared by `rexec help X` and `X --help`. */
 const char *cli_help_text(const char *command);
 

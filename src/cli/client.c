@@ -148,6 +148,7 @@ typedef struct client {
     int fd, json, eval, cancel_sent, status, finished, accepted;
     int stdin_bytes; /* serve's "accepted" said it takes raw stdin pieces */
     int same_user, one_user_said; /* serve runs as our own user: its challenges are ours too */
+    int sink_rc; /* --output FILE could not be written: 73 (sink.c) */
     cli_prefixer *pf; /* one per host when several report */
     size_t n_hosts;
 } client;
@@ -214,6 +215,8 @@ static void on_accepted(client *c, const cJSON *o)
     }
 }
 
+static void send_cancel_line(client *c);
+
 static void on_output(client *c, const cJSON *o)
 {
     size_t n;
@@ -221,7 +224,10 @@ static void on_output(client *c, const cJSON *o)
     const char *stream = js(o, "stream");
     int id = stream && strcmp(stream, "stderr") == 0 ? REXEC_STDERR : REXEC_STDOUT;
     cli_prefixer *pf = c->n_hosts > 1 ? prefixer(c, js(o, "host")) : NULL;
-    if (data && pf)
+    if (data && id == REXEC_STDOUT && cli_sink_active()) {
+        if (cli_sink_write(data, n) != 0 && !c->cancel_sent)
+            send_cancel_line(c); /* --output cannot take it: stop the call */
+    } else if (data && pf)
         cli_prefix_write(pf, id, data, n);
     else if (data)
         cli_write_all(id == REXEC_STDOUT ? 1 : 2, data, n);
@@ -255,6 +261,7 @@ static void on_result(client *c, const cJSON *o)
     cli_prefixer *pf = prefixer(c, r.host);
     if (pf && !c->json)
         cli_prefix_flush(pf);
+    c->sink_rc = cli_sink_finish(&r, c->json);
     cli_show_result(&r, c->json, c->eval);
     if (r.challenge_id && !c->json && c->same_user && !c->one_user_said++)
         cli_note_one_user();
@@ -314,18 +321,25 @@ static int on_line(client *c, const char *line)
     else if (strcmp(type, "error") == 0)
         c->status = cli_error((int)jn(o, "exit_status", 70), "%s", js(o, "error") ? js(o, "error") : "error"),
         over = 1;
+    if (over && c->sink_rc != 0)
+        c->status = c->sink_rc; /* --output FILE could not be written (the root cause) */
     cJSON_Delete(o);
     return over || type == NULL;
 }
 
 /* ---- the conversation ----------------------------------------------------------------------- */
 
-static void send_cancel(client *c)
+static void send_cancel_line(client *c)
 {
     static const char line[] = "{\"op\":\"cancel\",\"id\":2,\"target\":1}\n";
     c->cancel_sent = 1;
-    dprintf(2, "\nrexec: interrupted: stopping the remote commands (again to leave at once)\n");
     cli_write_all(c->fd, line, sizeof(line) - 1);
+}
+
+static void send_cancel(client *c)
+{
+    dprintf(2, "\nrexec: interrupted: stopping the remote commands (again to leave at once)\n");
+    send_cancel_line(c);
 }
 
 /* The next piece of stdin into buf (at most cap bytes): how many, 0 at the end, -1 on error. */

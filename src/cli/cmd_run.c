@@ -18,6 +18,7 @@
 
 typedef struct run_opts {
     const char *targets, *action, *request_file, *stdin_file, *grant, *socket;
+    const char *output; /* --output FILE: stdout into FILE (sink.c) */
     const char *traceparent; /* --traceparent */
     int stdin_stream; /* a regular --stdin file goes to the library by name: streamed */
     int via_socket;   /* through serve: any --stdin FILE ("-" too) goes by name to the client */
@@ -94,6 +95,11 @@ static void on_output(void *ud, int stream, const void *data, size_t len)
 {
     host_call *h = ud;
     run *r = h->run;
+    if (stream == REXEC_STDOUT && cli_sink_active()) {
+        if (cli_sink_write(data, len) != 0 && h->call)
+            rexec_call_cancel(h->call); /* its output has nowhere to go */
+        return;
+    }
     if (r->o->json)
         return;
     if (r->n_hosts > 1) {
@@ -166,11 +172,14 @@ static void host_finished(run *r, host_call *h, const rexec_result *in)
     h->done = 1;
     r->running--;
     r->finished++;
-    if (res->exit_status != 0 && res->err != REXEC_ESTOPPED)
+    int sink_rc = cli_sink_finish(res, r->o->json);
+    if ((res->exit_status != 0 && res->err != REXEC_ESTOPPED) || sink_rc != 0)
         r->failed++;
     /* Several hosts: the largest status wins (255 host unavailable > 77 denied > 1 ...). */
     if (res->exit_status > r->worst)
         r->worst = res->exit_status;
+    if (sink_rc != 0) /* --output (one host): FILE failed, the root cause (a stop included) */
+        r->worst = sink_rc;
     progress_clear(r);
     if (r->n_hosts > 1 && !r->o->json)
         cli_prefix_flush(&h->pf);
@@ -312,6 +321,8 @@ static int parse_option(run_opts *o, int argc, char **argv, int *i)
         return o->request_file = v, 0;
     if ((v = cli_opt_value(argc, argv, i, "--stdin", &missing)))
         return o->stdin_file = v, 0;
+    if ((v = cli_opt_value(argc, argv, i, "--output", &missing)))
+        return o->output = v, 0;
     if ((v = cli_opt_value(argc, argv, i, "--grant", &missing)))
         return o->grant ? cli_error(64, "--grant given twice: a call uses one grant (a fan-out's "
                                         "grant serves each of its hosts)")
@@ -372,6 +383,10 @@ static int parse_args(run_opts *o, int argc, char **argv)
         return cli_error(64, "no ACTION given (as an argument or in --request FILE)");
     if (o->grant && o->approve)
         return cli_error(64, "--grant and --approve are exclusive");
+    if (o->output && o->eval)
+        return cli_error(64, "--output: eval runs nothing");
+    if (o->output && strchr(o->targets, ',') != NULL)
+        return cli_error(64, "--output takes one host (TARGETS is %s)", cli_arg(o->targets));
     if (o->eval && rexec_fanout_wanted(&o->fanout))
         return cli_error(64, "--batch, --canary, --max-failures and --retry-unavailable are "
                              "for rexec run (eval runs nothing)");
@@ -511,7 +526,7 @@ static int build_request(run_opts *o, run_inputs *in, rexec_request *req)
     if (r != 0)
         return r;
     req->eval_only = o->eval;
-    req->capture = o->json;
+    req->capture = o->json && !o->output; /* --output: stdout goes to FILE only */
     return 0;
 }
 
@@ -639,6 +654,11 @@ int cli_run(const cli_global *g, int argc, char **argv)
     o.stdin_stream = socket == NULL;
     o.via_socket = socket != NULL;
     signal(SIGPIPE, SIG_IGN);
+    /* a file-size limit makes a write fail (EFBIG: --output says 73, the audit 74), not kill
+     * rexec between an intent and its outcome */
+    signal(SIGXFSZ, SIG_IGN);
+    if (rc == 0 && o.output)
+        rc = cli_sink_open(o.output);
     if (rc == 0 && (rc = build_request(&o, &in, &r.req)) == 0 && socket) {
         if (o.approve)
             rc = cli_error(64, "--approve needs a terminal of its own: run without --socket");
@@ -654,6 +674,10 @@ int cli_run(const cli_global *g, int argc, char **argv)
             rc = cli_lib_error(&e);
         else if (rexec_ctx_targets(r.ctx, o.targets, &names, &r.n_hosts, &e) != 0) {
             rc = cli_error(rexec_err_exit_code(e.code), "%s", e.msg);
+            cli_ctx_close(r.ctx);
+        } else if (o.output && r.n_hosts > 1) {
+            rc = cli_error(64, "--output takes one host (TARGETS %s names %zu)",
+                           cli_arg(o.targets), r.n_hosts);
             cli_ctx_close(r.ctx);
         } else {
             if (o.parallel == 0)
@@ -671,6 +695,7 @@ int cli_run(const cli_global *g, int argc, char **argv)
         uv_loop_close(&r.loop);
         free(names);
     }
+    cli_sink_abort(); /* a call that never reported: FILE is left as it was */
     inputs_free(&in, &o);
     return rc;
 }

@@ -12,6 +12,7 @@ static const char overview[] =
     "commands:\n"
     "  run TARGETS ACTION   run an action (exit status = the remote command's)\n"
     "  eval TARGETS ACTION  the gate's decision only; nothing runs\n"
+    "  put | get HOST ACTION LOCAL_FILE  send | fetch a file with a file action\n"
     "  check TARGETS        connect, verify the host key, probe the VM\n"
     "  hosts | actions      list the inventory | the catalog (actions --lint: its templates)\n"
     "  groups               list the host groups (@name) and their hosts\n"
@@ -40,9 +41,10 @@ static const char overview[] =
 
 static const char run_help[] =
     "usage: rexec run TARGETS ACTION [--param NAME=VALUE]... [--request FILE] [--stdin FILE]\n"
-    "                 [--approve | --grant ID] [--timeout S] [--stdin-timeout S] [--json]\n"
-    "                 [--parallel N] [--batch N|P%] [--canary N] [--max-failures N|P%]\n"
-    "                 [--retry-unavailable N] [--socket PATH] [--traceparent VALUE]\n"
+    "                 [--output FILE] [--approve | --grant ID] [--timeout S]\n"
+    "                 [--stdin-timeout S] [--json] [--parallel N] [--batch N|P%]\n"
+    "                 [--canary N] [--max-failures N|P%] [--retry-unavailable N]\n"
+    "                 [--socket PATH] [--traceparent VALUE]\n"
     "\n"
     "Runs ACTION from the catalog on each target host. TARGETS is a host name, a\n"
     "comma-separated list, or @group. The redacted remote stdout and stderr go to rexec's\n"
@@ -58,6 +60,11 @@ static const char run_help[] =
     "                          \"stdin\": \"piped\" (docs/workspace.md). A pipe (- fed by\n"
     "                          one, a FIFO) is sent as it is read, in flat memory; spooled\n"
     "                          first only for an approval or grant, or several hosts\n"
+    "  --output FILE           the (redacted) stdout into FILE as it arrives, not on the\n"
+    "                          terminal: written to a temporary file next to FILE, which\n"
+    "                          becomes FILE once the call exited 0 with all of its output\n"
+    "                          (else it is removed; FILE is left as it was; 73 when FILE\n"
+    "                          cannot be written). One host\n"
     "  --grant ID              run with a single-use grant from `rexec approve` (once: a\n"
     "                          second --grant is refused, 64)\n"
     "  --approve               ask for approval here, at this terminal, then run\n"
@@ -93,6 +100,48 @@ static const char run_help[] =
     "Ctrl-C, SIGTERM or SIGHUP (the terminal closed, the ssh session dropped) stops the remote\n"
     "commands, waits for them and their outcome records, and exits 130; a second signal\n"
     "leaves at once.\n";
+
+static const char put_help[] =
+    "usage: rexec put TARGETS ACTION LOCAL_FILE [--param NAME=VALUE]... [--approve | --grant ID]\n"
+    "                 [--timeout S] [--json] [--parallel N] [--socket PATH]\n"
+    "\n"
+    "Sends LOCAL_FILE to each target with ACTION, a \"put\" action of the catalog, which names\n"
+    "the path on the VM (docs/workspace.md, \"put and get\"). rexec takes the file's SHA-256\n"
+    "and size (the parameters content_sha256 and content_size) and streams it; the VM writes\n"
+    "it to a temporary file in the destination's directory, checks size and SHA-256, sets mode\n"
+    "and owner, syncs it and renames it into place. Any failure leaves the old file as it was\n"
+    "and nothing half-written. A symbolic link or a directory at the destination is refused.\n"
+    "Same gate, approvals, audit and evidence as `rexec run`.\n"
+    "\n"
+    "  --param NAME=VALUE, -p  a parameter of the action (the path's placeholders)\n"
+    "  --grant ID, --approve   as for run (an approval binds the file's SHA-256)\n"
+    "  --timeout S             shorten the action's timeout\n"
+    "  --json                  one JSON object per host on stdout\n"
+    "  --parallel N            hosts at once\n"
+    "  --socket PATH           through `rexec serve` (this client reads LOCAL_FILE)\n"
+    "\n"
+    "Exit status: 0 written; the VM's 2 refused (path, symlink, directory), 3 cannot write\n"
+    "(directory, disk full, owner), 4 the bytes differ (size or SHA-256); else as run.\n";
+
+static const char get_help[] =
+    "usage: rexec get HOST ACTION LOCAL_FILE [--param NAME=VALUE]... [--approve | --grant ID]\n"
+    "                 [--timeout S] [--json] [--socket PATH]\n"
+    "\n"
+    "Fetches the file that ACTION, a \"get\" action of the catalog, names on HOST into\n"
+    "LOCAL_FILE: streamed to a temporary file next to it and renamed once whole (never\n"
+    "half-written); its size and SHA-256 are printed and recorded in the audit log. Text\n"
+    "passes the redactor; an action with \"binary\": true (and no secrets) skips it. The\n"
+    "file may be at most the action's max_output_bytes. It is `rexec run --output`.\n"
+    "\n"
+    "  --param NAME=VALUE, -p  a parameter of the action (the path's placeholders)\n"
+    "  --grant ID, --approve   as for run\n"
+    "  --timeout S             shorten the action's timeout\n"
+    "  --json                  one JSON object on stdout (the file's bytes are not in it)\n"
+    "  --socket PATH           through `rexec serve` (this client writes LOCAL_FILE)\n"
+    "\n"
+    "Exit status: 0 written; 73 LOCAL_FILE cannot be written or the file passed\n"
+    "max_output_bytes; the VM's 2 refused (path, not a regular file), 3 cannot read, 4 the\n"
+    "file changed while it was read; else as run.\n";
 
 static const char eval_help[] =
     "usage: rexec eval TARGETS ACTION [--param NAME=VALUE]... [--request FILE] [--stdin FILE]\n"
@@ -278,8 +327,9 @@ static const char serve_help[] =
 static const struct {
     const char *name, *text;
 } helps[] = {
-    {"run", run_help},         {"eval", eval_help},           {"check", check_help},
-    {"hosts", hosts_help},     {"actions", actions_help},     {"approve", approve_help}, {"deny", deny_help},
+    {"run", run_help},         {"eval", eval_help},           {"put", put_help},
+    {"get", get_help},         {"check", check_help},         {"hosts", hosts_help},
+    {"actions", actions_help}, {"approve", approve_help},     {"deny", deny_help},
     {"approvals", approve_help}, {"audit", audit_help},       {"serve", serve_help},
     {"groups", groups_help},   {"evidence", evidence_help},   {"help", overview},
 };

@@ -37,6 +37,7 @@ static const cli_opt run_opts[] = {
     {"--param", "-p", "NAME=VALUE", "a parameter of the action (repeatable)"},
     {"--request", NULL, "FILE", "a JSON request (strict, <= 64 KiB)"},
     {"--stdin", NULL, "FILE", "the command's stdin, byte for byte (- for rexec's own)"},
+    {"--output", NULL, "FILE", "stdout into FILE as it arrives, renamed in place once whole"},
     {"--approve", NULL, NULL, "ask for approval at this terminal, then run"},
     {"--grant", NULL, "ID", "run with a single-use grant from `rexec approve` (once)"},
     {"--timeout", NULL, "S", "shorten the action's timeout (never lengthen it)"},
@@ -49,6 +50,26 @@ static const cli_opt run_opts[] = {
     {"--max-failures", NULL, "N|P%", "once more hosts than that failed, start no more"},
     {"--retry-unavailable", NULL, "N", "try again (up to N) a host the call never reached"},
     {"--traceparent", NULL, "VALUE", "a W3C traceparent recorded with the call (or $TRACEPARENT)"},
+    {NULL, NULL, NULL, NULL},
+};
+/* put and get: run's options, less those they set themselves (--stdin, --output) */
+static const cli_opt put_opts[] = {
+    {"--param", "-p", "NAME=VALUE", "a parameter of the action (repeatable)"},
+    {"--approve", NULL, NULL, "ask for approval at this terminal, then run"},
+    {"--grant", NULL, "ID", "run with a single-use grant from `rexec approve`"},
+    {"--timeout", NULL, "S", "shorten the action's timeout (never lengthen it)"},
+    {"--json", NULL, NULL, "one JSON object per host on stdout"},
+    {"--parallel", NULL, "N", "hosts at once (default limits.parallel, 16)"},
+    {"--socket", NULL, "PATH", "through a running `rexec serve` (as the global option)"},
+    {NULL, NULL, NULL, NULL},
+};
+static const cli_opt get_opts[] = {
+    {"--param", "-p", "NAME=VALUE", "a parameter of the action (repeatable)"},
+    {"--approve", NULL, NULL, "ask for approval at this terminal, then run"},
+    {"--grant", NULL, "ID", "run with a single-use grant from `rexec approve`"},
+    {"--timeout", NULL, "S", "shorten the action's timeout (never lengthen it)"},
+    {"--json", NULL, NULL, "one JSON object on stdout"},
+    {"--socket", NULL, "PATH", "through a running `rexec serve` (as the global option)"},
     {NULL, NULL, NULL, NULL},
 };
 static const cli_opt check_opts[] = {
@@ -140,6 +161,8 @@ static const cli_opt serve_opts[] = {
 const cli_entry cli_entries[] = {
     {"run", NULL, "TARGETS ACTION", "run an action (exit status = the remote command's)", run_opts},
     {"eval", NULL, "TARGETS ACTION", "the gate's decision only; nothing runs", eval_opts},
+    {"put", NULL, "TARGETS ACTION LOCAL_FILE", "send a file with a put action", put_opts},
+    {"get", NULL, "HOST ACTION LOCAL_FILE", "fetch a file with a get action", get_opts},
     {"check", NULL, "TARGETS", "connect, verify the host key, probe the VM", check_opts},
     {"hosts", NULL, "", "list the inventory", json_only},
     {"hosts", "import-ssh-config", "[PATTERN]", "inventory entries from ~/.ssh/config", none},

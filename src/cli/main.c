@@ -89,6 +89,7 @@ static const struct command commands[] = {
     {"hosts", cli_hosts},     {"actions", cli_actions},    {"audit", cli_audit},
     {"approve", cli_approve}, {"deny", cli_deny}, {"approvals", cli_approvals}, {"serve", cli_serve},
     {"groups", cli_groups},   {"evidence", cli_evidence},   {"help", cli_help},
+    {"put", cli_put},         {"get", cli_put},
     {"__complete", cli_complete}, {"__interface", cli_interface},
 };
 

@@ -630,7 +630,8 @@ static int load_params(const cJSON *o, const char *path, rx_action *a, rexec_err
     int r = rx_json_get_object(o, "params", path, 0, &params, C, err);
     if (r || params == NULL)
         return r;
-    a->params = calloc((size_t)cJSON_GetArraySize(params) + 1, sizeof(rx_param_spec));
+    /* + 2: a put action's content_sha256 and content_size (transfer.c) */
+    a->params = calloc((size_t)cJSON_GetArraySize(params) + 3, sizeof(rx_param_spec));
     if (a->params == NULL)
         return REXEC_ENOMEM;
     cJSON_ArrayForEach(it, params) {
@@ -741,14 +742,15 @@ static int load_action(const rx_ws *ws, const cJSON *o, const char *path, rx_act
 {
     static const char *const keys[] = {"risk", "command", "params", "secrets", "network",
                                        "state_changing", "timeout_s", "max_output_bytes",
-                                       "containment", "cwd", "description", "on_cap", "stdin", NULL};
+                                       "containment", "cwd", "description", "on_cap", "stdin",
+                                       "put", "get", "binary", "keep_bytes", NULL};
     static const char *const on_cap_names[] = {"keep", "kill"};
     static const char *const stdin_names[] = {"staged", "piped"};
     int r, risk = -1, cont = RX_CONT_NONE, on_cap = 0, stdin_mode = 0;
     if ((r = rx_json_want(o, path, cJSON_Object, C, err)) != 0 ||
         (r = rx_json_check_keys(o, path, keys, C, err)) != 0 ||
         (r = get_enum(o, "risk", path, risk_names, 4, &risk, err)) != 0 ||
-        (r = get_dup(o, "command", path, 1, &a->command, err)) != 0 ||
+        (r = get_dup(o, "command", path, !rx_ws_is_transfer(o), &a->command, err)) != 0 ||
         (r = load_params(o, path, a, err)) != 0 ||
         (r = action_secrets(ws, o, path, a, err)) != 0 ||
         (r = rx_json_get_bool(o, "network", path, 0, &a->network, C, err)) != 0 ||
@@ -767,6 +769,8 @@ static int load_action(const rx_ws *ws, const cJSON *o, const char *path, rx_act
     a->containment = (rx_containment)cont;
     a->on_cap_kill = on_cap == 1;
     a->stdin_piped = stdin_mode == 1;
+    if ((r = rx_ws_load_transfer(o, path, a, err)) != 0)
+        return r;
     if (a->state_changing && a->risk < RX_L2)
         a->risk_floor_reason = "state_changing", a->risk = RX_L2;
     action_floors(a);
@@ -949,6 +953,7 @@ static void free_action(rx_action *a)
     free(a->command);
     free(a->cwd);
     free(a->description);
+    free(a->xfer_path);
 }
 
 void rx_ws_free(rx_ws *ws)

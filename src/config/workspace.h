@@ -52,6 +52,9 @@ typedef struct rx_param_spec {
     char *description;
 } rx_param_spec;
 
+/* A file action (docs/workspace.md "put and get"): its command is rendered by the loader. */
+typedef enum rx_transfer { RX_XFER_NONE = 0, RX_XFER_PUT, RX_XFER_GET } rx_transfer;
+
 typedef struct rx_action {
     char *name;
     char *description;
@@ -71,6 +74,11 @@ typedef struct rx_action {
     int stdin_piped;           /* "stdin": "piped": the command reads its stdin as it arrives */
     rx_containment containment; /* the minimum this action accepts */
     char *cwd;                  /* working directory on the VM; NULL = the login directory */
+    rx_transfer transfer;       /* "put" / "get": command is the fixed remote/put.sh call */
+    char *xfer_path;            /* the file's path template ("/srv/app/{name}.tar") */
+    uint64_t xfer_max_bytes;    /* put: the largest file (instead of limits.max_stdin_bytes) */
+    int binary;                 /* get: stdout skips the redactor (no secret handed out) */
+    int keep_bytes;             /* get: evidence keeps the bytes, not only their sha256 */
 } rx_action;
 
 typedef enum rx_hostkey_policy { RX_HK_STRICT = 0, RX_HK_ACCEPT_NEW, RX_HK_PINNED } rx_hostkey_policy;
@@ -163,6 +171,15 @@ void rx_ws_free(rx_ws *ws);
  * compiled parameter patterns are most of its memory); hosts and the rest stay, since warm
  * connections are known by their rx_host. n_actions becomes 0. */
 void rx_ws_release_actions(rx_ws *ws);
+
+/* transfer.c: file actions. 1 when the action object declares "put" or "get" (then it has no
+ * "command"). rx_ws_load_transfer reads "put" / "get" / "binary" / "keep_bytes" of an action
+ * whose params and secrets are loaded: checks them, sets a->command to the fixed call of
+ * remote/put.sh or remote/get.sh and adds a put's two content parameters (a->params has room for
+ * them). REXEC_ECONFIG naming the JSON path at fault. */
+struct cJSON;
+int rx_ws_is_transfer(const struct cJSON *o);
+int rx_ws_load_transfer(const struct cJSON *o, const char *path, rx_action *a, rexec_error *err);
 
 /* Lookups; NULL when absent. */
 const rx_host *rx_ws_host(const rx_ws *ws, const char *name);

@@ -33,6 +33,8 @@ int rx_render_command(const rx_action *action, const rexec_param *values, rx_buf
  * template must pass the loader's check (rx_ws_check_template); else REXEC_ECONFIG. */
 int rx_render_wire(const rx_action *action, const rexec_param *values, rx_buf *command,
                    rx_buf *bindings, rexec_error *err);
+/* A file action's command starts with the functions it calls (remote/xfer.sh and put.sh or
+ * get.sh): fixed code, no value in it. */
 
 typedef struct rx_render_in {
     const char *command;      /* the command as sent (rx_render_wire) */
@@ -80,5 +82,7 @@ extern const unsigned char rx_remote_check[];
 extern const size_t rx_remote_check_len;
 extern const unsigned char rx_remote_runner[];
 extern const size_t rx_remote_runner_len;
+extern const unsigned char rx_remote_xfer[], rx_remote_put[], rx_remote_get[];
+extern const size_t rx_remote_xfer_len, rx_remote_put_len, rx_remote_get_len;
 
 #endif

@@ -63,6 +63,20 @@ static int wire_bindings(const rx_action *a, const rexec_param *values, rx_buf *
     return r;
 }
 
+/* A put or get action calls a function of remote/put.sh or get.sh: their code goes first. */
+static int wire_transfer_code(const rx_action *a, rx_buf *out)
+{
+    int r = 0;
+    if (a->transfer == RX_XFER_NONE)
+        return 0;
+    r = rx_buf_add(out, rx_remote_xfer, rx_remote_xfer_len);
+    if (r == 0 && a->transfer == RX_XFER_PUT)
+        r = rx_buf_add(out, rx_remote_put, rx_remote_put_len);
+    if (r == 0 && a->transfer == RX_XFER_GET)
+        r = rx_buf_add(out, rx_remote_get, rx_remote_get_len);
+    return r;
+}
+
 int rx_render_wire(const rx_action *action, const rexec_param *values, rx_buf *command,
                    rx_buf *bindings, rexec_error *err)
 {
@@ -76,7 +90,9 @@ int rx_render_wire(const rx_action *action, const rexec_param *values, rx_buf *c
         return rx_fail(err, REXEC_ECONFIG, "action \"%s\": line %zu, column %zu: a {placeholder} %s",
                        action->name, d.line, d.col, d.why);
     struct wire_ctx c = {action, values, forms, n, 0, command, err, 0};
-    r = rx_template_walk(action->command, wire_text, wire_param, &c);
+    r = wire_transfer_code(action, command);
+    if (r == 0)
+        r = rx_template_walk(action->command, wire_text, wire_param, &c);
     free(forms);
     if (r != 0 && !c.err_set)
         return rx_fail(err, r, "action \"%s\": the rendered command is longer than %zu bytes",

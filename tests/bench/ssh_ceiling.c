@@ -3,7 +3,7 @@
  * path is measured against it (scripts/bench --bulk, docs/PERFORMANCE.md).
  *
  *   ssh_ceiling HOST PORT USER KEY COMMAND [--crypt LIST] [--mac LIST] [--window BYTES]
- *               [--chunk BYTES] [--stdin FILE]
+ *               [--chunk BYTES] [--stdin FILE] [--out FILE]
  *
  * Prints one line: bytes read (or written), seconds, MB/s, this process's CPU time and MB per CPU
  * second (steadier than wall time on a loaded machine), and the cipher and MAC negotiated.
@@ -77,12 +77,17 @@ static long long push_file(LIBSSH2_CHANNEL *ch, const char *path, char *buf, siz
     return total;
 }
 
+static int out_fd = -1; /* --out FILE: what is read is written there (a download), else dropped */
+
 static long long pull_stdout(LIBSSH2_CHANNEL *ch, char *buf, size_t chunk)
 {
     long long total = 0;
     ssize_t n;
-    while ((n = libssh2_channel_read(ch, buf, chunk)) > 0)
+    while ((n = libssh2_channel_read(ch, buf, chunk)) > 0) {
+        if (out_fd >= 0 && write(out_fd, buf, (size_t)n) != n)
+            return -1;
         total += n;
+    }
     return n < 0 ? -1 : total;
 }
 
@@ -93,7 +98,7 @@ int main(int argc, char **argv)
     size_t chunk = 256 * 1024;
     if (argc < 6) {
         fprintf(stderr, "usage: ssh_ceiling HOST PORT USER KEY COMMAND [--crypt L] [--mac L] "
-                        "[--window B] [--chunk B] [--stdin FILE]\n");
+                        "[--window B] [--chunk B] [--stdin FILE] [--out FILE]\n");
         return 2;
     }
     for (int i = 6; i + 1 < argc; i += 2) {
@@ -107,6 +112,9 @@ int main(int argc, char **argv)
             chunk = strtoul(argv[i + 1], NULL, 10);
         else if (!strcmp(argv[i], "--stdin"))
             in = argv[i + 1];
+        else if (!strcmp(argv[i], "--out") &&
+                 (out_fd = open(argv[i + 1], O_WRONLY | O_CREAT | O_TRUNC, 0644)) < 0)
+            return die("--out", NULL);
     }
     char *buf = malloc(chunk);
     int fd = tcp_connect(argv[1], atoi(argv[2]));

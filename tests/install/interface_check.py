@@ -196,6 +196,8 @@ for cmd, subs in SUBS.items():
 # ---- the parsers: every option literal of src/cli/cmd_*.c is in the table, and back -----------
 # the files that parse each command's options (several commands may share files)
 FILES = {"run": ("cmd_run.c",), "eval": ("cmd_run.c",),
+         # put and get (cmd_put.c) hand their options to run's parser
+         "put": ("cmd_run.c",), "get": ("cmd_run.c",),
          "check": ("cmd_info.c", "cmd_import_ansible.c"), "hosts": ("cmd_info.c", "cmd_import_ansible.c"),
          "actions": ("cmd_info.c", "cmd_import_ansible.c"), "groups": ("cmd_info.c", "cmd_import_ansible.c"),
          "approve": ("cmd_approve.c", "cmd_approvals_ui.c"),

@@ -1,0 +1,30 @@
+# rexec get (docs/remote-contract.md, "Files: put and get"): what a get action runs on the VM.
+# The renderer puts remote/xfer.sh and this file before the catalog's fixed line
+#   __rx_get "PATH"
+# in the call's shell. The file's bytes are its stdout. It is opened once and read through that
+# descriptor; its size and times are taken before and after the read, and a change in between
+# (the file was written to while it was read) fails the call: the download is not whole.
+# Exit codes: 0 done; 2 refused (the path, or not a regular file); 3 cannot read; 4 the file
+# changed while it was read.
+
+__rx_get_stat() {
+    stat -L -c '%s %y %z' /dev/fd/3
+}
+
+__rx_get() { # path
+    local src=$1 before after
+    __rx_xfer_op='get'
+    __rx_xfer_path_ok "$src" || return
+    if [ -d "$src" ]; then __rx_xfer_fail 2 "$src is a directory"; return; fi
+    if [ ! -e "$src" ]; then __rx_xfer_fail 2 "$src: no such file"; return; fi
+    if [ ! -f "$src" ]; then __rx_xfer_fail 2 "$src is not a regular file"; return; fi
+    exec 3<"$src" || { __rx_xfer_fail 3 "cannot open $src (permission denied?)"; return; }
+    before=$(__rx_get_stat) || { __rx_xfer_fail 3 "cannot stat $src"; return; }
+    cat <&3 || { __rx_xfer_fail 3 "reading $src failed"; return; }
+    after=$(__rx_get_stat)
+    exec 3<&-
+    if [ "$before" != "$after" ]; then
+        __rx_xfer_fail 4 "$src changed while it was read (size, mtime, ctime before: $before; after: $after): the download is not whole"
+        return
+    fi
+}

@@ -1,0 +1,109 @@
+# rexec put (docs/remote-contract.md, "Files: put and get"): what a put action runs on the VM.
+# The renderer puts this file before the catalog's fixed line
+#   __rx_put "PATH" "$content_sha256" "$content_size" 'MODE' 'OWNER'
+# in the call's shell; PATH's placeholders and the two content values are bound as data like
+# every parameter. Its stdin is the file's bytes, piped as they arrive.
+# The bytes go to a temporary file in the destination's directory; its size and SHA-256 are
+# checked against the controller's, its owner and mode set, it is synced, and only then renamed
+# over the destination (rename(2) is atomic and replaces the name, never what a link points
+# to). A failure, or a stop (TERM from timeout, a cancel, a lost connection), removes the
+# temporary file and leaves the destination as it was.
+# Exit codes: 0 done; 2 refused (the path, or what is at the destination); 3 cannot write
+# (directory missing or not writable, disk full, owner or mode refused, sync failed); 4 the
+# bytes that arrived are not the controller's (size or SHA-256).
+
+# The SHA-256 of stdin, hex first on the line: OpenSSL's where the VM has it (it uses the CPU's
+# SHA instructions: a quarter of sha256sum's CPU time), else coreutils'.
+__rx_put_hash() {
+    if command -v openssl >/dev/null 2>&1; then openssl dgst -sha256 -r; else sha256sum; fi
+}
+
+__rx_put_clean() {
+    [ -z "$__rx_put_tmp" ] || rm -f -- "$__rx_put_tmp"
+    __rx_put_tmp=
+}
+
+# What is at the destination may be replaced only when it is a regular file (or nothing).
+__rx_put_dest_ok() {
+    if [ -L "$1" ]; then __rx_xfer_fail 2 "$1 is a symbolic link: refusing to replace it"; return; fi
+    if [ -d "$1" ]; then __rx_xfer_fail 2 "$1 is a directory"; return; fi
+    if [ -e "$1" ] && [ ! -f "$1" ]; then __rx_xfer_fail 2 "$1 is not a regular file"; return; fi
+    return 0
+}
+
+# Owner, then mode: the given mode, else the old file's, else what `cat > file` would give.
+__rx_put_attrs() { # dest mode owner
+    local m
+    if [ -n "$3" ] && ! chown -- "$3" "$__rx_put_tmp"; then
+        __rx_xfer_fail 3 "cannot give $1 the owner $3"; return
+    fi
+    if [ -n "$2" ]; then
+        m=$2
+    elif [ -f "$1" ]; then
+        m=$(stat -c %a -- "$1") || m=
+    fi
+    [ -n "$m" ] || printf -v m '%o' $((0666 & ~$(umask)))
+    chmod -- "$m" "$__rx_put_tmp" || { __rx_xfer_fail 3 "cannot set the mode $m"; return; }
+}
+
+# The bytes that arrived must be the controller's: their size on disk, and the SHA-256 that
+# __rx_put_hash took of them on their way in (__rx_put_sha).
+__rx_put_verify() { # dest sha256 size
+    local got
+    got=$(stat -c %s -- "$__rx_put_tmp") || { __rx_xfer_fail 3 "cannot stat what was written"; return; }
+    if [ "$got" != "$3" ]; then
+        __rx_xfer_fail 4 "received $got bytes, expected $3: $1 left as it was"; return
+    fi
+    got=${__rx_put_sha%% *}
+    if [ "$got" != "$2" ]; then
+        __rx_xfer_fail 4 "the SHA-256 of what arrived is $got, not the controller's $2: $1 left as it was"
+        return
+    fi
+}
+
+__rx_put() { # path sha256 size mode owner
+    local dest=$1 dir rc
+    __rx_xfer_op='put'
+    __rx_xfer_path_ok "$dest" || return
+    __rx_put_dest_ok "$dest" || return
+    dir=${dest%/*}
+    [ -n "$dir" ] || dir=/
+    [ -d "$dir" ] || { __rx_xfer_fail 2 "directory $dir does not exist"; return; }
+    # A lost connection leaves stderr a broken pipe: bash's own note that cat was terminated
+    # would kill it with SIGPIPE before its TERM trap removed the temporary file.
+    trap '' PIPE
+    trap '__rx_put_clean; exit 143' TERM
+    trap '__rx_put_clean; exit 129' HUP
+    trap '__rx_put_clean; exit 130' INT
+    __rx_put_tmp=$(mktemp -- "$dir/.rexec-put.XXXXXXXXXX" 2>/dev/null) || {
+        __rx_put_tmp=
+        __rx_xfer_fail 3 "cannot create a file in $dir (not writable?)"; return
+    }
+    # tee writes the file and hands the same bytes to the hash, which takes them as they arrive
+    # (on another CPU) instead of reading the whole file again afterwards.
+    if ! __rx_put_sha=$(tee -- "$__rx_put_tmp" | __rx_put_hash; exit "${PIPESTATUS[0]}"); then
+        __rx_put_clean
+        __rx_xfer_fail 3 "writing the file in $dir failed (disk full?): $dest left as it was"
+        return
+    fi
+    __rx_put_verify "$dest" "$2" "$3" && __rx_put_attrs "$dest" "$4" "$5"
+    rc=$?
+    if [ "$rc" != 0 ]; then
+        __rx_put_clean
+        return "$rc"
+    fi
+    if ! sync -- "$__rx_put_tmp"; then
+        __rx_put_clean
+        __rx_xfer_fail 3 "cannot sync the file in $dir: $dest left as it was"; return
+    fi
+    __rx_put_dest_ok "$dest" || { rc=$?; __rx_put_clean; return "$rc"; }
+    if ! mv -T -f -- "$__rx_put_tmp" "$dest"; then
+        __rx_put_clean
+        __rx_xfer_fail 3 "cannot rename the file into $dest: left as it was"; return
+    fi
+    __rx_put_tmp=
+    trap - TERM HUP INT
+    # the rename itself is durable once the directory is synced
+    sync -- "$dir" 2>/dev/null
+    return 0
+}

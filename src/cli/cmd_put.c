@@ -1,0 +1,147 @@
+/* `rexec put HOST ACTION LOCAL_FILE` and `rexec get HOST ACTION LOCAL_FILE`: a call of a file
+ * action (docs/workspace.md, "put and get"), made by `rexec run` with what the file needs:
+ *   put: --stdin LOCAL_FILE (streamed from the file, flat memory) and the two content parameters
+ *        (the file's SHA-256 and size, taken here; the VM refuses bytes that differ from them);
+ *   get: --output LOCAL_FILE (sink.c: a temporary file next to it, renamed once whole).
+ * Every other option is run's, passed through. Through serve (--socket) the client reads and
+ * writes the local file itself; serve never opens a path a client names. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+
+#include "cli.h"
+#include "interface.h"
+
+#define PUT_READ_CHUNK (1024 * 1024)
+
+typedef struct put_args {
+    int argc;
+    char **argv; /* "run", then the caller's arguments without LOCAL_FILE, then ours */
+    const char *local;
+    int json;
+    char sha[65];
+    char size_param[64], sha_param[96];
+} put_args;
+
+/* The file's SHA-256 and size, read in fixed pieces (never whole). 0, or the exit code. */
+static int hash_file(const char *path, char hex[65], unsigned long long *size)
+{
+    struct stat st;
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int mdlen = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC), rc = 0;
+    if (fd < 0)
+        return cli_error(65, "LOCAL_FILE %s: %s", cli_arg(path), strerror(errno));
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return cli_error(65, "LOCAL_FILE %s: not a regular file", cli_arg(path));
+    }
+    unsigned char *buf = malloc(PUT_READ_CHUNK);
+    EVP_MD_CTX *h = EVP_MD_CTX_new();
+    ssize_t n = 0;
+    *size = 0;
+    if (buf && h && EVP_DigestInit_ex(h, EVP_sha256(), NULL)) {
+        while ((n = read(fd, buf, PUT_READ_CHUNK)) > 0 || (n < 0 && errno == EINTR))
+            if (n > 0)
+                EVP_DigestUpdate(h, buf, (size_t)n), *size += (unsigned long long)n;
+        if (n < 0)
+            rc = cli_error(65, "LOCAL_FILE %s: %s", cli_arg(path), strerror(errno));
+        else if (!EVP_DigestFinal_ex(h, md, &mdlen))
+            rc = cli_error(70, "sha256 failed");
+    } else {
+        rc = cli_error(71, "out of memory");
+    }
+    for (unsigned i = 0; rc == 0 && i < mdlen; i++)
+        snprintf(hex + 2 * i, 3, "%02x", md[i]);
+    EVP_MD_CTX_free(h);
+    free(buf);
+    close(fd);
+    return rc;
+}
+
+#define OPT_STDIN "stdin"
+#define OPT_OUTPUT "output"
+#define OPT_JSON "json"
+
+/* a is --NAME or --NAME=... */
+static int opt_is(const char *a, const char *name)
+{
+    size_t n = strlen(name);
+    return a[0] == '-' && a[1] == '-' && strncmp(a + 2, name, n) == 0 &&
+           (a[2 + n] == 0 || a[2 + n] == '=');
+}
+
+/* Splits LOCAL_FILE (the third positional argument) from the rest, which goes to run as it is;
+ * room is left for the options put and get add. */
+static int split_args(put_args *p, int argc, char **argv, const char *cmd)
+{
+    int positional = 0;
+    p->argv = calloc((size_t)argc + 8, sizeof(char *));
+    if (p->argv == NULL)
+        return cli_error(71, "out of memory");
+    p->argv[p->argc++] = "run";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        /* run's parser takes every option (tests/install/interface_check.py reads it there) */
+        if (opt_is(a, OPT_STDIN) || opt_is(a, OPT_OUTPUT))
+            return cli_error(64, "rexec %s: %.*s is set by %s itself (see `rexec help %s`)", cmd,
+                             (int)strcspn(a, "="), a, cmd, cmd);
+        if (opt_is(a, OPT_JSON))
+            p->json = 1;
+        if (a[0] == '-' && a[1] != 0) {
+            p->argv[p->argc++] = argv[i];
+            if (strchr(a, '=') == NULL && cli_takes_value(a) && i + 1 < argc)
+                p->argv[p->argc++] = argv[++i];
+        } else if (++positional == 3) {
+            p->local = a;
+        } else {
+            p->argv[p->argc++] = argv[i];
+        }
+    }
+    if (positional != 3)
+        return cli_error(64, "usage: rexec %s HOST ACTION LOCAL_FILE [--param NAME=VALUE]... "
+                             "(see `rexec help %s`)", cmd, cmd);
+    return 0;
+}
+
+static int do_put(const cli_global *g, put_args *p)
+{
+    unsigned long long size = 0;
+    int rc = hash_file(p->local, p->sha, &size);
+    if (rc != 0)
+        return rc;
+    snprintf(p->sha_param, sizeof(p->sha_param), "content_sha256=%s", p->sha);
+    snprintf(p->size_param, sizeof(p->size_param), "content_size=%llu", size);
+    p->argv[p->argc++] = "--stdin";
+    p->argv[p->argc++] = (char *)p->local;
+    p->argv[p->argc++] = "--param";
+    p->argv[p->argc++] = p->sha_param;
+    p->argv[p->argc++] = "--param";
+    p->argv[p->argc++] = p->size_param;
+    rc = cli_run(g, p->argc, p->argv);
+    if (rc == 0 && !p->json)
+        dprintf(2, "rexec: put %s: %llu bytes, sha256 %s\n", cli_arg(p->local), size, p->sha);
+    return rc;
+}
+
+int cli_put(const cli_global *g, int argc, char **argv)
+{
+    put_args p = {0};
+    const char *cmd = argv[0];
+    int rc = split_args(&p, argc, argv, cmd);
+    if (rc == 0 && strcmp(cmd, "put") == 0) {
+        rc = do_put(g, &p);
+    } else if (rc == 0) {
+        p.argv[p.argc++] = "--output";
+        p.argv[p.argc++] = (char *)p.local;
+        rc = cli_run(g, p.argc, p.argv);
+    }
+    free(p.argv);
+    return rc;
+}
