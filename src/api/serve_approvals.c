@@ -109,6 +109,24 @@ static const char *state_now(const rx_challenge *c)
                                                        : rx_approval_state_name(c->state);
 }
 
+/* A script as the call's shell gets it: one export line per secret of the action, the value
+ * shown as [SECRET:NAME] (the value itself never leaves serve), then the command. */
+static void add_script(cJSON *o, const char *key, const rx_challenge *c, const char *command)
+{
+    size_t n = strlen(command) + 1;
+    for (size_t i = 0; i < c->n_secrets; i++)
+        n += 2 * strlen(c->secrets[i]) + sizeof("export =[SECRET:]\n");
+    char *s = malloc(n), *at = s;
+    if (s == NULL)
+        return; /* the caller's object lacks it: redacted JSON fails closed on no memory anyway */
+    for (size_t i = 0; i < c->n_secrets; i++)
+        at += snprintf(at, n - (size_t)(at - s), "export %s=[SECRET:%s]\n", c->secrets[i],
+                       c->secrets[i]);
+    snprintf(at, n - (size_t)(at - s), "%s", command);
+    cJSON_AddStringToObject(o, key, s);
+    free(s);
+}
+
 static void add_request(cJSON *o, const rx_challenge *c)
 {
     cJSON *p = cJSON_AddObjectToObject(o, "params");
@@ -124,13 +142,16 @@ static void add_request(cJSON *o, const rx_challenge *c)
     cJSON *sec = cJSON_AddArrayToObject(o, "secrets");
     for (size_t i = 0; sec && i < c->n_secrets; i++)
         cJSON_AddItemToArray(sec, cJSON_CreateString(c->secrets[i]));
-    add_str(o, "script", c->rendered);
+    if (c->rendered != NULL)
+        add_script(o, "script", c, c->rendered);
+    else
+        cJSON_AddNullToObject(o, "script");
     cJSON *scripts = NULL;
     for (size_t i = 0; i < c->n_targets; i++)
         if (c->targets[i].rendered != NULL) {
             if (scripts == NULL)
                 scripts = cJSON_AddObjectToObject(o, "scripts");
-            cJSON_AddStringToObject(scripts, c->targets[i].host, c->targets[i].rendered);
+            add_script(scripts, c->targets[i].host, c, c->targets[i].rendered);
         }
 }
 
