@@ -45,7 +45,8 @@ assert_contains "$OUT" "$local_/lib/python3"
 # man: /usr/local/share/man is on man's path, and the page is there
 manpath 2>/dev/null | tr : '\n' | grep -qx /usr/local/share/man || fail "man does not search /usr/local/share/man: $(manpath 2>&1)"
 [[ -f $local_/share/man/man1/rexec.1.gz ]] || fail "no rexec.1.gz under share/man/man1"
-MANWIDTH=80 man -l "$local_/share/man/man1/rexec.1.gz" 2>/dev/null | grep -q "rexec run" || fail "the installed rexec(1) does not render"
+MANWIDTH=80 man -l "$local_/share/man/man1/rexec.1.gz" >"$OUT" 2>/dev/null
+grep -q "rexec run" "$OUT" || fail "the installed rexec(1) does not render"
 
 # bash-completion loads rexec's completion from /usr/local/share (XDG_DATA_DIRS's default)
 if [[ -f /usr/share/bash-completion/bash_completion ]]; then
@@ -58,7 +59,9 @@ fi
 
 # ld.so: /usr/local/lib is configured, and the library is there
 [[ -e $local_/lib/librexec.so.0 ]] || fail "no lib/librexec.so.0 under /usr/local"
-cat /etc/ld.so.conf /etc/ld.so.conf.d/*.conf 2>/dev/null | grep -qx /usr/local/lib \
+# (grep reads the files itself: `cat | grep -q` fails now and then under pipefail, when grep has
+# quit before cat wrote everything and cat dies of SIGPIPE)
+grep -qxs /usr/local/lib /etc/ld.so.conf /etc/ld.so.conf.d/*.conf \
     || fail "/usr/local/lib is not in ld.so's configuration"
 
 # an install into the running system (here a scratch prefix) as root runs ldconfig
