@@ -118,12 +118,32 @@ class Approver:
             raise RexecError(unreachable(e), 255)
         return s
 
+    @staticmethod
+    def _send(s, req):
+        """Sends one request line. serve refuses a peer it does not admit with an error line and
+        closes at once, so the send may fail (EPIPE) with the reason already here to read."""
+        try:
+            s.sendall((json.dumps(req) + "\n").encode())
+        except (BrokenPipeError, ConnectionResetError):
+            f = s.makefile("rb")
+            for _ in range(8):
+                try:
+                    line = _read_line(f)
+                except OSError:
+                    break
+                if not line:
+                    break
+                m = json.loads(line)
+                if m.get("type") == "error":
+                    raise RexecError(m.get("error") or "refused", m.get("exit_status") or 1, m)
+            raise
+
     def request(self, req, want):
         """Sends one request; returns its reply of type want, or raises RexecError with serve's
         message and exit status."""
         s = self._connect(self.timeout)
         try:
-            s.sendall((json.dumps(req) + "\n").encode())
+            self._send(s, req)
             f = s.makefile("rb")
             while True:
                 line = _read_line(f)
@@ -162,7 +182,7 @@ class Approver:
         s = self._connect(self.timeout)
         buf = b""
         try:
-            s.sendall((json.dumps(approval_request("watch")) + "\n").encode())
+            self._send(s, approval_request("watch"))
             s.settimeout(idle_s)
             while True:
                 while b"\n" not in buf:
