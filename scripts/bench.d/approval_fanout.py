@@ -5,7 +5,8 @@ The agent sends one `run` to the group with wait_approval_s; the scripted approv
 tests/e2e/approvals_client.py approves the single challenge once; a second watcher (the approver
 user too) records every event until the end, so a second challenge would show. Then the agent
 names the grant again: in a run to the group and in a run to one host, each must be refused for
-every host. Prints the figures and the checks, and exits 1 when a check fails.
+every host. Prints the figures and the checks, and exits 1 when a check fails; with
+FANOUT_DEBUG=FILE in the environment, every reply and event goes to FILE as evidence.
 
   approval_fanout.py drive SOCK WS AGENT APPROVER GROUP UNIT RAN   prints the figures
   approval_fanout.py agent SOCK GROUP UNIT HOST                    (internal) the agent's calls
