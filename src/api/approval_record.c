@@ -11,6 +11,7 @@
 #include "audit.h"
 #include "call.h"
 #include "err.h"
+#include "jsonx.h"
 
 static void record_now(char out[32])
 {
@@ -20,22 +21,6 @@ static void record_now(char out[32])
     gmtime_r(&tv.tv_sec, &tm);
     size_t n = strftime(out, 32, "%Y-%m-%dT%H:%M:%S", &tm);
     snprintf(out + n, 32 - n, ".%03dZ", (int)(tv.tv_usec / 1000));
-}
-
-static void add_opt(cJSON *o, const char *key, const char *v)
-{
-    if (v != NULL)
-        cJSON_AddStringToObject(o, key, v);
-    else
-        cJSON_AddNullToObject(o, key);
-}
-
-static void add_uid(cJSON *o, const char *key, long uid)
-{
-    if (uid >= 0)
-        cJSON_AddNumberToObject(o, key, (double)uid);
-    else
-        cJSON_AddNullToObject(o, key);
 }
 
 static void add_hosts(cJSON *o, const rx_challenge *c)
@@ -63,18 +48,19 @@ cJSON *rx_approval_record(const rx_challenge *c)
     cJSON_AddStringToObject(o, "challenge_id", c->id);
     cJSON_AddStringToObject(o, "decision", rx_approval_state_name(c->state));
     add_hosts(o, c);
-    add_opt(o, "action", c->action);
-    add_opt(o, "request_hash", c->request_hash);
-    add_opt(o, "by", approved ? c->approved_by : c->denied_by);
-    add_uid(o, "uid", approved ? c->approved_uid : c->denied_uid);
-    add_opt(o, "via", approved ? c->approved_via : c->denied_via);
-    add_opt(o, "tty", approved ? c->approved_tty : NULL);
-    add_opt(o, approved ? "comment" : "reason", approved ? c->comment : c->deny_reason);
+    rx_json_add_str_or_null(o, "action", c->action);
+    rx_json_add_str_or_null(o, "request_hash", c->request_hash);
+    rx_json_add_str_or_null(o, "by", approved ? c->approved_by : c->denied_by);
+    rx_json_add_id_or_null(o, "uid", approved ? c->approved_uid : c->denied_uid);
+    rx_json_add_str_or_null(o, "via", approved ? c->approved_via : c->denied_via);
+    rx_json_add_str_or_null(o, "tty", approved ? c->approved_tty : NULL);
+    rx_json_add_str_or_null(o, approved ? "comment" : "reason",
+                            approved ? c->comment : c->deny_reason);
     if (c->requester_uid >= 0) {
         cJSON *r = cJSON_AddObjectToObject(o, "requester");
         if (r != NULL) {
-            add_uid(r, "uid", c->requester_uid);
-            add_opt(r, "user", c->requester_user);
+            rx_json_add_id_or_null(r, "uid", c->requester_uid);
+            rx_json_add_str_or_null(r, "user", c->requester_user);
         }
     } else {
         cJSON_AddNullToObject(o, "requester");

@@ -66,22 +66,6 @@ struct rx_hub {
 
 /* ---- the challenge as JSON --------------------------------------------------------------- */
 
-static void add_str(cJSON *o, const char *key, const char *v)
-{
-    if (v != NULL)
-        cJSON_AddStringToObject(o, key, v);
-    else
-        cJSON_AddNullToObject(o, key);
-}
-
-static void add_uid(cJSON *o, const char *key, long uid)
-{
-    if (uid >= 0)
-        cJSON_AddNumberToObject(o, key, (double)uid);
-    else
-        cJSON_AddNullToObject(o, key);
-}
-
 static void add_time(cJSON *o, const char *key, int64_t t)
 {
     char s[32];
@@ -135,7 +119,7 @@ static void add_request(cJSON *o, const rx_challenge *c)
     if (c->has_stdin) {
         cJSON *s = cJSON_AddObjectToObject(o, "stdin");
         cJSON_AddNumberToObject(s, "bytes", (double)c->stdin_len);
-        add_str(s, "sha256", c->stdin_sha256);
+        rx_json_add_str_or_null(s, "sha256", c->stdin_sha256);
     } else {
         cJSON_AddNullToObject(o, "stdin");
     }
@@ -158,15 +142,15 @@ static void add_request(cJSON *o, const rx_challenge *c)
 static void add_decision(cJSON *o, const rx_challenge *c)
 {
     if (c->state == RX_AP_APPROVED || c->approved_by != NULL) {
-        add_str(o, "approved_by", c->approved_by);
-        add_uid(o, "approved_uid", c->approved_uid);
-        add_str(o, "via", c->approved_via);
-        add_str(o, "comment", c->comment);
+        rx_json_add_str_or_null(o, "approved_by", c->approved_by);
+        rx_json_add_id_or_null(o, "approved_uid", c->approved_uid);
+        rx_json_add_str_or_null(o, "via", c->approved_via);
+        rx_json_add_str_or_null(o, "comment", c->comment);
     } else if (c->state == RX_AP_DENIED || c->state == RX_AP_WITHDRAWN) {
-        add_str(o, "denied_by", c->denied_by);
-        add_uid(o, "denied_uid", c->denied_uid);
-        add_str(o, "via", c->denied_via);
-        add_str(o, "reason_denied", c->deny_reason);
+        rx_json_add_str_or_null(o, "denied_by", c->denied_by);
+        rx_json_add_id_or_null(o, "denied_uid", c->denied_uid);
+        rx_json_add_str_or_null(o, "via", c->denied_via);
+        rx_json_add_str_or_null(o, "reason_denied", c->deny_reason);
     }
 }
 
@@ -181,19 +165,19 @@ static cJSON *challenge_json(const rx_hub *h, const rx_challenge *c)
     cJSON_AddStringToObject(o, "challenge_id", c->id);
     cJSON_AddStringToObject(o, "state", state_now(c));
     cJSON_AddItemToObject(o, "hosts", hosts_json(c));
-    add_str(o, "action", c->action);
+    rx_json_add_str_or_null(o, "action", c->action);
     add_request(o, c);
-    add_str(o, "risk", c->risk);
-    add_str(o, "declared_risk", c->declared_risk);
-    add_str(o, "reason", c->risk_why);
+    rx_json_add_str_or_null(o, "risk", c->risk);
+    rx_json_add_str_or_null(o, "declared_risk", c->declared_risk);
+    rx_json_add_str_or_null(o, "reason", c->risk_why);
     if (c->requester_uid >= 0) {
         cJSON *r = cJSON_AddObjectToObject(o, "requester");
-        add_uid(r, "uid", c->requester_uid);
-        add_str(r, "user", c->requester_user);
+        rx_json_add_id_or_null(r, "uid", c->requester_uid);
+        rx_json_add_str_or_null(r, "user", c->requester_user);
     } else {
         cJSON_AddNullToObject(o, "requester");
     }
-    add_str(o, "request_id", c->request_id);
+    rx_json_add_str_or_null(o, "request_id", c->request_id);
     add_time(o, "created", c->created);
     add_time(o, "expires", c->expires);
     add_decision(o, c);
@@ -254,10 +238,12 @@ static void emit_decided(rx_hub *h, const rx_challenge *c)
     cJSON_AddStringToObject(b, "challenge_id", c->id);
     cJSON_AddItemToObject(b, "hosts", hosts_json(c));
     cJSON_AddStringToObject(b, "decision", approved ? "approved" : rx_approval_state_name(c->state));
-    add_str(b, "by", approved ? c->approved_by : c->denied_by);
-    add_uid(b, "uid", approved ? c->approved_uid : c->denied_uid);
-    add_str(b, "via", approved ? (c->approved_via ? c->approved_via : "tty") : c->denied_via);
-    add_str(b, approved ? "comment" : "reason", approved ? c->comment : c->deny_reason);
+    rx_json_add_str_or_null(b, "by", approved ? c->approved_by : c->denied_by);
+    rx_json_add_id_or_null(b, "uid", approved ? c->approved_uid : c->denied_uid);
+    rx_json_add_str_or_null(b, "via",
+                            approved ? (c->approved_via ? c->approved_via : "tty") : c->denied_via);
+    rx_json_add_str_or_null(b, approved ? "comment" : "reason",
+                            approved ? c->comment : c->deny_reason);
     if ((shown = rx_redact_json(rx_ctx_redactor(h->ctx), b)) != NULL)
         emit(h, "approval_decided", shown);
     cJSON_Delete(shown);

@@ -539,3 +539,19 @@ int rx_json_check_keys(const cJSON *obj, const char *path, const char *const all
     }
     return 0;
 }
+
+void rx_json_add_str_or_null(cJSON *o, const char *key, const char *v)
+{
+    if (v != NULL)
+        cJSON_AddStringToObject(o, key, v);
+    else
+        cJSON_AddNullToObject(o, key);
+}
+
+void rx_json_add_id_or_null(cJSON *o, const char *key, long id)
+{
+    if (id >= 0)
+        cJSON_AddNumberToObject(o, key, (double)id);
+    else
+        cJSON_AddNullToObject(o, key);
+}

@@ -61,6 +61,11 @@ char *rx_json_path_index(char *dst, size_t cap, const char *parent, size_t i);
 /* "a string", "a number", "a boolean", "null", "an object", "an array" ("nothing" for NULL). */
 const char *rx_json_type_name(const cJSON *item);
 
+/* o[key] = v, or null when v is NULL. */
+void rx_json_add_str_or_null(cJSON *o, const char *key, const char *v);
+/* o[key] = id (a uid, a count), or null when id is negative (unknown). */
+void rx_json_add_id_or_null(cJSON *o, const char *key, long id);
+
 /* Formats "<path>: <reason>" (or just the reason when path is ""), sets err->code = code and
  * returns code. */
 int rx_json_fail(rexec_error *err, int code, const char *path, const char *fmt, ...)
