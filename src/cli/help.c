@@ -18,7 +18,7 @@ static const char overview[] =
     "  groups               list the host groups (@name) and their hosts\n"
     "  approve ID           confirm a pending challenge at a terminal\n"
     "  deny ID              refuse a pending challenge for good (--reason TEXT)\n"
-    "  approvals            list pending challenges and unused grants\n"
+    "  approvals [watch|web]  pending challenges; watch: a console, web: a web page\n"
     "  audit verify|show|head|prune|recover  the audit log (`rexec help audit`)\n"
     "  evidence prune       remove old evidence (--older-than 30d by default)\n"
     "  serve --socket PATH  long-lived controller with warm connections\n"
@@ -35,8 +35,9 @@ static const char overview[] =
     "exit codes: 0-254 the remote status (a remote 255 shows as 254, 124 = timeout),\n"
     "  255 host unavailable, 64 usage, 65 invalid request or parameter, 74 audit record\n"
     "  not written (nothing ran), 75 approval required, 76 a fan-out stopped at\n"
-    "  --max-failures, 77 denied, 78 configuration error,\n"
-    "  71 out of memory or file descriptors (RLIMIT_NOFILE, named in the message).\n"
+    "  --max-failures, 77 denied, 78 configuration error, 73 --output or get's local\n"
+    "  file not written, 71 out of memory or file descriptors (RLIMIT_NOFILE, named in\n"
+    "  the message).\n"
     "See docs/cli.md and docs/exit-codes.md.\n";
 
 static const char run_help[] =
