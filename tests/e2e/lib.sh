@@ -458,6 +458,32 @@ remote_pgrep() {
     lab ps "$1" | cut -d' ' -f1
 }
 
+# make_test_users NAME...: system users of this test's own (no home, no login shell); skips
+# without root, useradd, userdel or setpriv. Other tests add users too, and useradd fails while
+# one of them holds /etc/passwd's lock: it is tried again. remove_test_users (from the test's
+# EXIT trap, once what runs as them has stopped) deletes them.
+RX_USERS_MADE=()
+make_test_users() {
+    local t u
+    [[ $(id -u) == 0 ]] || skip "needs root to create its users"
+    for t in useradd userdel setpriv; do
+        command -v "$t" >/dev/null 2>&1 || skip "needs $t"
+    done
+    for u in "$@"; do
+        poll_until 60 useradd --system --no-create-home --home-dir /nonexistent \
+            --shell /usr/sbin/nologin "$u" 2>>"$RX_TMP/useradd.err" ||
+            fail "useradd $u: $(cat "$RX_TMP/useradd.err")"
+        RX_USERS_MADE+=("$u")
+    done
+}
+
+remove_test_users() {
+    local u
+    for u in ${RX_USERS_MADE[@]+"${RX_USERS_MADE[@]}"}; do
+        poll_until 60 userdel "$u" 2>/dev/null || echo "cleanup: userdel $u failed" >&2
+    done
+}
+
 # session_shells: the `bash -s` processes that sshd started (a call's wrapper or a runner), not
 # their subshells (a wrapper's watchdog is a `bash -s` too, but a child of the wrapper).
 session_shells() {

@@ -12,32 +12,19 @@ tid="serve approvals: approvers decide over the socket"
 # shellcheck source=tests/e2e/lib.sh
 . "${REXEC_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/e2e/lib.sh"
 
-[[ $(id -u) == 0 ]] || skip "needs root to create the agent and approver users"
-for t in useradd userdel setpriv; do
-    command -v "$t" >/dev/null 2>&1 || skip "needs $t"
-done
-
 sfx=$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')
 AGENT=rxag$sfx
 APPR=rxap$sfx
-USERS_MADE=()
 _cleanup() {
     local rc=$?
     set +e
     [[ -z ${SERVE_PID:-} ]] || stop_gently "$SERVE_PID"
-    for u in "${USERS_MADE[@]}"; do
-        poll_until 60 userdel "$u" 2>/dev/null || echo "cleanup: userdel $u failed" >&2
-    done
+    remove_test_users
     (exit "$rc")
     _rx_cleanup
 }
 trap _cleanup EXIT
-for u in "$AGENT" "$APPR"; do
-    # other tests add users too: useradd fails while one of them holds /etc/passwd's lock
-    poll_until 60 useradd --system --no-create-home --home-dir /nonexistent \
-        --shell /usr/sbin/nologin "$u" 2>>"$RX_TMP/useradd.err" || fail "useradd $u: $(cat "$RX_TMP/useradd.err")"
-    USERS_MADE+=("$u")
-done
+make_test_users "$AGENT" "$APPR"
 cov_env "$AGENT"
 COV_AGENT=(${RX_COV[@]+"${RX_COV[@]}"})
 cov_env "$APPR"

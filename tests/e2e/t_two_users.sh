@@ -13,33 +13,20 @@ tid="two users: caller is not approver"
 # shellcheck source=tests/e2e/lib.sh
 . "${REXEC_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/e2e/lib.sh"
 
-[[ $(id -u) == 0 ]] || skip "needs root to create the two users"
-for t in useradd userdel setpriv; do
-    command -v "$t" >/dev/null 2>&1 || skip "needs $t"
-done
-
 # Two users of our own, removed again however the test ends.
 sfx=$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')
 OP=rxop$sfx
 AGENT=rxag$sfx
-USERS_MADE=()
 _two_users_cleanup() {
     local rc=$?
     set +e # (exit "$rc") below only hands the status on to _rx_cleanup
     [[ -z ${SERVE_PID:-} ]] || stop_gently "$SERVE_PID"
-    for u in "${USERS_MADE[@]}"; do
-        poll_until 60 userdel "$u" 2>/dev/null || echo "cleanup: userdel $u failed" >&2
-    done
+    remove_test_users
     (exit "$rc")
     _rx_cleanup
 }
 trap _two_users_cleanup EXIT
-for u in "$OP" "$AGENT"; do
-    # other tests add users too: useradd fails while one of them holds /etc/passwd's lock
-    poll_until 60 useradd --system --no-create-home --home-dir /nonexistent \
-        --shell /usr/sbin/nologin "$u" 2>>"$RX_TMP/useradd.err" || fail "useradd $u: $(cat "$RX_TMP/useradd.err")"
-    USERS_MADE+=("$u")
-done
+make_test_users "$OP" "$AGENT"
 cov_env "$OP"
 COV_OP=(${RX_COV[@]+"${RX_COV[@]}"})
 cov_env "$AGENT"
