@@ -20,11 +20,7 @@ rexec=$(rx_release_rexec "$rexec")
 rx_bench_lab approval 1
 sfx=$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')
 agent=rxba$sfx approver=rxbp$sfx
-useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin "$agent"
-useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin "$approver"
-trap 'for p in ${bench_pids[@]+"${bench_pids[@]}"}; do kill -TERM "$p" 2>/dev/null; done
-      userdel "$agent"; userdel "$approver"
-      scripts/lab down --purge --dir "$tmp/lab" >/dev/null 2>&1 || true; rm -rf -- "$tmp"' EXIT
+rx_bench_users "$agent" "$approver"
 ws=$tmp/lab/workspace
 python3 - "$ws/rexec.json" "$agent" "$approver" <<'PY'
 import json, sys

@@ -25,33 +25,7 @@ rexec=$(rx_release_rexec "$rexec")
 rx_bench_lab approval-fanout "$hosts"
 sfx=$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')
 agent=rxfa$sfx approver=rxfp$sfx
-users=()
-# shellcheck disable=SC2317 # runs from the trap
-cleanup() {
-    local rc=$? p u
-    set +e
-    for p in ${bench_pids[@]+"${bench_pids[@]}"}; do
-        kill -TERM "$p" 2>/dev/null && wait "$p" 2>/dev/null
-    done
-    for u in ${users[@]+"${users[@]}"}; do
-        # another helper's useradd may hold /etc/passwd's lock for a moment
-        for _ in $(seq 50); do userdel "$u" 2>/dev/null && break; sleep 0.2; done
-        ! id "$u" >/dev/null 2>&1 || echo "bench-approval-fanout: userdel $u failed" >&2
-    done
-    scripts/lab down --purge --dir "$tmp/lab" >/dev/null 2>&1 || true
-    rm -rf -- "$tmp"
-    exit "$rc"
-}
-trap cleanup EXIT
-for u in "$agent" "$approver"; do
-    for _ in $(seq 50); do
-        useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin "$u" \
-            2>"$tmp/useradd.err" && break
-        sleep 0.2
-    done
-    id "$u" >/dev/null 2>&1 || { cat "$tmp/useradd.err" >&2; exit 1; }
-    users+=("$u")
-done
+rx_bench_users "$agent" "$approver"
 ws=$tmp/lab/workspace
 ran=$tmp/ran
 : >"$ran"

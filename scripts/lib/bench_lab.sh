@@ -16,12 +16,44 @@ rx_release_rexec() {
 
 # rx_bench_lab TAG HOSTS: a temporary directory ($tmp, named after TAG) holding a lab of HOSTS
 # hosts ($tmp/lab) on a free block of ports ($base; scripts/lib/lab_ports.sh). At exit the
-# processes in bench_pids are killed, the lab is stopped and $tmp removed.
+# processes in bench_pids are killed, the users in bench_users (rx_bench_users) deleted, the lab
+# is stopped and $tmp removed.
 bench_pids=()
+bench_users=()
 rx_bench_lab() {
     tmp=$(mktemp -d "${TMPDIR:-/tmp}/rexec-bench-$1.XXXXXX")
-    trap 'for p in ${bench_pids[@]+"${bench_pids[@]}"}; do kill -KILL "$p" 2>/dev/null; done
-          scripts/lab down --purge --dir "$tmp/lab" >/dev/null 2>&1 || true; rm -rf -- "$tmp"' EXIT
+    trap _rx_bench_cleanup EXIT
     . scripts/lib/lab_ports.sh
     rx_lab_up_free scripts/lab "$tmp/lab" "$2" "$tmp/lab.out" || { cat "$tmp/lab.out" >&2; exit 1; }
+}
+
+# shellcheck disable=SC2317 # runs from the EXIT trap
+_rx_bench_cleanup() {
+    local rc=$? p u
+    set +e
+    for p in ${bench_pids[@]+"${bench_pids[@]}"}; do { kill -KILL "$p" && wait "$p"; } 2>/dev/null; done
+    for u in ${bench_users[@]+"${bench_users[@]}"}; do
+        # another process's useradd/userdel may hold /etc/passwd's lock for a moment
+        for _ in $(seq 50); do userdel "$u" 2>/dev/null && break; sleep 0.2; done
+        ! id "$u" >/dev/null 2>&1 || echo "bench: userdel $u failed" >&2
+    done
+    scripts/lab down --purge --dir "$tmp/lab" >/dev/null 2>&1 || true
+    rm -rf -- "$tmp"
+    exit "$rc"
+}
+
+# rx_bench_users NAME...: system users (no home, no login shell) for a benchmark that needs
+# more than one uid (needs root), deleted at exit; useradd is tried again while another holds
+# /etc/passwd's lock. Call after rx_bench_lab.
+rx_bench_users() {
+    local u
+    for u in "$@"; do
+        for _ in $(seq 50); do
+            useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin \
+                "$u" 2>"$tmp/useradd.err" && break
+            sleep 0.2
+        done
+        id "$u" >/dev/null 2>&1 || { cat "$tmp/useradd.err" >&2; exit 1; }
+        bench_users+=("$u")
+    done
 }
