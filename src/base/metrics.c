@@ -177,6 +177,13 @@ static int sample(rx_buf *o, const char *name, const char *label, const char *va
     return r ? r : rx_buf_addf(o, "\"} %llu\n", (unsigned long long)n);
 }
 
+/* One unlabelled gauge or counter. */
+static int single(rx_buf *o, const char *name, const char *type, const char *help, uint64_t n)
+{
+    int r = head(o, name, type, help);
+    return r ? r : sample(o, name, NULL, NULL, n);
+}
+
 /* One labelled gauge or counter over a fixed list of label values. */
 static int family(rx_buf *o, const char *name, const char *type, const char *help,
                   const char *label, const char *const values[], const uint64_t *n, size_t count)
@@ -227,19 +234,17 @@ static int render_counters(rx_buf *o)
 {
     static const char *const outcomes[] = {"refused", "ok"};
     uint64_t reloads[2] = {get(&reg.reloads[0]), get(&reg.reloads[1])};
-    int r = head(o, "rexec_redacted_bytes_total", "counter",
-                 "Bytes of remote output that went through the redactor.");
-    if (r == 0)
-        r = sample(o, "rexec_redacted_bytes_total", NULL, NULL, get(&reg.redacted_bytes));
+    int r = single(o, "rexec_redacted_bytes_total", "counter",
+                   "Bytes of remote output that went through the redactor.",
+                   get(&reg.redacted_bytes));
     if (r == 0)
         r = family(o, "rexec_reloads_total", "counter",
                    "Reloads of rexec.json (SIGHUP or the reload op), applied or refused.",
                    "result", outcomes, reloads, 2);
     if (r == 0)
-        r = head(o, "rexec_notify_failures_total", "counter",
-                 "Approval notifications that could not be delivered.");
-    if (r == 0)
-        r = sample(o, "rexec_notify_failures_total", NULL, NULL, get(&reg.notify_failures));
+        r = single(o, "rexec_notify_failures_total", "counter",
+                   "Approval notifications that could not be delivered.",
+                   get(&reg.notify_failures));
     return r;
 }
 
@@ -254,23 +259,18 @@ static int render_gauges(rx_buf *o, const rx_metrics_gauges *g)
         r = family(o, "rexec_runners", "gauge", "Runners (warm shells on the hosts), by state.",
                    "state", run, g->runners, RX_MRUN_N);
     if (r == 0)
-        r = head(o, "rexec_queued_calls", "gauge",
-                 "Calls waiting in the hosts' queues for a connection or a channel.");
+        r = single(o, "rexec_queued_calls", "gauge",
+                   "Calls waiting in the hosts' queues for a connection or a channel.",
+                   g->queued_calls);
     if (r == 0)
-        r = sample(o, "rexec_queued_calls", NULL, NULL, g->queued_calls);
-    if (r == 0)
-        r = head(o, "rexec_recorder_queue", "gauge",
-                 "Audit and evidence jobs waiting for the recorder.");
-    if (r == 0)
-        r = sample(o, "rexec_recorder_queue", NULL, NULL, g->recorder_queue);
+        r = single(o, "rexec_recorder_queue", "gauge",
+                   "Audit and evidence jobs waiting for the recorder.", g->recorder_queue);
     if (r == 0)
         r = family(o, "rexec_serve_clients", "gauge", "Client connections of rexec serve, by state.",
                    "state", cli, g->serve_clients, RX_MCLI_N);
     if (r == 0)
-        r = head(o, "rexec_serve_requests_in_flight", "gauge",
-                 "Requests of rexec serve that have not ended.");
-    if (r == 0)
-        r = sample(o, "rexec_serve_requests_in_flight", NULL, NULL, g->requests_in_flight);
+        r = single(o, "rexec_serve_requests_in_flight", "gauge",
+                   "Requests of rexec serve that have not ended.", g->requests_in_flight);
     return r;
 }
 
