@@ -5,8 +5,11 @@
 # preceded by `__rx_rnonce=<hex> __rx_max_rank=<n>` and followed by the line `__rx_runner; exit`.
 # The runner answers one line on stdout, `\036rexec-runner:<rnonce>:ready <containment>` (or
 # `... :none <why>`, then it exits having read nothing more), and then reads frames:
-#   C <nonce> <min_rank> <stdin_len> <code_len>\n<code bytes><stdin bytes>
+#   C <nonce> <min_rank> <stdin_len> <code_len><spaces>\n<code bytes><stdin bytes>
 #   K\n                                   stop the running call (timeout or cancel)
+# A C frame's header is 96 bytes (spaces pad it before its newline), so that the runner reads
+# it with read -N: two bytes ("C " or "K\n"), then the other 94 in one read, where a line read
+# would take one read() per byte.
 # EOF stops everything. A call is acknowledged by `\036rexec:<nonce>:start` on stderr as soon as
 # its header is read. Each call ends with `\036rexec:<nonce>:end` on stdout and
 # `\036rexec:<nonce>:end <phase> <rc> 0 <containment> <killed> <started> <desync>` on stderr,
@@ -78,11 +81,17 @@ __rx_slot() {
         # wait returns early when a trapped signal came (the USR1 trap: killed 1); the call is
         # over only once kill -0 fails: until then its shell may still read the frame, and the
         # slot must not read off or report anything.
+        # Only the trap (which sets killed) makes wait return with the shell still there.
         wait "$c"; rc=$?
-        while kill -0 "$c"; do wait "$c"; rc=$?; done
-        [ "$killed/$rc" != 1/138 ] || { wait "$c"; rc=$?; }
+        if [ "$killed" = 1 ]; then
+            while kill -0 "$c"; do wait "$c"; rc=$?; done
+            [ "$rc" != 138 ] || { wait "$c"; rc=$?; }
+        fi
         incall=
-        read -r -t 0 -u 5 && read -r -t 1 -u 5 st
+        # The status is "ok", "cd" or "stdin" and a newline: three bytes in one read (the rest
+        # of "stdin" read off), where a line read would take one read() and a select per byte.
+        read -r -t 0 -u 5 && read -r -N 3 -t 1 -u 5 st && st=${st%$'\n'} &&
+            { [ "$st" != std ] || { read -r -t 1 -u 5 _; st=stdin; }; }
         __rx_slot_reap "$c"
         [ ! -s "$d/in" ] || : >"$d/in" # its stdin is not left for the next call
         __rx_slot_clean || desync=1
@@ -100,7 +109,29 @@ __rx_slot() {
 
 # The next call's nonce from n<k>, into nonce; 1 on "quit" or EOF (the runner is gone). A line
 # the runner does not write (a command wrote it) makes the slot refuse every later call.
+# The runner's lines have known lengths ("n <32 hex digits>\n", "k\n", "quit\n"): read -N takes
+# the first two bytes, then the nonce's 33, two read()s where a line read takes one a byte.
+# Once anything else was found the lines are read as lines (no length can be trusted then).
 __rx_slot_take() {
+    while [ -z "$bad" ]; do
+        IFS= read -r -N 2 -u 4 line || return 1
+        case $line in
+        $'k\n') continue ;; # a kill that came after its call had ended
+        qu) return 1 ;;
+        "n ")
+            IFS= read -r -N 33 -u 4 line || return 1
+            nonce=${line%$'\n'}
+            case $nonce in
+            *[!0-9a-f]*) ;;
+            *) [ "${#nonce}/${#line}" != 32/33 ] || return 0 ;;
+            esac
+            bad=1 nonce=
+            ;;
+        *) bad=1 ;;
+        esac
+        # out of step: the rest of this line is read off; lines are read as lines from now on
+        case $line in *$'\n') ;; *) IFS= read -r -u 4 _ ;; esac
+    done
     while IFS= read -r -u 4 line; do
         case $line in
         k) ;; # a kill that came after its call had ended
@@ -199,13 +230,14 @@ __rx_slot_start() {
     0) exec 20>&- 22>&- 20<>"$__rx_dir/n0" 22<>"$__rx_dir/c0" ;;
     1) exec 21>&- 23>&- 21<>"$__rx_dir/n1" 23<>"$__rx_dir/c1" ;;
     esac
+    # (the runner's fd 1 is the channel's stderr, 19 its stdout: the slot gets them as 2 and 1)
     "${__rx_guard[@]}" "${__rx_pre[@]}" bash "$__rx_dir/slot" "$__rx_dir" "$1" "$__rx_cont" \
-        ${__rx_cpre[@]+"${__rx_cpre[@]}"} </dev/null 7<&- 20>&- 21>&- 22>&- 23>&- &
+        ${__rx_cpre[@]+"${__rx_cpre[@]}"} </dev/null 2>&1 1>&19 7<&- 19>&- 20>&- 21>&- 22>&- 23>&- &
     __rx_sp[$1]=$!
 }
 
 __rx_slot_up() { # k: starts slot k if it is not running
-    [ -n "${__rx_sp[$1]}" ] && kill -0 "${__rx_sp[$1]}" 2>/dev/null || __rx_slot_start "$1"
+    [ -n "${__rx_sp[$1]}" ] && kill -0 "${__rx_sp[$1]}" || __rx_slot_start "$1"
 }
 
 # Stops the running call: "k" on its slot's FIFO, then SIGUSR1 to the slot (in a namespace, the
@@ -245,27 +277,29 @@ __rx_send() { # slot line
 }
 
 __rx_marks() { # nonce phase rc (a call that never reached a slot)
-    printf '\036rexec:%s:end\n' "$1"
-    printf '\036rexec:%s:end %s %s 0 %s 0 0 0\n' "$1" "$2" "$3" "$__rx_cont" >&2
+    printf '\036rexec:%s:end\n' "$1" >&19
+    printf '\036rexec:%s:end %s %s 0 %s 0 0 0\n' "$1" "$2" "$3" "$__rx_cont"
 }
 
 # Exactly $1 bytes of code from the channel (in the C locale a character is a byte; the code
 # holds no NUL). Sets code in the caller.
 __rx_read_code() {
     local LC_ALL=C
-    IFS= read -r -N "$1" -u 7 code 2>/dev/null
+    IFS= read -r -N "$1" -u 7 code
     [ "${#code}" = "$1" ]
 }
 
-# One call frame: "C nonce min_rank stdin_len code_len" was read into $@.
+# One call frame: "nonce min_rank stdin_len code_len" (its header after "C ") was read into $@.
 __rx_call() {
-    local nonce=$2 min=$3 inlen=$4 clen=$5 code in= s=$__rx_next i
+    local nonce=$1 min=$2 inlen=$3 clen=$4 code in= s=$__rx_next i
+    [ "$#" = 4 ] || return 1
     case "$nonce/$min/$inlen/$clen" in
     *[!0-9a-f/-]* | *//* | */ | /*) return 1 ;;
     esac
     [ "${#nonce}" = 32 ] || return 1 # the call's shell reads it with a fixed length
-    # The acknowledgement: the controller's set-up deadline (a frozen peer) ends here.
-    printf '\036rexec:%s:start\n' "$nonce" >&2
+    # The acknowledgement (fd 1 is the channel's stderr): the controller's set-up deadline (a
+    # frozen peer) ends here.
+    printf '\036rexec:%s:start\n' "$nonce"
     __rx_read_code "$clen" || return 1
     if [ "$inlen" -ge 0 ]; then
         in=$__rx_dir/in
@@ -285,22 +319,38 @@ __rx_call() {
         return 0
     fi
     __rx_slot_up "$s" || return 1
-    # The nonce first: the call's shell waits for the slot's go-ahead before it reads the code,
-    # and a code larger than a FIFO's buffer is written only as fast as that shell reads it
-    # (or, for a call stopped before that, as the slot reads it off). The frame on c<k> is
-    # "<nonce> <length in bytes, 10 digits>\n" and the code, after the line naming the call's
-    # status FIFO and stdin (__rx_fp, with its length in bytes in __rx_fl).
-    __rx_send "$s" "n $nonce"
+    # The frame on c<k> is "<nonce> <length in bytes, 10 digits>\n" and the code, after the
+    # line naming the call's status FIFO and stdin (__rx_fp, with its length in bytes in
+    # __rx_fl); it takes the place of the code in the one variable, and goes out in one echo
+    # (printf writes a line at a time).
     i=$s
     [ -z "$in" ] || i=$((s + 2))
-    case $s in
-    0) printf '%s %010d\n%s%s' "$nonce" "$((__rx_fl[i] + clen))" "${__rx_fp[i]}" "$code" >&22 ;;
-    1) printf '%s %010d\n%s%s' "$nonce" "$((__rx_fl[i] + clen))" "${__rx_fp[i]}" "$code" >&23 ;;
-    esac
+    printf -v code '%s %010d\n%s%s' "$nonce" "$((__rx_fl[i] + clen))" "${__rx_fp[i]}" "$code"
+    # A frame that fits in an empty FIFO's smallest buffer (one page; c<k> is empty between
+    # calls: the slot reads off what a call left before it ends it) goes first: the slot and the
+    # call's shell then find the code there when they wake, and wake once. A larger one goes
+    # after the nonce: the call's shell waits for the slot's go-ahead before it reads the code,
+    # and a code larger than a FIFO's buffer is written only as fast as that shell reads it
+    # (or, for a call stopped before that, as the slot reads it off).
+    if [ "$((__rx_fl[i] + clen))" -le 4000 ]; then
+        __rx_code_to "$s"
+        __rx_send "$s" "n $nonce"
+    else
+        __rx_send "$s" "n $nonce"
+        __rx_code_to "$s"
+    fi
     code=
     unset code
     __rx_cur=$s __rx_next=$((1 - s))
-    __rx_slot_up "$__rx_next" # only the first call starts the second slot
+    # only the first call starts the second slot (one that died starts again on its turn)
+    [ -n "${__rx_sp[$__rx_next]}" ] || __rx_slot_start "$__rx_next"
+}
+
+__rx_code_to() { # slot: the frame in code, to c<slot>
+    case $1 in
+    0) echo -n "$code" >&22 ;;
+    1) echo -n "$code" >&23 ;;
+    esac
 }
 
 # The line before a call's code, for slot 0 and 1 without stdin, then with: computed once, with
@@ -436,12 +486,21 @@ __rx_runner() {
         return
     fi
     __rx_cur= __rx_next=0 __rx_sp=()
+    # From here fd 1 is the channel's stderr (the acknowledgement, on every call's path, needs
+    # no redirection), 19 its stdout, and 2 /dev/null (a failing kill -0 needs none either).
+    exec 19>&1 1>&2 2>/dev/null
+    shopt -u xpg_echo # echo -n writes a frame as it is
     __rx_slot_start 0
-    printf '\036rexec-runner:%s:ready %s\n' "$__rx_rnonce" "$__rx_cont"
-    while IFS= read -r -u 7 hdr; do
+    printf '\036rexec-runner:%s:ready %s\n' "$__rx_rnonce" "$__rx_cont" >&19
+    # A frame starts "C " or is "K\n": two bytes, then a C frame's other 94 header bytes (the
+    # fields, spaces, a newline), each with one read -N.
+    while IFS= read -r -N 2 -u 7 hdr; do
         case $hdr in
-        K) __rx_kill_cur ;;
-        "C "*) __rx_call $hdr || break ;;
+        $'K\n') __rx_kill_cur ;;
+        "C ")
+            IFS= read -r -N 94 -u 7 hdr && [ "${hdr:93}" = $'\n' ] || break
+            __rx_call $hdr || break
+            ;;
         *) break ;;
         esac
     done

@@ -752,12 +752,23 @@ rx_session *rx_runner_session(const rx_runner *r)
     return r->s;
 }
 
-/* Queues the call's frame: "C <nonce> <min_rank> <stdin_len> <code_len>\n" code stdin. */
+/* A call frame's header is this many bytes, spaces before its newline: the runner reads it
+ * with two fixed-length reads (remote/runner.sh), where a line would take a read() a byte. */
+#define RN_FRAME_HEAD 96
+
+/* Queues the call's frame: "C <nonce> <min_rank> <stdin_len> <code_len>", spaces up to
+ * RN_FRAME_HEAD - 1 bytes, "\n", the code, the stdin. */
 static int queue_frame(rx_runner *r, const rx_exec_opts *o)
 {
     long long in = o->stdin_data ? (long long)o->stdin_len : -1;
-    int e = rx_buf_addf(&r->out, "C %s %d %lld %zu\n", o->nonce, o->min_rank, in,
-                        o->runner_code_len);
+    char head[RN_FRAME_HEAD + 1];
+    int n = snprintf(head, sizeof(head), "C %s %d %lld %zu", o->nonce, o->min_rank, in,
+                     o->runner_code_len);
+    if (n < 0 || n > RN_FRAME_HEAD - 1) /* 32 + 11 + 20 + 20 digits and 6 separators fit */
+        return REXEC_EINTERNAL;
+    memset(head + n, ' ', (size_t)(RN_FRAME_HEAD - 1 - n));
+    head[RN_FRAME_HEAD - 1] = '\n';
+    int e = rx_buf_add(&r->out, head, RN_FRAME_HEAD);
     if (e == 0)
         e = rx_buf_add(&r->out, o->runner_code, o->runner_code_len);
     if (e == 0 && o->stdin_data && o->stdin_len)
@@ -769,10 +780,11 @@ static int start_call(rx_runner *r)
 {
     rn_call *c = &r->call;
     size_t before = r->out.len;
-    if (queue_frame(r, &c->opts) != 0) {
+    int e = queue_frame(r, &c->opts);
+    if (e != 0) {
         OPENSSL_cleanse(r->out.data + before, r->out.len - before);
         r->out.len = before;
-        return REXEC_ENOMEM;
+        return e;
     }
     c->frame_start = before;
     c->frame_end = r->out.len;

@@ -78,7 +78,7 @@ class Runner:
                 '{ builtin echo stdin 1<>"$__rx_st"; exit 1; }; fi\n'
                 'builtin echo ok 1<>"$__rx_st"; unset __rx_st __rx_in\n'
                 + command + "\n").encode()
-        frame = b"C %s 0 -1 %d\n" % (nonce, len(code)) + code
+        frame = head(nonce, code) + code
         self.send(frame + (b"K\n" if kill else b""))
         mark = b"\036rexec:%s:end" % nonce
         out = self.until(1, mark + b"\n")[:-len(mark) - 1]
@@ -104,6 +104,12 @@ class Runner:
             self.p.wait(WAIT_S)
         except subprocess.TimeoutExpired:
             die("a runner given EOF did not exit within %d s" % WAIT_S)
+
+
+def head(nonce, code):
+    """A call frame's header as runner.c writes it: padded with spaces to 96 bytes."""
+    h = b"C %s 0 -1 %d" % (nonce, len(code))
+    return h + b" " * (95 - len(h)) + b"\n"
 
 
 def trace(name):
@@ -211,7 +217,7 @@ def mixed(n):
             nonce = secrets.token_hex(16).encode()
             code = (b'unset __c\nbuiltin echo ok 1<>"$__rx_st"; unset __rx_st __rx_in\n'
                     b"echo L%d; exec sleep 5\n" % i)
-            r.send(b"C %s 0 -1 %d\n" % (nonce, len(code)) + code)
+            r.send(head(nonce, code) + code)
             r.until(2, b"\036rexec:%s:start\n" % nonce)
             r.send(b"K\n")
             mark = b"\036rexec:%s:end" % nonce

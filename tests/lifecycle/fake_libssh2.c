@@ -21,10 +21,10 @@
  *   or on EOF (the watchdog: rc 143, cancelled); then the end line, the exit status, EOF.
  * - a runner (runner.c, remote/runner.sh): the start text (__rx_rnonce=...), answered by
  *   "\036rexec-runner:<rnonce>:ready pid-namespace" (or ":none setup"); then frames
- *   "C nonce min_rank stdin_len code_len\n" code stdin, acknowledged by "start" on stderr as soon
- *   as the header is read; "K\n" kills the running call (rc 137, killed 1); a kill that comes
- *   before the slot started the call stops it before it runs (started 0); stdin followed by
- *   readable input is a cancel (phase cancel, nothing runs); EOF kills the call and the runner
+ *   "C nonce min_rank stdin_len code_len", spaces to 95 bytes, "\n", code, stdin, acknowledged
+ *   by "start" on stderr as soon as the header is read; "K\n" kills the running call (rc 137,
+ *   killed 1); a kill that comes before the slot started the call stops it before it runs
+ *   (started 0); stdin followed by readable input is a cancel (phase cancel, nothing runs); EOF kills the call and the runner
  *   exits; a slot may report desync (nothing ran). A runner, or a call's bash -s, may also die
  *   (SIGKILL). With REXEC_LIFECYCLE_ESCAPEES=1 a call's leftover process writes after its end.
  * The test's code carries "CALLTOKEN-<n>": when a command starts, the peer reports which call
@@ -439,7 +439,8 @@ static int runner_input(lc_chan *ch)
         char nonce[LC_NONCE_MAX];
         int min;
         long long inlen, clen;
-        if (sscanf(hdr, "C %39s %d %lld %lld", nonce, &min, &inlen, &clen) != 4) {
+        /* A call frame's header is 96 bytes with its newline (the runner reads it by length) */
+        if (hl != 95 || sscanf(hdr, "C %39s %d %lld %lld", nonce, &min, &inlen, &clen) != 4) {
             runner_gone(ch); /* out of step: the runner breaks out and exits */
             return 1;
         }
