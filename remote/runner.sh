@@ -332,7 +332,9 @@ __rx_call() {
     # after the nonce: the call's shell waits for the slot's go-ahead before it reads the code,
     # and a code larger than a FIFO's buffer is written only as fast as that shell reads it
     # (or, for a call stopped before that, as the slot reads it off).
-    if [ "$((__rx_fl[i] + clen))" -le 4000 ]; then
+    # (c<k> holding bytes, which only a command writing into the slot's FIFO leaves, keeps
+    # the nonce first: a frame written behind them could wait for room, the slot for it.)
+    if [ "$((__rx_fl[i] + clen))" -le 4000 ] && ! __rx_code_there "$s"; then
         __rx_code_to "$s"
         __rx_send "$s" "n $nonce"
     else
@@ -344,6 +346,13 @@ __rx_call() {
     __rx_cur=$s __rx_next=$((1 - s))
     # only the first call starts the second slot (one that died starts again on its turn)
     [ -n "${__rx_sp[$__rx_next]}" ] || __rx_slot_start "$__rx_next"
+}
+
+__rx_code_there() { # slot: 0 if c<slot> holds bytes (the runner holds it read-write)
+    case $1 in
+    0) read -r -t 0 -u 22 ;;
+    1) read -r -t 0 -u 23 ;;
+    esac
 }
 
 __rx_code_to() { # slot: the frame in code, to c<slot>

@@ -233,11 +233,103 @@ def mixed(n):
           % (n, r.containment))
 
 
+def sizes():
+    """Frames on both sides of the size the runner writes before the slot's nonce (4,000 bytes
+    for the slot's FIFO, else after it), run and killed at once: each prints its own value and
+    a stopped call's code never runs later."""
+    r = Runner()
+    n = 0
+    for size in (3800, 3930, 3990, 4010, 4100, 70000, 3900):
+        for kill in (False, True, False):
+            n += 1
+            t = trace("size-%s-%d" % (r.rnonce, n))
+            cmd = "touch %s; echo S%d" % (t, n)
+            cmd = "#" * (size - len(cmd)) + "\n" + cmd
+            out, end = r.call(cmd, kill=kill)
+            if end["desync"] != "0":
+                die("a call of %d bytes (kill %s) left the runner out of step: %r" % (size, kill, end))
+            if not kill:
+                check_own(r, "S%d" % n, out, end)
+            elif os.path.exists(t) and end["started"] != "1":
+                die("the stopped call ran but its end says not started: %r" % end)
+            ran = os.path.exists(t)
+            out, end = r.call("echo after%d" % n)
+            check_own(r, "after%d" % n, out, end)
+            if os.path.exists(t) != ran:
+                die("a call after a %d-byte one ran the code of the call stopped before it" % size)
+    r.close()
+    print("sizes containment=%s: calls of 3,800 to 70,000 bytes, run and stopped, in step"
+          % r.containment)
+
+
+def runner_dir(r):
+    """The directory of runner r (its "owner" file names the runner's pid)."""
+    base = os.path.join(TMP, ".rexec-%d" % os.geteuid())
+    for e in os.listdir(base):
+        try:
+            with open(os.path.join(base, e, "owner")) as fh:
+                if fh.read().split()[0] == str(r.p.pid):
+                    return os.path.join(base, e)
+        except (OSError, IndexError):
+            pass
+    die("no directory of runner %d" % r.p.pid)
+
+
+def processes_of(d):
+    """Processes whose command line names directory d (slots, call shells)."""
+    found = []
+    for p in os.listdir("/proc"):
+        if p.isdigit():
+            try:
+                with open("/proc/%s/cmdline" % p, "rb") as fh:
+                    if d.encode() in fh.read():
+                        found.append(int(p))
+            except OSError:
+                pass
+    return found
+
+
+def bad_head(kind):
+    """A frame whose header is not what runner.c writes (96 bytes, "C ", newline last) or that
+    is neither C nor K: the runner runs nothing of it and exits (the controller then discards
+    it); its slots go with it."""
+    r = Runner()
+    r.call("echo warm")  # both slots are up
+    d = runner_dir(r)
+    nonce = secrets.token_hex(16).encode()
+    t = trace("badhead-%s-%s" % (r.rnonce, kind))
+    code = b'unset __c\nbuiltin echo ok 1<>"$__rx_st"; unset __rx_st __rx_in\ntouch %s\n' % t.encode()
+    h = head(nonce, code)
+    frame = {"line": b"C %s 0 -1 %d\n" % (nonce, len(code)),  # a line, not padded
+             "nonl": h[:-1] + b" ",                              # 96 bytes, no newline last
+             "fields": h[:-2] + b"5\n",                         # five fields
+             "other": b"X " + h[2:]}[kind] + code
+    r.send(frame)
+    try:
+        r.until(1, b"\036rexec:%s:end\n" % nonce)
+        die("a %s header ran as a call" % kind)
+    except EOFError:
+        pass
+    r.close()
+    deadline = time.monotonic() + WAIT_S
+    while processes_of(d):
+        if time.monotonic() > deadline:
+            die("processes of a runner that exited are still there: %r" % processes_of(d))
+        time.sleep(0.05)
+    if os.path.exists(t):
+        die("the code behind a %s header ran" % kind)
+    print("bad header %s: nothing ran, the runner exited" % kind)
+
+
 if SCENARIO == "kill":
     kill_then_calls(40, False)
     kill_then_calls(5, True)
 elif SCENARIO.startswith("plant-"):
     plant(SCENARIO[len("plant-"):])
+elif SCENARIO == "sizes":
+    sizes()
+elif SCENARIO.startswith("badhead-"):
+    bad_head(SCENARIO[len("badhead-"):])
 elif SCENARIO == "mixed":
     mixed(150)
 elif SCENARIO == "bench":  # not a test: the runner's own time for 300 calls, without ssh
