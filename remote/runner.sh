@@ -81,12 +81,9 @@ __rx_slot() {
         # wait returns early when a trapped signal came (the USR1 trap: killed 1); the call is
         # over only once kill -0 fails: until then its shell may still read the frame, and the
         # slot must not read off or report anything.
-        # Only the trap (which sets killed) makes wait return with the shell still there.
         wait "$c"; rc=$?
-        if [ "$killed" = 1 ]; then
-            while kill -0 "$c"; do wait "$c"; rc=$?; done
-            [ "$rc" != 138 ] || { wait "$c"; rc=$?; }
-        fi
+        while kill -0 "$c"; do wait "$c"; rc=$?; done
+        [ "$killed/$rc" != 1/138 ] || { wait "$c"; rc=$?; }
         incall=
         # The status is "ok", "cd" or "stdin" and a newline: three bytes in one read (the rest
         # of "stdin" read off), where a line read would take one read() and a select per byte.
@@ -161,7 +158,10 @@ __rx_slot_clean() {
     fi
     while read -r -t 0 -u 3 && [ $((i += 1)) -le 1000 ]; do
         [ "$own" = 1 ] || r=1
-        LC_ALL=C read -r -N 65536 -t 0.001 -u 3 _
+        # In a subshell: a read -N that times out keeps what it took from the FIFO but did not
+        # hand out in bash's one read buffer, which the slot's next read -N, on any fd (n<k>'s
+        # fixed-length reads), would return first. The subshell's copy goes with it.
+        (LC_ALL=C read -r -N 65536 -t 0.001 -u 3 _)
     done
     while read -r -t 0 -u 6 && [ $((i += 1)) -le 2000 ]; do
         IFS= read -r -t 1 -u 6 h
@@ -184,7 +184,7 @@ __rx_slot_refuse() { # the waiting call's shell
     __rx_slot_kill "$1"
     wait "$1"
     __rx_slot_end "$nonce" desync 1 0 0 1
-    until read -r -t 0 -u 4; do LC_ALL=C read -r -N 65536 -t 0.2 -u 3 _; done
+    until read -r -t 0 -u 4; do (LC_ALL=C read -r -N 65536 -t 0.2 -u 3 _); done # (see clean)
 }
 
 __rx_slot_end() { # nonce phase rc killed started desync: the markers, after everything is gone

@@ -262,6 +262,29 @@ def sizes():
           % r.containment)
 
 
+def marks():
+    """The ends the runner itself writes (a call that never reaches a slot: its minimum rank
+    above the runner's, or a kill right after its stdin) come on the right streams, and later
+    calls run."""
+    r = Runner()
+    code = b'unset __c\nbuiltin echo ok 1<>"$__rx_st"; unset __rx_st __rx_in\necho RAN\n'
+    for min_rank, stdin, kill, phase in ((9, None, False, "contain"), (0, b"abc", True, "cancel"),
+                                         (0, b"abc", False, "cmd")):
+        nonce = secrets.token_hex(16).encode()
+        h = b"C %s %d %d %d" % (nonce, min_rank, -1 if stdin is None else len(stdin), len(code))
+        r.send(h + b" " * (95 - len(h)) + b"\n" + code + (stdin or b"") + (b"K\n" if kill else b""))
+        mark = b"\036rexec:%s:end" % nonce
+        out = r.until(1, mark + b"\n")[:-len(mark) - 1]
+        end = r.end_line(mark)
+        if end["phase"] != phase or out != (b"RAN\n" if phase == "cmd" else b""):
+            die("a call meant to end %s printed %r and ended %r" % (phase, out, end))
+    out, end = r.call("echo after")
+    check_own(r, "after", out, end)
+    r.close()
+    print("marks containment=%s: contain and cancel ends on both streams, then calls run"
+          % r.containment)
+
+
 def runner_dir(r):
     """The directory of runner r (its "owner" file names the runner's pid)."""
     base = os.path.join(TMP, ".rexec-%d" % os.geteuid())
@@ -326,6 +349,8 @@ if SCENARIO == "kill":
     kill_then_calls(5, True)
 elif SCENARIO.startswith("plant-"):
     plant(SCENARIO[len("plant-"):])
+elif SCENARIO == "marks":
+    marks()
 elif SCENARIO == "sizes":
     sizes()
 elif SCENARIO.startswith("badhead-"):

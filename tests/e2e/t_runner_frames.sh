@@ -6,6 +6,7 @@
 #    value, and the stopped call's code never runs later (also with a 100 KiB code);
 #  - calls on both sides of 4,000 bytes (the runner writes a smaller frame before the slot's
 #    nonce, a larger one after it), run and stopped at once: every call in step;
+#  - the ends the runner writes itself (contain, cancel) on the right streams;
 #  - a header that is not 96 bytes, "C " and a newline last (an unpadded line, no newline, five
 #    fields) or a frame neither C nor K: nothing of it runs, the runner exits, its slots go;
 #  - bytes a command writes into its runner's FIFOs (c0/c1, n0/n1, g0/g1, junk): the planted
@@ -28,7 +29,7 @@ mkdir -m 700 "$T"
 
 # ---- frames ----------------------------------------------------------------------------------
 for rank in 3 1; do
-    for sc in kill sizes plant-c plant-n plant-g plant-junk plant-all mixed \
+    for sc in kill sizes marks plant-c plant-n plant-g plant-junk plant-all mixed \
         badhead-line badhead-nonl badhead-fields badhead-other; do
         timeout 300 "$RX_PYTHON" "$DRV" "$REXEC_SRC" "$T" "$sc" "$rank" >"$OUT" 2>"$ERR" ||
             fail "$sc (max rank $rank): $(cat "$OUT" "$ERR")"
