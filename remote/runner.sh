@@ -319,47 +319,27 @@ __rx_call() {
         return 0
     fi
     __rx_slot_up "$s" || return 1
-    # The frame on c<k> is "<nonce> <length in bytes, 10 digits>\n" and the code, after the
-    # line naming the call's status FIFO and stdin (__rx_fp, with its length in bytes in
-    # __rx_fl); it takes the place of the code in the one variable, and goes out in one echo
-    # (printf writes a line at a time).
+    # The nonce first: the call's shell waits for the slot's go-ahead before it reads the code,
+    # and a code larger than a FIFO's buffer is written only as fast as that shell reads it
+    # (or, for a call stopped before that, as the slot reads it off). The frame on c<k> is
+    # "<nonce> <length in bytes, 10 digits>\n" and the code, after the line naming the call's
+    # status FIFO and stdin (__rx_fp, with its length in bytes in __rx_fl); it takes the place
+    # of the code in the one variable and goes out in one echo (printf writes a line at a time).
+    # (Writing a small frame before the nonce, so that the slot and the shell wake once, was
+    # measured: no faster, docs/PERFORMANCE.md.)
+    __rx_send "$s" "n $nonce"
     i=$s
     [ -z "$in" ] || i=$((s + 2))
     printf -v code '%s %010d\n%s%s' "$nonce" "$((__rx_fl[i] + clen))" "${__rx_fp[i]}" "$code"
-    # A frame that fits in an empty FIFO's smallest buffer (one page; c<k> is empty between
-    # calls: the slot reads off what a call left before it ends it) goes first: the slot and the
-    # call's shell then find the code there when they wake, and wake once. A larger one goes
-    # after the nonce: the call's shell waits for the slot's go-ahead before it reads the code,
-    # and a code larger than a FIFO's buffer is written only as fast as that shell reads it
-    # (or, for a call stopped before that, as the slot reads it off).
-    # (c<k> holding bytes, which only a command writing into the slot's FIFO leaves, keeps
-    # the nonce first: a frame written behind them could wait for room, the slot for it.)
-    if [ "$((__rx_fl[i] + clen))" -le 4000 ] && ! __rx_code_there "$s"; then
-        __rx_code_to "$s"
-        __rx_send "$s" "n $nonce"
-    else
-        __rx_send "$s" "n $nonce"
-        __rx_code_to "$s"
-    fi
+    case $s in
+    0) echo -n "$code" >&22 ;;
+    1) echo -n "$code" >&23 ;;
+    esac
     code=
     unset code
     __rx_cur=$s __rx_next=$((1 - s))
     # only the first call starts the second slot (one that died starts again on its turn)
     [ -n "${__rx_sp[$__rx_next]}" ] || __rx_slot_start "$__rx_next"
-}
-
-__rx_code_there() { # slot: 0 if c<slot> holds bytes (the runner holds it read-write)
-    case $1 in
-    0) read -r -t 0 -u 22 ;;
-    1) read -r -t 0 -u 23 ;;
-    esac
-}
-
-__rx_code_to() { # slot: the frame in code, to c<slot>
-    case $1 in
-    0) echo -n "$code" >&22 ;;
-    1) echo -n "$code" >&23 ;;
-    esac
 }
 
 # The line before a call's code, for slot 0 and 1 without stdin, then with: computed once, with

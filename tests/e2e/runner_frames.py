@@ -234,9 +234,9 @@ def mixed(n):
 
 
 def sizes():
-    """Frames on both sides of the size the runner writes before the slot's nonce (4,000 bytes
-    for the slot's FIFO, else after it), run and killed at once: each prints its own value and
-    a stopped call's code never runs later."""
+    """Frames around a FIFO's page (4 KiB) and beyond its 64 KiB, run and killed at once: each
+    prints its own value and a stopped call's code never runs later. (A stopped call's leftovers
+    read off with a read -N that timed out once came back in the slot's next read of n<k>.)"""
     r = Runner()
     n = 0
     for size in (3800, 3930, 3990, 4010, 4100, 70000, 3900):

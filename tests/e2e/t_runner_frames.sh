@@ -4,8 +4,8 @@
 # queues them, code as rx_render_runner_code renders it), with a TMPDIR of the test's own.
 #  - a `C` frame immediately followed by `K`, then calls: each later call prints only its own
 #    value, and the stopped call's code never runs later (also with a 100 KiB code);
-#  - calls on both sides of 4,000 bytes (the runner writes a smaller frame before the slot's
-#    nonce, a larger one after it), run and stopped at once: every call in step;
+#  - calls of 3,800 to 70,000 bytes (around a FIFO's page and its 64 KiB), run and stopped at
+#    once: every call in step (this also caught a bash read -N buffer leaking between FIFOs);
 #  - the ends the runner writes itself (contain, cancel) on the right streams;
 #  - a header that is not 96 bytes, "C " and a newline last (an unpadded line, no newline, five
 #    fields) or a frame neither C nor K: nothing of it runs, the runner exits, its slots go;
