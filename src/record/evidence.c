@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -489,6 +490,13 @@ typedef struct ev_syncer {
 
 static ev_syncer syncer = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
                            PTHREAD_COND_INITIALIZER, 0, 0, -1, 0, 0};
+static _Atomic unsigned long n_by_helper, n_dirs_at_commit;
+
+void rx_evidence_sync_counts(unsigned long *by_helper, unsigned long *dirs_at_commit)
+{
+    *by_helper = n_by_helper;
+    *dirs_at_commit = n_dirs_at_commit;
+}
 
 static void *syncer_main(void *arg)
 {
@@ -557,8 +565,10 @@ static int ev_fsync_all(rx_evidence *ev, const int *fds, const char *const *name
     int handed = n > 1 && syncer_give(fds[n - 1]);
     for (size_t i = 0; i + (size_t)handed < n; i++)
         errs[i] = fsync(fds[i]) == 0 ? 0 : errno;
-    if (handed)
+    if (handed) {
         errs[n - 1] = syncer_wait();
+        n_by_helper++;
+    }
     for (size_t i = 0; i < n; i++)
         if (errs[i] != 0)
             return names[i] ? rx_fail(err, REXEC_EAUDIT, "%s/%s: cannot write: %s", ev->tmp,
@@ -603,8 +613,10 @@ static int ev_sync_files(rx_evidence *ev, const char *mtext, int *mfd, rexec_err
         if (ev->stored[i] > 0)
             fds[n] = ev->fd[i], names[n++] = ev_files[i];
     fds[n] = *mfd, names[n++] = ev_files[2];
-    if (!ev->dir_synced)
+    if (!ev->dir_synced) {
         fds[n] = ev->dfd, names[n++] = NULL;
+        n_dirs_at_commit++;
+    }
     return ev_fsync_all(ev, fds, names, n, err);
 }
 
