@@ -473,7 +473,7 @@ void rx_evidence_append(rx_evidence *ev, int stream, const void *data, size_t le
  * A commit syncs two to four things (stdout when it has bytes, stderr likewise, meta.json, the
  * directory unless it came synced with a spare), each a wait for the disk; none depends on
  * another, only the rename must come after all of them. One after another they were about a
- * third of serve's time between a command's end and its answer (docs/PERFORMANCE.md). One helper
+ * quarter of serve's time between a command's end and its answer (docs/PERFORMANCE.md). One helper
  * thread per process (started at the first commit) takes one of them while the committing
  * thread does the others; the disk serves both at once (on ext4 without a journal each fsync is
  * a cache flush of its own, and concurrent flushes are merged). When the helper is busy (commits
