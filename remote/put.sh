@@ -24,8 +24,9 @@ __rx_put_hash() {
 # one copy a file write needs), and every 8 MiB sync_file_range(2) starts their writeback, so
 # that the sync before the rename has little left to wait for. tee(2) refusing (EINVAL: stdin
 # is not a pipe) falls back to read/write. Exit 0 when stdin ended, 1 on an error. ARGV: the
-# file, then the syscall numbers of splice, tee and sync_file_range.
-__rx_put_plcopy='binmode STDIN; binmode STDOUT; my ($f, $sp, $te, $sf) = @ARGV; $sp += 0; $te += 0; $sf += 0;
+# file, then the syscall numbers of splice, tee and sync_file_range. The pipe to the hash is
+# grown to 1 MiB as remote/copier.sh grows its own.
+__rx_put_plcopy='binmode STDIN; binmode STDOUT; fcntl(STDOUT, 1031, 1048576); my ($f, $sp, $te, $sf) = @ARGV; $sp += 0; $te += 0; $sf += 0;
 open(my $o, "+<", $f) or exit 1; binmode $o; my $fd = fileno $o; my ($off, $done, $b) = (0, 0);
 while (1) { my $r;
 if ($te) { $r = syscall($te, 0, 1, 1048576, 0); if ($r < 0) { exit 1 unless $! == 22 && !$off; $te = 0; next }
