@@ -1,6 +1,6 @@
 # rexec bulk stdin copier (docs/remote-contract.md, "Stdin of unknown length"): sent after
 # remote/wrapper.sh only for a framed stdin or one of 16 MiB or more (render.c), so a small
-# call does not pay for its bytes (bash reads the script one byte at a time).
+# call does not pay for its perl start (the probe below: a few ms).
 #
 # One perl process copies every frame (or the N bytes) from the channel (stdin) to stdout
 # instead of one dd per 4 MiB frame, and pipe to pipe it moves the pages with splice(2) rather

@@ -156,8 +156,8 @@ static int render_exports(const rx_render_in *in, rx_buf *out)
 }
 
 /* remote/copier.sh (one perl process with splice(2) instead of one dd per frame) is sent only
- * with a stdin big enough to pay for its bytes and its perl start: framed (from a pipe, length
- * unknown) or at least RX_RENDER_COPIER_MIN bytes. */
+ * with a stdin big enough to pay for its perl start (a probe, a few ms): framed (from a pipe,
+ * length unknown) or at least RX_RENDER_COPIER_MIN bytes. */
 static int render_wants_copier(const rx_render_in *in)
 {
     return in->stdin_framed || in->stdin_len >= RX_RENDER_COPIER_MIN;
