@@ -10,13 +10,14 @@
 # left of it, so nothing past the end frame (or byte N) is taken from the channel; exit 0 when
 # all came, 2 when the channel ended first (or a header was not one), 1 on a write error (or
 # SIGPIPE: nobody reads any more). ARGV: N (-1: frames), splice(2)'s syscall number (0: none;
-# EINVAL, when an end is not a pipe, falls back to read/write). perl-base only (no modules).
+# EINVAL, when an end is not a pipe, falls back to read/write). perl-base only (no modules);
+# every syscall argument is a number (perl would pass a string as a pointer).
 # Both pipes are first grown to 1 MiB (F_SETPIPE_SZ, 1031; pipe-max-size's default; refused
 # quietly where a limit says no): sshd, the copier and the command then wake each other a
-# sixteenth as often as with 64 KiB pipes, which cut the VM's CPU for a GiB into sha256sum
-# below the bare libssh2 writer's (docs/PERFORMANCE.md).
+# sixteenth as often as with 64 KiB pipes, which brought the VM's CPU for a piped sha256sum
+# down to the bare libssh2 writer's (docs/PERFORMANCE.md).
 __rx_plcopy='binmode STDIN; binmode STDOUT; fcntl(STDIN, 1031, 1048576); fcntl(STDOUT, 1031, 1048576); my ($n, $sp) = @ARGV; $sp += 0; my ($b, $c, $h);
-sub cp { my $left = shift; while ($left > 0) {
+sub cp { my $left = 0 + shift; while ($left > 0) {
 my $k = $left < 1048576 ? $left : 1048576; my $r;
 if ($sp) { $r = syscall($sp, 0, 0, 1, 0, $k, 0); if ($r < 0) { exit 1 unless $! == 22; $sp = 0; next } }
 else { $r = sysread(STDIN, $b, $k); exit 1 unless defined $r;
