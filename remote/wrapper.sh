@@ -73,7 +73,9 @@ __rx_dd=(dd bs=65536 iflag=fullblock,count_bytes status=none)
 # reads a pipe ahead), dd exactly one frame's bytes: nothing past the end frame is read. dd runs
 # in the background ($c) so that a TERM trap of the caller runs at once. Returns dd's status, or
 # 2 when the frames stopped before the end frame (EOF: a cancel, or the connection lost).
+# With a bulk stdin, remote/copier.sh may set __rx_pl=1: one perl process does it all instead.
 __rx_copy() {
+    [ "${__rx_pl:-0}" != 1 ] || { __rx_copy_pl; return; }
     if [ "${__rx_stdin_framed:-0}" != 1 ]; then
         "${__rx_dd[@]}" count="$__rx_stdin_len" <&7 &
         c=$!
@@ -105,12 +107,12 @@ __rx_stage_stdin() {
 
 # A piped stdin (__rx_stdin_piped=1, the action's "stdin": "piped"): the command reads a
 # private FIFO that a feeder fills from the channel while the command runs, as with ssh, instead
-# of a file staged before it starts. Tries dd's options first (once the command runs, a dd that
-# refuses them could not be told from a command that stopped reading), then creates the FIFO
-# (mkfifo never replaces what exists).
+# of a file staged before it starts. Tries dd's options first (remote/copier.sh tried its perl
+# copier already; once the command runs, a dd that refuses them could not be told from a command
+# that stopped reading), then creates the FIFO (mkfifo never replaces what exists).
 __rx_piped_fifo() {
     __rx_fifo=${TMPDIR:-/tmp}/.rexec-stdin-$__rx_nonce
-    "${__rx_dd[@]}" count=0 </dev/null >/dev/null 2>&1 &&
+    { [ "${__rx_pl:-0}" = 1 ] || "${__rx_dd[@]}" count=0 </dev/null >/dev/null 2>&1; } &&
         (umask 077 && exec mkfifo -m 600 -- "$__rx_fifo") </dev/null 2>/dev/null
 }
 
