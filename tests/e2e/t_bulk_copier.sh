@@ -26,7 +26,7 @@ copy() {
     local rc=0
     bash -c '
         . "$REXEC_SRC/remote/wrapper.sh"; . "$REXEC_SRC/remote/copier.sh"
-        case $1 in dd) __rx_pl=0 ;; rw) __rx_splice=0 ;; esac
+        case $1 in dd) __rx_pl=0 __rx_pl_frame= ;; rw) __rx_splice=0 ;; esac
         [ "$1" = dd ] || [ "${__rx_pl:-0}" = 1 ] || { echo "perl copier not picked" >&2; exit 99; }
         __rx_stdin_framed=$2 __rx_stdin_len=$3
         exec 7<&0 </dev/null
@@ -77,7 +77,7 @@ for mode in splice rw dd; do
     # the reader goes after 10 bytes: the copier fails, and says neither "whole" nor "cancel"
     rc=$(bash -c '
         . "$REXEC_SRC/remote/wrapper.sh"; . "$REXEC_SRC/remote/copier.sh"
-        case $1 in dd) __rx_pl=0 ;; rw) __rx_splice=0 ;; esac
+        case $1 in dd) __rx_pl=0 __rx_pl_frame= ;; rw) __rx_splice=0 ;; esac
         __rx_stdin_framed=1 __rx_stdin_len=0
         exec 7<&0 </dev/null
         __rx_copy | head -c 10 >/dev/null; echo "${PIPESTATUS[0]}"' _ "$mode" <"$T/big")
