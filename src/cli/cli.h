@@ -44,6 +44,9 @@ void cli_redact_workspace(const char *dir);
 /* The context whose redactor to use from now on; NULL before it is closed. */
 struct rexec_ctx;
 void cli_redact_use(const struct rexec_ctx *ctx);
+/* From now on what is printed is rexec serve's replies, which serve redacted: the shapes only
+ * (no workspace is loaded, no secret file read); output.c says why. */
+void cli_redact_serve_replies(void);
 /* s redacted: malloc'd, never NULL ("[REDACTED:UNAVAILABLE]" when memory runs out). */
 char *cli_redact(const char *s);
 /* 1 when the workspace's secrets are known to the redaction path (it loaded). */

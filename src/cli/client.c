@@ -85,7 +85,8 @@ static void add_fanout(cJSON *o, const rexec_fanout_spec *f)
         cJSON_AddNumberToObject(o, "retry_unavailable", (double)f->retry_unavailable);
 }
 
-/* The request line: the same fields a --request file has, plus op, id, targets, stream. */
+/* The request line, newline included: the same fields a --request file has, plus op, id,
+ * targets, stream. */
 static char *request_line(const rexec_request *req, const char *op, const char *targets, int stream,
                           int parallel, int streamed)
 {
@@ -124,9 +125,14 @@ static char *request_line(const rexec_request *req, const char *op, const char *
         add_fanout(o, &client_fanout);
     }
     cJSON_Delete(params);
-    char *text = cJSON_PrintUnformatted(o);
+    char *text = cJSON_PrintUnformatted(o), *line = NULL;
     cJSON_Delete(o);
-    return text;
+    size_t n = text ? strlen(text) : 0;
+    if (text && (line = realloc(text, n + 2)) != NULL)
+        memcpy(line + n, "\n", 2);
+    else
+        free(text);
+    return line;
 }
 
 /* ---- replies -------------------------------------------------------------------------------- */
@@ -537,9 +543,9 @@ int cli_client_call(const char *socket_path, const char *op, const rexec_request
         close(fd);
         return cli_error(70, "out of memory");
     }
-    cli_write_all(fd, line, strlen(line));
-    cli_write_all(fd, "\n", 1);
+    cli_write_all(fd, line, strlen(line)); /* with its newline: one write, one wake-up of serve */
     free(line);
+    cli_redact_serve_replies(); /* what follows is serve's, redacted there */
     /* the stdin lines are written as the socket takes them, between replies */
     if (streamed)
         fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);

@@ -100,9 +100,18 @@ static void show_decision(const rexec_result *res)
     dprintf(1, "%s%s\n", res->rendered ? "\n  would run: " : "", res->rendered ? res->rendered : "");
 }
 
+/* In text mode, whether the result prints anything of its own (a plain success prints none). */
+static int text_says_something(const rexec_result *res, int eval)
+{
+    return res->error || res->challenge_id || res->timed_out || res->truncated ||
+           (eval && res->decision);
+}
+
 void cli_show_result(const rexec_result *in, int json, int eval)
 {
     rexec_result shown = *in, *res = &shown;
+    if (!json && !text_says_something(in, eval))
+        return; /* nothing to redact: no redactor is built */
 #define REDACT_FIELD_(f) shown.f = cli_redact(in->f);
     RESULT_TEXT_FIELDS(REDACT_FIELD_)
 #undef REDACT_FIELD_
@@ -314,6 +323,7 @@ static struct {
     const rexec_ctx *ctx;     /* the loaded context, while it is open */
     rexec_redactor *own;      /* built from dir at the first use */
     int tried, loaded;        /* own was tried; it holds the workspace's secrets */
+    int serve_text;           /* what is left to print came from rexec serve, redacted there */
 } red;
 
 static void redact_release(void)
@@ -339,13 +349,25 @@ void cli_redact_use(const rexec_ctx *ctx)
     red.ctx = ctx;
 }
 
+/* The client (client.c) once its request is sent: every text still to be printed is a reply of
+ * rexec serve, which redacted it with its own workspace's secrets, the only ones its calls are
+ * handed (docs/redaction.md, "Through rexec serve"). Loading the caller's workspace again
+ * (rexec.json, every parameter pattern compiled, the secret files read) would cost the call
+ * ~0.7 ms and add nothing: the caller's workspace may not be serve's, and one of another user
+ * cannot read the secrets. What serve sent still passes the shapes (a redactor without secrets:
+ * no file is read); a redactor already built is kept. */
+void cli_redact_serve_replies(void)
+{
+    red.serve_text = 1;
+}
+
 static void redact_load(void)
 {
     rexec_error e;
     if (red.tried || red.ctx)
         return;
     red.tried = 1;
-    red.loaded = red.dir && rexec_redactor_open(red.dir, &red.own, &e) == 0;
+    red.loaded = !red.serve_text && red.dir && rexec_redactor_open(red.dir, &red.own, &e) == 0;
     if (!red.loaded) /* the workspace does not load: no secret is known, the shapes still are */
         (void)rexec_redactor_open(NULL, &red.own, &e);
 }
