@@ -5,6 +5,8 @@
 include(CMakePackageConfigHelpers)
 
 install(TARGETS rexec RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# the full program the light front (bin/rexec) execs for every command it does not run itself
+install(TARGETS rexec_full RUNTIME DESTINATION ${CMAKE_INSTALL_LIBEXECDIR}/rexec)
 install(TARGETS rexec_shared rexec_static EXPORT rexecTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}

@@ -13,8 +13,6 @@
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
 
 #include "cli.h"
 
@@ -103,10 +101,10 @@ static char *request_line(const rexec_request *req, const char *op, const char *
         if (streamed)
             cJSON_AddBoolToObject(o, "stdin_stream", 1);
         else if (req->stdin_data) {
-            unsigned char *b = malloc(4 * ((req->stdin_len + 2) / 3) + 1);
+            char *b = malloc(4 * ((req->stdin_len + 2) / 3) + 1);
             if (b)
-                EVP_EncodeBlock(b, req->stdin_data, (int)req->stdin_len);
-            cJSON_AddStringToObject(o, "stdin_base64", b ? (char *)b : "");
+                rexec_base64_encode(b, req->stdin_data, req->stdin_len);
+            cJSON_AddStringToObject(o, "stdin_base64", b ? b : "");
             free(b);
         }
         if (req->grant_id)
@@ -191,12 +189,12 @@ static unsigned char *jbytes(const cJSON *o, const char *key, size_t *len)
         return NULL;
     size_t n = strlen(t);
     unsigned char *b = malloc(n / 4 * 3 + 1);
-    int got = b ? EVP_DecodeBlock(b, (const unsigned char *)t, (int)n) : -1;
+    long got = b ? rexec_base64_decode(b, t, n) : -1;
     if (got < 0) {
         free(b);
         return NULL;
     }
-    *len = (size_t)got - (n >= 1 && t[n - 1] == '=') - (n >= 2 && t[n - 2] == '=');
+    *len = (size_t)got;
     return b;
 }
 
@@ -397,10 +395,10 @@ static int upload_next(upload *up)
     }
     size_t h = sizeof(CLIENT_STDIN_HEAD) - 1;
     memcpy(up->line, CLIENT_STDIN_HEAD, h);
-    h += (size_t)EVP_EncodeBlock((unsigned char *)up->line + h, piece, (int)n);
+    h += rexec_base64_encode(up->line + h, piece, (size_t)n);
     memcpy(up->line + h, "\"}\n", 3);
     up->len = h + 3;
-    OPENSSL_cleanse(piece, sizeof(piece));
+    explicit_bzero(piece, sizeof(piece));
     return 0;
 }
 
@@ -509,7 +507,7 @@ static void upload_free(upload *up)
     if (up->src > 0)
         close(up->src);
     if (up->line)
-        OPENSSL_cleanse(up->line, CLIENT_LINE_MAX);
+        explicit_bzero(up->line, CLIENT_LINE_MAX);
     free(up->line);
     free(up->err);
 }

@@ -136,7 +136,7 @@ expect 64 "unknown command \"nope\"" "$REXEC_BIN" --workspace "$RX_TMP/nowhere" 
 SOCK=$RX_TMP/s.sock
 "$REXEC_BIN" --workspace "$WS" serve --socket "$SOCK" --log json 2>"$RX_TMP/serve.err" &
 SERVE=$!
-trap '_t_rc=$?; stop_gently $SERVE; _rx_cleanup' EXIT
+trap '_t_rc=$?; stop_gently $SERVE; (exit $_t_rc); _rx_cleanup' EXIT  # the failure's status to _rx_cleanup
 wait_until 20 test -S "$SOCK"
 expect 78 "unknown host \"$M\"" rx --socket "$SOCK" run "$S" t.echo -p text=x
 expect 78 "$M" rx --socket "$SOCK" run "lab1,$S" t.echo -p text=x --json
@@ -161,8 +161,8 @@ for ws in "$WS" "$RX_TMP/nowhere"; do
     assert_contains "$OUT" "\"stdout\":\"o:$M"
     valid_json
     expect 78 "unknown action \"$M\"" "${SX[@]}" run lab1 "$S"
-    expect 0 "would run: echo $M" "${SX[@]}" eval lab1 t.echo -p "text=$S"
-    expect 0 "\"rendered\":\"echo $M" "${SX[@]}" eval lab1 t.echo -p "text=$S" --json
+    expect 0 "would run: echo '$M'" "${SX[@]}" eval lab1 t.echo -p "text=$S"
+    expect 0 "\"rendered\":\"echo '$M'" "${SX[@]}" eval lab1 t.echo -p "text=$S" --json
 done
 # the CLI under --socket that cannot read the workspace masks what it cannot redact
 expect 255 "cannot reach rexec serve at [NOT SHOWN]" \

@@ -37,7 +37,7 @@ assert_contains "$OUT" static-direct
 SOCK=$RX_TMP/s.sock
 "$REXEC_BIN" --workspace "$WS" serve --socket "$SOCK" 2>"$RX_TMP/serve.err" &
 SERVE=$!
-trap '_t_rc=$?; stop_gently $SERVE; _rx_cleanup' EXIT
+trap '_t_rc=$?; stop_gently $SERVE; (exit $_t_rc); _rx_cleanup' EXIT  # the failure's status to _rx_cleanup
 wait_until 20 test -S "$SOCK"
 assert_exit 0 sx --socket "$SOCK" run lab1 sys.echo -p text=static-client
 assert_contains "$OUT" static-client
