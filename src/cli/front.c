@@ -31,11 +31,15 @@
 static char **front_argv;
 static int request_sent, json_errors;
 
-/* The full program in place of this one; returns only when it cannot be started (70). */
+/* The full program in place of this one; returns only when it cannot be started (70). Where
+ * this program is: /proc/self/exe (symlinks resolved), else argv[0] when it names a path. */
 static int exec_full(void)
 {
     char self[PATH_MAX], path[PATH_MAX + 64];
     ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n <= 0 && front_argv[0] && strchr(front_argv[0], '/') &&
+        strlen(front_argv[0]) < sizeof(self))
+        n = (ssize_t)strlen(strcpy(self, front_argv[0]));
     char *slash = n > 0 ? (self[n] = 0, strrchr(self, '/')) : NULL;
     int e = ENOENT;
     if (slash) {
@@ -153,6 +157,8 @@ static int front_takes(front_call *f, int argc, char **argv)
     int i = 1, positional = 0;
     const char *env = getenv("REXEC_SOCKET");
     f->socket = env;
+    if (argc < 3)
+        return 0; /* no command and arguments: the full program's help or usage error */
     for (; i < argc && argv[i][0] == '-'; i++)
         if (!take_option(f, argc, argv, &i, 0))
             return 0; /* --version, --help, "--", and anything unknown */
