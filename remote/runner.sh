@@ -1,4 +1,4 @@
-# rexec remote runner: one long-lived `bash -s` per channel that runs call after call.
+# rexec remote runner: one long-lived shell per channel (its script taken in one read: docs/remote-contract.md) that runs call after call.
 # See docs/remote-contract.md ("The runner") for the whole protocol. In short:
 #
 # The controller sends this file after wrapper.sh (whose __rx_userns_ok and __rx_pick it uses),

@@ -1,4 +1,4 @@
-# rexec remote wrapper: what `bash -s` runs on the tool VM for every call.
+# rexec remote wrapper: what the channel's shell runs on the tool VM for every call.
 #
 # The controller sends, on the channel's stdin: variable assignments (__rx_*), the action's
 # secrets as `export NAME='value'` lines, this file, then the line `__rx_main; exit`, then the

@@ -90,8 +90,15 @@ def wrapper_script(root, command):
     return head.encode() + body + b"__rx_main; exit\n"
 
 
+def one_read(script):
+    """The command rexec's channel runs for a script (src/shell/boot.c): bash takes the script in
+    one read, then runs it (docs/remote-contract.md, "The script in one read")."""
+    return ("bash -c 'LC_ALL=C IFS= read -r -N %d __rx_s || exit 255; "
+            "eval \"unset __rx_s; $__rx_s\"'" % len(script))
+
+
 def run_wrapper(argv, script):
-    """argv (an ssh running bash -s) fed the script; its stdin stays open until the call is over,
+    """argv (an ssh running one_read(script)) fed the script; its stdin stays open until the call is over,
     as rexec's channel does (EOF there means "cancel" to the wrapper)."""
     p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE)
@@ -212,8 +219,8 @@ class Async:
         await asyncio.gather(*(self._run(self.conns[h], cmd) for h in hosts))
 
     async def _script(self, conn, script):
-        """bash -s fed rexec's wrapper script, its stdin left open (as rexec's channel)."""
-        proc = await conn.create_process("bash -s", encoding=None)
+        """rexec's wrapper script, run as rexec's channel runs it (one_read), its stdin left open."""
+        proc = await conn.create_process(one_read(script), encoding=None)
         proc.stdin.write(script)
         r = await proc.wait()
         proc.stdin.write_eof()
@@ -383,9 +390,9 @@ def main():
              lambda: run(lab.ssh_base(p1, ["-S", ctl]) + [tgt, cmd])),
             ("ssh_cm_chain", "ssh -S ctl, rexec's remote process chain",
              lambda: run(lab.ssh_base(p1, ["-S", ctl]) + [tgt, chain])),
-            ("ssh_cm_wrapper", "ssh -S ctl, bash -s with rexec's wrapper script",
-             lambda: run_wrapper(lab.ssh_base(p1, ["-S", ctl]) + [tgt, "bash -s"],
-                                 wrapper_script(a.src, cmd))),
+            ("ssh_cm_wrapper", "ssh -S ctl, rexec's wrapper script",
+             lambda: (lambda sc: run_wrapper(lab.ssh_base(p1, ["-S", ctl]) + [tgt, one_read(sc)],
+                                             sc))(wrapper_script(a.src, cmd))),
             ("ssh_cold", "ssh (a connection per call)",
              lambda: run(lab.ssh_base(p1, ["-o", "ControlMaster=no", "-o", "ControlPath=none"])
                          + [tgt, cmd])),

@@ -25,11 +25,12 @@ def vm_procs(lab_script, lab_dir):
 
 
 def runner_pids(procs):
-    """The runners' own `bash -s` (their parent is sshd's session process, not a runner)."""
+    """The runners' own shells (`bash -c 'LC_ALL=C IFS= read -r -N ...'`; their parent is sshd's
+    session process, not a runner)."""
     pids = set()
     for line in procs:
         pid, _, cmd = line.partition(" ")
-        if re.search(r"\bbash -s\b", cmd) or cmd.strip() in ("bash -s", "-bash -s"):
+        if re.match(r"-?bash -c LC_ALL=C IFS= read -r -N [0-9]+ __rx_s ", cmd.strip()):
             pids.add(int(pid))
     tops = set()
     for p in pids:

@@ -154,7 +154,7 @@ def faults(a, stop, log):
             stop.wait(5)
             lab(a, "thaw", host)
         elif kind == "kill-runners":
-            ps = lab(a, "ps", r"^bash -s$").stdout.split("\n")
+            ps = lab(a, "ps", r"^bash -c LC_ALL=C IFS= read -r -N [0-9]+ __rx_s ").stdout.split("\n")
             for line in ps:
                 if line.strip():
                     try:

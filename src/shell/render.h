@@ -63,6 +63,19 @@ int rx_render_script(const rx_render_in *in, rx_buf *out, rexec_error *err);
  * working directory, command), without the nonce. Same checks and errors as rx_render_script. */
 int rx_render_runner_code(const rx_render_in *in, rx_buf *out, rexec_error *err);
 
+/* The command a channel runs for a script of script_len bytes (a call's wrapper, a check, a
+ * runner's start), written into buf (RX_BOOT_CMD_MAX bytes; returns its length):
+ *   bash -c 'LC_ALL=C IFS= read -r -N <script_len> __rx_s || exit 255; eval "unset __rx_s; $__rx_s"'
+ * `bash -s` reads a script from a pipe one byte per read(), as it must not read past a command
+ * (what follows may be the command's stdin): a runner's start (34 KB) cost 34,000 reads on the
+ * VM, a call's wrapper 12,000. `read -N` takes the script in one read (a byte count: C locale),
+ * and leaves what follows it (stdin, frames) in the pipe. Nothing runs until the whole script
+ * is in: a script cut short fails the read, and bash exits 255. (Not `bash -s` running such a
+ * line itself: bash 5.2 crashes when code run by eval under `bash -s` redirects fd 0.) A script
+ * holding a NUL byte (bash drops those, so the count would be off) gets plain `bash -s`. */
+#define RX_BOOT_CMD_MAX 160
+size_t rx_render_boot_cmd(char *buf, size_t cap, const void *script, size_t script_len);
+
 /* What starts a runner on a channel: its nonce and the host's containment cap, the wrapper's
  * and the runner's definitions, and the line that starts it. */
 int rx_render_runner_start(rx_buf *out, const char *rnonce, int max_rank);

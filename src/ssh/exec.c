@@ -45,6 +45,7 @@ struct rx_exec {
     LIBSSH2_CHANNEL *ch;
     exec_state state;
     unsigned char *data; /* script then stdin bytes */
+    char cmd[RX_BOOT_CMD_MAX]; /* what the channel runs: the script taken in one read (render.h) */
     size_t len, off, script_len;
     unsigned char *rbuf;  /* RX_EXEC_READ: every read of stdout/stderr lands here */
     size_t rmax;          /* the most of rbuf a read filled (wiped at the end) */
@@ -344,7 +345,7 @@ static int st_exec(rx_exec *e)
         exec_error(e, REXEC_ECANCELLED, "%s: cancelled before it started", rx_session_host(e->s)->name);
         return lost(e);
     }
-    int rc = libssh2_channel_exec(e->ch, "bash -s");
+    int rc = libssh2_channel_exec(e->ch, e->cmd);
     e->exec_sent = 1;
     if (rc == LIBSSH2_ERROR_EAGAIN)
         return RX_STEP_AGAIN;
@@ -704,6 +705,7 @@ int rx_exec_start(rx_session *s, const rx_exec_opts *opts, const rx_exec_cb *cb,
     if (opts->stdin_data && opts->stdin_len)
         memcpy(e->data + opts->script_len, opts->stdin_data, opts->stdin_len);
     e->script_len = opts->script_len;
+    rx_render_boot_cmd(e->cmd, sizeof(e->cmd), opts->script, opts->script_len);
     e->s = s;
     e->cb = *cb;
     e->backstop_s = opts->backstop_s;

@@ -76,6 +76,7 @@ struct rx_runner {
     int max_rank;
     double idle_s;
     const int *held;  /* the pool's count of open requests that include the host (or NULL) */
+    char cmd[RX_BOOT_CMD_MAX]; /* what the channel runs: the start script in one read (render.h) */
     rx_buf out;       /* bytes for the channel: definitions, frames, kill lines */
     size_t out_off;
     int wpending;     /* the last write found no room: libssh2 may hold a copy from out_off on */
@@ -522,7 +523,7 @@ static int st_open(rx_runner *r)
 
 static int st_exec(rx_runner *r)
 {
-    int rc = libssh2_channel_exec(r->ch, "bash -s");
+    int rc = libssh2_channel_exec(r->ch, r->cmd);
     r->exec_sent = 1;
     if (rc == LIBSSH2_ERROR_EAGAIN)
         return RX_STEP_AGAIN;
@@ -714,6 +715,7 @@ rx_runner *rx_runner_new(rx_session *s, int max_rank, double idle_s, const int *
         free(r);
         return NULL;
     }
+    rx_render_boot_cmd(r->cmd, sizeof(r->cmd), r->out.data, r->out.len); /* out: the start only */
     uv_timer_init(rx_session_loop(s), &r->timer);
     uv_timer_init(rx_session_loop(s), &r->deliver);
     uv_timer_init(rx_session_loop(s), &r->setup);

@@ -1,4 +1,4 @@
-/* A runner: one long-lived `bash -s` on a channel (remote/runner.sh) that runs call after call,
+/* A runner: one long-lived shell on a channel (remote/runner.sh) that runs call after call,
  * one at a time, each sent as one frame; see docs/remote-contract.md ("The runner").
  *   OPEN -> EXEC -> START (definitions sent, waiting for "ready") -> IDLE <-> CALL -> CLOSE -> DONE
  * A runner is a channel user of its session (session.h) and holds one channel for its life.

@@ -458,6 +458,10 @@ remote_pgrep() {
     lab ps "$1" | cut -d' ' -f1
 }
 
+# has_remote ERE / no_remote ERE: whether a process of the lab's matches (for wait_until).
+has_remote() { remote_pgrep "$1" >/dev/null; }
+no_remote() { ! remote_pgrep "$1" >/dev/null; }
+
 # make_test_users NAME...: system users of this test's own (no home, no login shell); skips
 # without root, useradd, userdel or setpriv. Other tests add users too, and useradd fails while
 # one of them holds /etc/passwd's lock: it is tried again. remove_test_users (from the test's
@@ -484,11 +488,16 @@ remove_test_users() {
     done
 }
 
-# session_shells: the `bash -s` processes that sshd started (a call's wrapper or a runner), not
-# their subshells (a wrapper's watchdog is a `bash -s` too, but a child of the wrapper).
+# RX_SHELL_RE: the command line of the shell a channel runs (a call's wrapper, a runner, a check):
+# `bash -c 'LC_ALL=C IFS= read -r -N <bytes> __rx_s || exit 255; eval ...'` (docs/remote-contract.md,
+# "The script in one read"); its subshells (a wrapper's watchdog) show the same line.
+RX_SHELL_RE='^bash -c LC_ALL=C IFS= read -r -N [0-9]+ __rx_s '
+
+# session_shells: those shells that sshd started (a call's wrapper or a runner), not their
+# subshells (a wrapper's watchdog shows the same command line, but is a child of the wrapper).
 session_shells() {
     local p pp
-    for p in $(remote_pgrep '^bash -s$'); do
+    for p in $(remote_pgrep "$RX_SHELL_RE"); do
         pp=$(awk '{ print $4 }' "/proc/$p/stat" 2>/dev/null) || continue
         [[ $(cat "/proc/$pp/comm" 2>/dev/null) == sshd* ]] && echo "$p"
     done

@@ -18,10 +18,6 @@ ws_edit 'c["hosts"]["lab1"]["allow"] = "L0"'
 
 # json FIELD: a field of the --json object in $OUT (strings raw, others as JSON).
 
-# no_remote ERE: no process started through the lab has a command line matching ERE.
-no_remote() { ! remote_pgrep "$1" >/dev/null; }
-has_remote() { remote_pgrep "$1" >/dev/null; }
-
 # exited PID: PID (a child of this shell) has exited: gone, or a zombie waiting to be reaped.
 exited() {
     local st
@@ -100,13 +96,13 @@ for level in "" process-group; do
     { wait "$pid"; } 2>/dev/null || true
     wait_until 30 no_remote '^sleep 305$'
 
-    # the call's `bash -s` (the wrapper, sshd's child) killed on the VM: sshd closes the
+    # the call's shell (the wrapper, sshd's child) killed on the VM: sshd closes the
     # channel's stdin, and the watchdog, finding the wrapper gone, kills the command itself
     "$REXEC_BIN" --workspace "$WS" run lab1 t.long >"$OUT" 2>"$ERR" &
     pid=$!
     wait_until 15 has_remote '^sleep 305$'
     wrapper=$(session_shells)
-    [[ -n $wrapper ]] || fail "no wrapper bash -s under sshd (${level:-pid-namespace})"
+    [[ -n $wrapper ]] || fail "no wrapper shell under sshd (${level:-pid-namespace})"
     kill -KILL $wrapper
     poll_until 20 no_remote '^sleep 305$' ||
         fail "wrapper killed (${level:-pid-namespace}): left on the VM: $(lab ps '.')"

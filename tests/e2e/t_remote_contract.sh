@@ -112,4 +112,27 @@ assert_eq "$offered" "$(json containment)" "a call's containment = what check re
 assert_exit 0 rx check lab1
 assert_contains "$OUT" "containment $offered"
 assert_contains "$OUT" "timeout=yes"
+
+# ---- the script in one read (docs/remote-contract.md): what a channel runs on the VM ----------
+# While a call runs, its shell (sshd's child) is the one-read command, not `bash -s`.
+ws_add_action t.nap '{"risk": "L0", "command": "sleep 2723"}'
+"$REXEC_BIN" --workspace "$WS" run lab1 t.nap --timeout 60 >/dev/null 2>&1 &
+nap=$!
+wait_until 15 has_remote '^sleep 2723$'
+[[ -n $(session_shells) ]] || fail "no call shell matching the one-read command: $(lab ps '.')"
+kill -INT "$nap"; { wait "$nap"; } 2>/dev/null || true
+wait_until 30 no_remote '^sleep 2723$'
+# The same command fed a script cut short runs nothing of it and exits 255; fed all of it, it
+# runs it and leaves the bytes after it (a command's stdin) in the pipe.
+mark=/tmp/rexec-e2e-oneread.$$
+script="touch $mark; cat; exit
+"
+n=${#script}
+boot="bash -c 'LC_ALL=C IFS= read -r -N $n __rx_s || exit 255; eval \"unset __rx_s; \$__rx_s\"'"
+rc=0
+printf '%s' "${script:0:$((n - 3))}" | lab_ssh lab1 "$boot" >"$OUT" 2>&1 || rc=$?
+[[ $rc == 255 && ! -e $mark ]] || fail "a script cut short: rc $rc (want 255), ran: $([[ -e $mark ]] && echo yes)"
+got=$(printf '%sstdin-after' "$script" | lab_ssh lab1 "$boot")
+[[ $got == stdin-after && -e $mark ]] || fail "the whole script: got '$got', ran: $([[ -e $mark ]] && echo yes)"
+rm -f "$mark"
 pass

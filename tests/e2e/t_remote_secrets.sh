@@ -20,7 +20,6 @@ tokfile=$WS/secrets/demo_token
 procs_with_token() {
     grep -lsaF -f "$tokfile" /proc/[0-9]*/"$1" 2>/dev/null | cut -d/ -f3 || true
 }
-has_remote() { remote_pgrep "$1" >/dev/null; }
 
 fifo=$RX_TMP/release
 mkfifo "$fifo"

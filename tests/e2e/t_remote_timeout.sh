@@ -24,8 +24,6 @@ v = r[0][sys.argv[3]]
 print(v if isinstance(v, str) else json.dumps(v))
 PY
 }
-no_remote() { ! remote_pgrep "$1" >/dev/null; }
-has_remote() { remote_pgrep "$1" >/dev/null; }
 
 ws_add_action t.to '{"risk": "L0", "timeout_s": 1,
   "command": "echo partial; echo err-partial >&2; sleep 309; echo never"}'

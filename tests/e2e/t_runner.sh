@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runners (remote/runner.sh): calls through one `rexec serve` reuse one long-lived `bash -s`.
+# Runners (remote/runner.sh): calls through one `rexec serve` reuse one long-lived shell (`bash -c`, the script in one read).
 #  - a secret exported by one call is not found by the next ones (env, set, declare -p,
 #    /proc/*/environ, files in $TMPDIR), while the same search inside the secret's own call finds it;
 #  - 300 calls on one runner leave no process behind but the runner's own;
@@ -114,7 +114,7 @@ own=$(field "${res[1]}" stdout)
 for i in 2 3; do
     assert_eq "$base" "$(field "${res[$i]}" stdout)" "call $i after the secret's: state and traces"
 done
-runners=$(remote_pgrep '^bash -s$' | wc -l)
+runners=$(remote_pgrep "$RX_SHELL_RE" | wc -l)
 [[ $runners -ge 1 ]] || fail "no runner on the VM between calls"
 
 # ---- 300 calls on one runner (scripts/bench runs the long soak) -----------------------------------------------------------------
@@ -124,11 +124,11 @@ calls "$SOCK" t.ok:300 >"$OUT" || fail "300 calls: $(cat "$OUT")"
 echo "300 calls on one runner: $(( ($(date +%s%N) - t0) / 1000000 )) ms" >&2
 after=$(remote_pgrep '.' | sort)
 n_after=$(wc -l <<<"$after")
-[[ $(remote_pgrep '^bash -s$' | wc -l) -eq $runners ]] || fail "runners: $runners before, now $(remote_pgrep '^bash -s$' | wc -l)"
+[[ $(remote_pgrep "$RX_SHELL_RE" | wc -l) -eq $runners ]] || fail "runners: $runners before, now $(remote_pgrep "$RX_SHELL_RE" | wc -l)"
 # between calls: each runner (R) and its two slots (unshare, the slot's bash, the next call's
 # waiting shell), nothing else
 [[ $n_after -le $((runners * 7)) ]] || fail "after 300 calls, on the VM: $(lab ps '.')"
-lab ps '.' | grep -Ev ' (bash -s|unshare --pid --fork --kill-child .*|bash -c .*|bash /[^ ]*/\.rexec-[0-9]+/r\.[^ /]*/slot .*)$' &&
+lab ps '.' | grep -Ev ' (bash -c LC_ALL=C IFS= read -r -N [0-9]+ __rx_s .*|unshare --pid --fork --kill-child .*|bash -c .*|bash /[^ ]*/\.rexec-[0-9]+/r\.[^ /]*/slot .*)$' &&
     fail "after 300 calls, processes that are not runners: $(lab ps '.')"
 
 # ---- marker-shaped output ----------------------------------------------------------------------
@@ -151,7 +151,7 @@ assert_eq True "$(field "$(cat "$OUT")" executed)" "a runner killed mid-call: ex
 [[ $(calls "$SOCK" t.ok) == *'"stdout": "ok\n"'* ]] || fail "the call after a runner died"
 assert_eq 1 "$(wc -l <"$RUNS")" "runs of the call whose runner died (never re-run)"
 
-# ---- an idle runner SIGKILLed (every `bash -s`, as scripts/soak does) --------------------------
+# ---- an idle runner SIGKILLed (every session shell, as scripts/soak does) --------------------------
 # Its slots' waiting shells wait on FIFOs nobody will write any more: the parent-death signal
 # (setpriv) must take each slot's unshare, and with it the slot and its namespace. And what a
 # dead runner left anyway (the signal came too late, or the VM has no setpriv; made by hand
@@ -170,11 +170,11 @@ SH
 [[ $(calls "$SOCK" t.ok) == *'"stdout": "ok\n"'* ]] || fail "a call before the kill"
 orphan_dir=$(lab_ssh lab1 bash -s <"$RX_TMP/orphan.sh")
 wait_until 20 bash -c '[[ $("$1" --dir "$2" ps "rexec-orphan" | grep -c .) == 2 ]]' _ "$RX_LAB" "$LAB_DIR"
-for p in $(remote_pgrep '^bash -s$'); do kill -KILL "$p" 2>/dev/null || true; done
+for p in $(remote_pgrep "$RX_SHELL_RE"); do kill -KILL "$p" 2>/dev/null || true; done
 [[ $(calls "$SOCK" t.ok) == *'"stdout": "ok\n"'* ]] || fail "the call after the runners were killed"
 if command -v setpriv >/dev/null; then # what the killed runner had started went with it
     # the new runner's two slots: unshare, the slot, the waiting shell
-    wait_until 20 bash -c '[[ $("$1" --dir "$2" ps "^(unshare|bash -c|bash /.*/slot) " | grep -c .) -le 6 ]]' \
+    wait_until 20 bash -c '[[ $("$1" --dir "$2" ps "^(unshare|bash -c IFS= |bash /.*/slot) " | grep -c .) -le 6 ]]' \
         _ "$RX_LAB" "$LAB_DIR" ||
         fail "left on the VM after its runner was killed: $(lab ps '.')"
 fi

@@ -22,7 +22,7 @@ for i in 1 2 3; do
     assert_exit 0 sx run lab1 t.ok
     assert_eq ok "$(cat "$OUT")" "call $i"
 done
-remote_pgrep '^bash -s$' >/dev/null || fail "no runner on the VM after three calls"
+remote_pgrep "$RX_SHELL_RE" >/dev/null || fail "no runner on the VM after three calls"
 conn=$(ss -Htn state established "( dport = :$port and dst 127.0.0.1 )" | awk '{print $3}')
 [[ -n $conn ]] || fail "no connection from serve to lab1"
 
@@ -36,7 +36,7 @@ for i in 4 5; do
     assert_exit 0 sx run lab1 t.ok
     assert_eq ok "$(cat "$OUT")" "call $i"
 done
-remote_pgrep '^bash -s$' >/dev/null || fail "no new runner"
+remote_pgrep "$RX_SHELL_RE" >/dev/null || fail "no new runner"
 assert_eq "$conn" "$(ss -Htn state established "( dport = :$port and dst 127.0.0.1 )" | awk '{print $3}')" \
     "serve's connection to lab1 after the runner closed"
 

@@ -103,7 +103,7 @@ timeout 600 "$RX_PYTHON" "$CLIENT" "$SOCK" 200 mixed >"$OUT" 2>"$ERR" ||
 echo "  200 calls: $(head -n1 "$OUT")" >&2
 
 # ---- kill -9 of serve, then of the runners, while calls run ---------------------------------
-runner_left() { remote_pgrep '(^bash -s$|\.rexec-[0-9]+/r\.|sleep 2724)' >/dev/null; }
+runner_left() { remote_pgrep '(^bash -c LC_ALL=C IFS= read -r -N [0-9]+ __rx_s |\.rexec-[0-9]+/r\.|sleep 2724)' >/dev/null; }
 nothing_left() { ! runner_left; }
 for victim in serve runners serve-early; do
     if [[ -z $SERVE_PID ]]; then # a new serve: runners start with a host's second call

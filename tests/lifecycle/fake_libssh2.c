@@ -37,6 +37,7 @@
 #include <libssh2.h>
 
 #include "fake.h"
+#include "render.h"
 #include "ssh_int.h"
 
 lc_faults lc_f;
@@ -91,6 +92,7 @@ struct _LIBSSH2_CHANNEL {
     int frame_token;
     int stray_token; /* an escapee of this call will write after its markers */
     int cur_token; /* the call whose bytes this channel carries now (lag notes) */
+    long long boot_n; /* `bash -c 'read -r -N <n> ...'`: the script's length; -1 (bash -s) or done */
     struct _LIBSSH2_CHANNEL *next;
 };
 typedef struct _LIBSSH2_CHANNEL lc_chan;
@@ -556,12 +558,56 @@ static int runner_call_ready(const lc_chan *ch)
     return ch->cmd.chunks_left > 0 || (!ch->cmd.hang && lc_clock_ms() >= ch->cmd.done_at_ms);
 }
 
+/* ---- the peer: the script in one read ----------------------------------------------------------- */
+
+/* With `bash -c 'read -r -N <n> ...'` nothing runs until n bytes are in, and EOF before them
+ * makes bash exit 255. 0: wait; 1: go on (classify the script); 2: EOF came first. */
+static int boot_state(const lc_chan *ch)
+{
+    if (ch->boot_n < 0)
+        return 1;
+    if (ch->in.len >= (size_t)ch->boot_n)
+        return 1;
+    return ch->in_eof ? 2 : 0;
+}
+
+/* The whole script is in: it must end, at the byte the count names, with the line that runs
+ * it (the count is the script's length, not more, not less). 0: wait; 1: go on. */
+static int boot_take(lc_chan *ch)
+{
+    switch (boot_state(ch)) {
+    case 0: return 0;
+    case 2:
+        lc_trace("peer: chan %d: the script was cut short (read -N failed): exit 255", ch->id);
+        peer_exit(ch, 255, 0);
+        return 0;
+    }
+    if (ch->boot_n >= 0) {
+        static const char *tails[] = {"__rx_main; exit\n", "__rx_runner; exit\n"};
+        size_t n = (size_t)ch->boot_n;
+        int ok = 0;
+        for (int i = 0; i < 2; i++) {
+            size_t t = strlen(tails[i]);
+            ok |= n >= t && memcmp(ch->in.p + n - t, tails[i], t) == 0;
+        }
+        if (!ok)
+            abort(); /* the count is not the script's length */
+        ch->boot_n = -1;
+    }
+    return 1;
+}
+
 /* ---- the peer: dispatch ----------------------------------------------------------------------- */
 
 static int peer_has_work(const lc_chan *ch)
 {
     switch (ch->kind) {
-    case PEER_NEW: return (ch->exec_state == 2 && ch->in.len >= 12) || ch->in_eof;
+    case PEER_NEW:
+        switch (boot_state(ch)) {
+        case 0: return 0;
+        case 2: return 1;
+        }
+        return (ch->exec_state == 2 && ch->in.len >= 12) || ch->in_eof;
     case PEER_WRAPPER: {
         /* as wrapper_step would find it (a dry run of its conditions) */
         switch (ch->ws) {
@@ -584,6 +630,8 @@ static int peer_has_work(const lc_chan *ch)
 static int peer_step(lc_chan *ch)
 {
     if (ch->kind == PEER_NEW) {
+        if (!boot_take(ch))
+            return ch->kind == PEER_GONE;
         if (ch->in.len >= 12 && memcmp(ch->in.p, "__rx_rnonce=", 12) == 0)
             ch->kind = PEER_RUNNER;
         else if (ch->in.len >= 4 && memcmp(ch->in.p, "#LC ", 4) == 0)
@@ -977,6 +1025,7 @@ LIBSSH2_CHANNEL *libssh2_channel_open_ex(LIBSSH2_SESSION *session, const char *t
     if (ch == NULL)
         abort();
     ch->conn = c;
+    ch->boot_n = -1; /* no exec yet */
     ch->id = ++chan_ids;
     ch->counted = 1;
     ch->next = c->chans;
@@ -989,8 +1038,20 @@ int libssh2_channel_process_startup(LIBSSH2_CHANNEL *ch, const char *request, un
                                     const char *message, unsigned int mlen)
 {
     lc_conn *c = ch->conn;
-    if (rlen != 4 || memcmp(request, "exec", 4) != 0 || mlen != 7 || memcmp(message, "bash -s", 7) != 0)
-        abort(); /* rexec only ever runs `bash -s` */
+    /* rexec runs its scripts with `bash -c 'LC_ALL=C IFS= read -r -N <n> __rx_s || exit 255;
+     * eval ...'` (render.h, rx_render_boot_cmd), or `bash -s` */
+    char m[RX_BOOT_CMD_MAX];
+    unsigned long long n;
+    if (rlen != 4 || memcmp(request, "exec", 4) != 0 || mlen >= sizeof(m))
+        abort();
+    memcpy(m, message, mlen);
+    m[mlen] = 0;
+    if (strcmp(m, "bash -s") == 0)
+        ch->boot_n = -1;
+    else if (sscanf(m, "bash -c 'LC_ALL=C IFS= read -r -N %llu __rx_s || exit 255; ", &n) == 1)
+        ch->boot_n = (long long)n;
+    else
+        abort();
     if (c->dead)
         return dead_err(c);
     if (ch->exec_state == 0) {
@@ -1172,7 +1233,6 @@ void libssh2_free(LIBSSH2_SESSION *session, void *ptr)
 /* src/shell/render.c is not linked (it pulls the workspace in): the runner's start text is built
  * as render.c builds it, from the embedded fragments, and nonces come from the seeded PRNG, so a
  * seed replays the same bytes. */
-#include "render.h"
 
 int rx_render_runner_start(rx_buf *out, const char *rnonce, int max_rank)
 {
