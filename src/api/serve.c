@@ -1808,6 +1808,7 @@ int rexec_server_start(rexec_ctx *ctx, const rexec_server_opts *opts, rexec_serv
     if (s == NULL)
         return rx_fail(err, REXEC_ENOMEM, "out of memory");
     s->ctx = ctx;
+    rx_pool_set_runner_prestart(ctx->pool, 1); /* serve makes more calls: runners from the first */
     s->idle_s = opts->idle_timeout_s;
     s->stdin_timeout_s = opts->stdin_timeout_s > 0 ? opts->stdin_timeout_s : SERVE_STDIN_TIMEOUT_S;
     if ((r = rx_serve_log_init(&s->log, opts->log, err)) != 0 ||
