@@ -2,6 +2,7 @@
  * replies are newline-delimited JSON; every call goes through the same library path as the CLI,
  * on the same loop, so connections to hosts stay warm between calls. */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1834,18 +1835,48 @@ int rexec_server_start(rexec_ctx *ctx, const rexec_server_opts *opts, rexec_serv
         }
         goto listening;
     }
-    /* Created 0600 from the start (umask), not chmod'ed after: no window for another user. */
+    /* Created 0600 from the start (umask), not chmod'ed after: no window for another user.
+     * Bound, given its group and mode and listening under a temporary name beside the path,
+     * then renamed into place (never over anything): a client that waits for the path to
+     * appear and connects at once never finds it bound but not listening yet (ECONNREFUSED),
+     * nor without its mode. Where the temporary name does not fit in sun_path or cannot be
+     * bound, the path itself is, as before. (libuv unlinks the temporary name at close: gone.) */
+    char tmp[sizeof(((struct sockaddr_un *)0)->sun_path)];
+    int n = snprintf(tmp, sizeof(tmp), "%s.%ld.tmp", s->path, (long)getpid());
+    const char *at = n > 0 && (size_t)n < sizeof(tmp) ? tmp : s->path;
     mode_t old = umask(0177);
-    r = uv_pipe_bind(&s->listener, s->path);
+    r = uv_pipe_bind(&s->listener, at);
+    if (r != 0 && at != s->path) {
+        at = s->path;
+        r = uv_pipe_bind(&s->listener, at);
+    }
     umask(old);
-    if (r == 0 && (r = rx_serve_socket_access(ctx->ws, s->path, err)) != 0) {
-        unlink(s->path);
+    if (r == 0 && (r = rx_serve_socket_access(ctx->ws, at, err)) != 0) {
+        unlink(at);
         s->stopping = 1;
         uv_close((uv_handle_t *)&s->listener, on_listener_closed);
         return r;
     }
+#ifdef REXEC_UNITTEST
+    /* The test build only: REXEC_TEST_SERVE_LISTEN_DELAY_MS=N waits between the bind and the
+     * listen, where a client that connects as soon as the path appears would be refused
+     * (tests/e2e/t_serve_start.sh). */
+    const char *delay = getenv("REXEC_TEST_SERVE_LISTEN_DELAY_MS");
+    if (r == 0 && delay != NULL)
+        usleep((useconds_t)strtol(delay, NULL, 10) * 1000);
+#endif
     if (r == 0)
         r = uv_listen((uv_stream_t *)&s->listener, 128, on_connection);
+    if (r == 0 && at != s->path &&
+        renameat2(AT_FDCWD, at, AT_FDCWD, s->path, RENAME_NOREPLACE) != 0) {
+        int e = errno;
+        unlink(at);
+        rx_fail(err, REXEC_EUSAGE, "cannot listen on %s: %s", s->path,
+                e == EEXIST ? "another process created it meanwhile" : strerror(e));
+        s->stopping = 1;
+        uv_close((uv_handle_t *)&s->listener, on_listener_closed);
+        return REXEC_EUSAGE;
+    }
     if (r != 0) {
         rx_fail(err, REXEC_EUSAGE, "cannot listen on %s: %s", s->path, uv_strerror(r));
         /* The handle is the loop's until its close callback has run: s goes there (freeing it
