@@ -59,8 +59,27 @@ typedef struct serve_req serve_req;
 typedef enum client_state { CL_READING = 0, CL_DRAINING, CL_FLUSHING, CL_CLOSING, CL_CLOSED }
     client_state;
 
+/* Admissions of the last few seconds, by the peer's (uid, gid) under one workspace: a client
+ * that makes a connection per call (`rexec --socket ... run`) is admitted on the loop from here,
+ * without the thread pool's round trip and the NSS lookups (~0.7 ms a connection). An entry
+ * lasts SERVE_ADMIT_TTL_MS and none outlives a reload (serve.clients may have changed): a user
+ * taken out of a group that serve.clients names keeps that group's verbs on new connections
+ * for at most that long, as under nscd's cache (docs/gate.md). */
+#define SERVE_ADMIT_CACHE 8
+#define SERVE_ADMIT_TTL_MS 5000
+typedef struct admit_entry {
+    const rx_ws *ws; /* NULL: empty */
+    uid_t uid;
+    gid_t gid;
+    uint64_t until; /* loop time (ms) */
+    rx_peer peer;
+    unsigned verbs;
+} admit_entry;
+
 struct rexec_server {
     rexec_ctx *ctx;
+    admit_entry admits[SERVE_ADMIT_CACHE];
+    unsigned admit_next;
     uv_pipe_t listener;
     char *path;
     double idle_s;
@@ -99,7 +118,8 @@ struct serve_client {
     uv_shutdown_t shut;
     rx_peer peer;       /* who connected (SO_PEERCRED) */
     uv_work_t admit;    /* who it is and what it may do, looked up on the thread pool */
-    int admitting;      /* that lookup has not reported yet: the pipe stays open until it has */
+    int admitting;      /* that lookup has not reported yet (1; 2: taken from the cache): the
+                         * pipe stays open until it has */
     int admit_fd, admit_failed;
     unsigned long admit_seq; /* the how-many-th connection (the test build's admission gate) */
     const rx_ws *admit_ws; /* the workspace the verbs are computed against */
@@ -1554,11 +1574,43 @@ static void admit_work(uv_work_t *w)
         cl->verbs = rx_peer_verbs(cl->admit_ws, &cl->peer);
 }
 
+/* The admission of a peer like this one (the same uid and gid, the same workspace), made in the
+ * last SERVE_ADMIT_TTL_MS: into cl, with its own pid. 1 when found. */
+static int admit_cached(serve_client *cl, const struct ucred *cred)
+{
+    rexec_server *s = cl->srv;
+    uint64_t now = uv_now(s->ctx->loop);
+    for (int i = 0; i < SERVE_ADMIT_CACHE; i++) {
+        const admit_entry *e = &s->admits[i];
+        if (e->ws == s->ctx->ws && e->ws != NULL && e->uid == cred->uid && e->gid == cred->gid &&
+            now < e->until) {
+            cl->peer = e->peer;
+            cl->peer.pid = cred->pid;
+            cl->verbs = e->verbs;
+            cl->admit_failed = 0;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static void admit_remember(serve_client *cl)
+{
+    rexec_server *s = cl->srv;
+    if (cl->admit_ws != s->ctx->ws) /* a reload meanwhile: computed against the old one */
+        return;
+    admit_entry *e = &s->admits[s->admit_next++ % SERVE_ADMIT_CACHE];
+    *e = (admit_entry){.ws = cl->admit_ws, .uid = cl->peer.uid, .gid = cl->peer.gid,
+                       .until = uv_now(s->ctx->loop) + SERVE_ADMIT_TTL_MS, .peer = cl->peer,
+                       .verbs = cl->verbs};
+}
+
 /* Admitted: it is read from now on. */
 static void admit_done(uv_work_t *w, int status)
 {
     serve_client *cl = w->data;
     int r;
+    int looked_up = cl->admitting == 1; /* 2: from the cache */
     cl->admitting = 0;
     if (!client_open(cl)) { /* closed meanwhile (serve stopping) */
         client_close_handles(cl);
@@ -1568,6 +1620,8 @@ static void admit_done(uv_work_t *w, int status)
         client_close(cl);
         return;
     }
+    if (looked_up)
+        admit_remember(cl);
     if (client_refuse(cl))
         return;
     touch(cl);
@@ -1589,6 +1643,13 @@ static void client_admit(serve_client *cl)
     cl->admit_ws = cl->srv->ctx->ws;
     cl->verbs_gen = cl->srv->ctx->reloads; /* a reload meanwhile: client_verbs asks again */
     cl->admit.data = cl;
+    struct ucred cred;
+    socklen_t len = sizeof(cred);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && admit_cached(cl, &cred)) {
+        cl->admitting = 2;
+        admit_done(&cl->admit, 0);
+        return;
+    }
     cl->admitting = 1;
     if (uv_queue_work(cl->srv->ctx->loop, &cl->admit, admit_work, admit_done) != 0) {
         admit_work(&cl->admit); /* no thread pool: here, as before */
