@@ -1,10 +1,13 @@
 # What `cmake --install` puts in place, and the .deb CPack makes of it (packaging, issue #15).
-# Layout after curl and libuv: bin/rexec, lib/librexec.so.N (+ .so, .a), include/rexec.h and
+# Layout after curl and libuv: bin/rexec (the light front) and libexec/rexec/rexec-full (every
+# command; docs/architecture.md, "Linking the rexec executable"), lib/librexec.so.N (+ .so, .a), include/rexec.h and
 # include/rexec/version.h, lib/pkgconfig/rexec.pc, lib/cmake/rexec/ (find_package(rexec)), man
 # pages, bash completion, share/doc/rexec.
 include(CMakePackageConfigHelpers)
 
 install(TARGETS rexec RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# the full program the light front (bin/rexec) execs for every command it does not run itself
+install(TARGETS rexec_full RUNTIME DESTINATION ${CMAKE_INSTALL_LIBEXECDIR}/rexec)
 install(TARGETS rexec_shared rexec_static EXPORT rexecTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}

@@ -104,6 +104,13 @@ typedef struct rexec_error {
     char msg[1024];
 } rexec_error;
 
+/* Standard base64 (RFC 4648, with "=" padding), as serve's *_base64 fields carry bytes that are
+ * not UTF-8 text. encode: n bytes into out (4 * ((n + 2) / 3) + 1 bytes, NUL added), returns the
+ * characters written; decode: n characters (padded, no whitespace) into out (n / 4 * 3 bytes),
+ * returns the bytes written, or -1 when in is not such base64. */
+REXEC_API size_t rexec_base64_encode(char *out, const void *in, size_t n);
+REXEC_API long rexec_base64_decode(void *out, const char *in, size_t n);
+
 /* rexec's version at run time, "0.1.0"; REXEC_VERSION_STRING is the one compiled against. */
 REXEC_API const char *rexec_version(void);
 /* The versions of the libraries in use at run time, one "name version" per line:

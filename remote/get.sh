@@ -11,6 +11,15 @@ __rx_get_stat() {
     stat -L -c '%s %y %z' /dev/fd/3
 }
 
+# For a file of 16 MiB or more, the pipe to sshd (stdout) is grown to 1 MiB first, as
+# remote/copier.sh grows the stdin pipes (F_SETPIPE_SZ; perl where there is one, else as it is):
+# sshd and cat then wake each other a sixteenth as often.
+__rx_get_bigpipe() { # size
+    [ "$1" -ge 16777216 ] && command -v perl >/dev/null 2>&1 || return 0
+    (unset PERL5OPT; exec perl -e 'fcntl(STDOUT, 1031, 1048576)') 2>/dev/null
+    return 0
+}
+
 __rx_get() { # path
     local src=$1 before after
     __rx_xfer_op='get'
@@ -20,6 +29,7 @@ __rx_get() { # path
     if [ ! -f "$src" ]; then __rx_xfer_fail 2 "$src is not a regular file"; return; fi
     exec 3<"$src" || { __rx_xfer_fail 3 "cannot open $src (permission denied?)"; return; }
     before=$(__rx_get_stat) || { __rx_xfer_fail 3 "cannot stat $src"; return; }
+    __rx_get_bigpipe "${before%% *}"
     cat <&3 || { __rx_xfer_fail 3 "reading $src failed"; return; }
     after=$(__rx_get_stat)
     exec 3<&-

@@ -73,15 +73,24 @@ __rx_dd=(dd bs=65536 iflag=fullblock,count_bytes status=none)
 # reads a pipe ahead), dd exactly one frame's bytes: nothing past the end frame is read. dd runs
 # in the background ($c) so that a TERM trap of the caller runs at once. Returns dd's status, or
 # 2 when the frames stopped before the end frame (EOF: a cancel, or the connection lost).
+# With a bulk stdin, remote/copier.sh (sent along) may have one perl process do it all instead:
+# decided before the first byte is copied (__rx_pl=1), or, for frames, once the first header
+# says the stdin is bulk (__rx_pl_frame bytes or more in that frame).
 __rx_copy() {
+    [ "${__rx_pl:-0}" != 1 ] || { __rx_copy_pl; return; }
     if [ "${__rx_stdin_framed:-0}" != 1 ]; then
         "${__rx_dd[@]}" count="$__rx_stdin_len" <&7 &
         c=$!
         wait "$c"
         return
     fi
-    local n
+    local n first=1
     while read -r n <&7 && [[ $n =~ ^[1-9][0-9]{0,9}$ ]]; do
+        if [ -n "$first" ] && [ -n "${__rx_pl_frame:-}" ] && [ "$n" -ge "$__rx_pl_frame" ]; then
+            __rx_pl_probe
+            [ "$__rx_pl" != 1 ] || { __rx_copy_pl "$n"; return; }
+        fi
+        first=
         "${__rx_dd[@]}" count="$n" <&7 &
         c=$!
         wait "$c" || return 1
@@ -106,11 +115,13 @@ __rx_stage_stdin() {
 # A piped stdin (__rx_stdin_piped=1, the action's "stdin": "piped"): the command reads a
 # private FIFO that a feeder fills from the channel while the command runs, as with ssh, instead
 # of a file staged before it starts. Tries dd's options first (once the command runs, a dd that
-# refuses them could not be told from a command that stopped reading), then creates the FIFO
-# (mkfifo never replaces what exists).
+# refuses them could not be told from a command that stopped reading; where dd will not do, the
+# perl copier of remote/copier.sh, sent along, takes every frame if it runs), then creates the
+# FIFO (mkfifo never replaces what exists).
 __rx_piped_fifo() {
     __rx_fifo=${TMPDIR:-/tmp}/.rexec-stdin-$__rx_nonce
-    "${__rx_dd[@]}" count=0 </dev/null >/dev/null 2>&1 &&
+    { [ "${__rx_pl:-0}" = 1 ] || "${__rx_dd[@]}" count=0 </dev/null >/dev/null 2>&1 ||
+        { [ -n "${__rx_pl_frame:-}" ] && __rx_pl_probe && [ "$__rx_pl" = 1 ]; }; } &&
         (umask 077 && exec mkfifo -m 600 -- "$__rx_fifo") </dev/null 2>/dev/null
 }
 

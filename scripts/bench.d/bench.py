@@ -384,7 +384,7 @@ def main():
              lambda: sc.run("lab1", action, 1)),
             ("rexec_serve_norunner", "rexec serve, one client connection (warm, \"runner\": false)",
              lambda: sc_off.run("lab1", action, 1)),
-            ("rexec_start", "rexec --version (the CLI's process start alone)",
+            ("rexec_start", "rexec --version (process start: the front, then rexec-full)",
              lambda: run([a.rexec, "--version"])),
             ("ssh_cm", "ssh -S ctl (ControlMaster, warm)",
              lambda: run(lab.ssh_base(p1, ["-S", ctl]) + [tgt, cmd])),

@@ -13,16 +13,21 @@
 #     read) into sha256sum, staged and piped: rexec vs `cat FILE | ssh host sha256sum` vs the
 #     libssh2 writer (ssh_ceiling --stdin /dev/stdin), with the controller's peak RSS.
 #   - files: rexec put / get of the same file vs the libssh2 writer / reader and ssh (bulk_files.sh).
-# Usage: scripts/bench.d/bulk.sh [--mib N] [--stdin-mib N] [--only-pipe] [--pipe-rounds N]
-#        (defaults 256, 1024, 3)
+# Usage: scripts/bench.d/bulk.sh [--mib N] [--stdin-mib N] [--only-pipe] [--only-files]
+#        [--pipe-rounds N] [--base REXEC]   (defaults 256, 1024, 3)
+#   --only-pipe: the piped stdin rounds only; --only-files: put and get only; --base REXEC:
+#   another rexec binary (say a release build of main) measured in the same rounds as this
+#   tree's, interleaved (piped stdin, put and get), for an A/B on a shared machine.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-mib=256 stdin_mib=1024 only_pipe=0 pipe_rounds=3
+mib=256 stdin_mib=1024 only_pipe=0 only_files=0 pipe_rounds=3 base=""
 while [[ $# -gt 0 ]]; do
     case $1 in
         --mib) mib=$2; shift 2 ;;
         --stdin-mib) stdin_mib=$2; shift 2 ;;
         --only-pipe) only_pipe=1; shift ;;
+        --only-files) only_files=1; shift ;;
+        --base) base=$(realpath "$2"); shift 2 ;;
         --pipe-rounds) pipe_rounds=$2; shift 2 ;;
         *) echo "bench-bulk: unknown argument $1" >&2; exit 2 ;;
     esac
@@ -71,13 +76,27 @@ p() {
     tail -1 "$tmp/time" | awk '{printf "%s %s %.2f\n", $1, $2, $3 + $4}'
 }
 exact() { grep -q "$want" "$tmp/out" && echo ok || echo DIFFERENT; }
+if [[ $only_files == 1 ]]; then
+    pipe_rounds=0
+fi
 for r in $(seq "$pipe_rounds"); do
+    if [[ -n $base ]]; then
+        read -r bs bm bc < <(p "$base" --workspace "$W" run lab1 bulk.pin --stdin -); bo=$(exact)
+    fi
     read -r rs rm rc < <(p "$R" --workspace "$W" run lab1 bulk.in --stdin -); ro=$(exact)
     read -r ps pm pc < <(p "$R" --workspace "$W" run lab1 bulk.pin --stdin -); po=$(exact)
     read -r ss sm sc < <(p "${ssh_[@]}" sha256sum); so=$(exact)
     read -r cs cm cc < <(p build-release/ssh_ceiling 127.0.0.1 "$port" root "$W/keys/id_ed25519" sha256sum --stdin /dev/stdin)
     echo "round $r: rexec staged ${rs}s (${rm} KiB, cpu ${rc}s, $ro)  piped ${ps}s (${pm} KiB, cpu ${pc}s, $po)  ssh ${ss}s (${sm} KiB, cpu ${sc}s, $so)  libssh2 writer ${cs}s (${cm} KiB, cpu ${cc}s)  speed vs ssh: staged $(awk -v a="$rs" -v b="$ss" 'BEGIN{printf "%.2f", b/a}')x, piped $(awk -v a="$ps" -v b="$ss" 'BEGIN{printf "%.2f", b/a}')x; vs the writer: staged $(awk -v a="$rs" -v b="$cs" 'BEGIN{printf "%.2f", b/a}')x, piped $(awk -v a="$ps" -v b="$cs" 'BEGIN{printf "%.2f", b/a}')x"
+    if [[ -n $base ]]; then
+        echo "round $r, base $base: piped ${bs}s (${bm} KiB, cpu ${bc}s, $bo)  vs ssh $(awk -v a="$bs" -v b="$ss" 'BEGIN{printf "%.2f", b/a}')x, vs the writer $(awk -v a="$bs" -v b="$cs" 'BEGIN{printf "%.2f", b/a}')x"
+    fi
 done
+if [[ $only_files == 1 ]]; then
+    . scripts/bench.d/bulk_files.sh
+    echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+    exit 0
+fi
 if [[ $only_pipe == 1 ]]; then
     echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
     exit 0

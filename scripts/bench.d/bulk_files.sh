@@ -25,7 +25,11 @@ tc() { /usr/bin/time -f "%e %M %U %S" "$@" 2>"$tmp/time" >"$tmp/out" || cp "$tmp
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", b/a}'; }
 echo "== files: $stdin_mib MiB put and get (3 rounds, interleaved; seconds, peak RSS KiB; 'x' = speed of rexec relative to it)"
 for r in 1 2 3; do
-    rm -f "$tmp/vm/f" "$tmp/vm/g" "$tmp/vm/h"
+    rm -f "$tmp/vm/f" "$tmp/vm/g" "$tmp/vm/h" "$tmp/vm/b"
+    if [[ -n ${base:-} ]]; then
+        read -r bs bm bc < <(tc "$base" --workspace "$W" put lab1 bulk.put "$tmp/in" --param name=b)
+        echo "put round $r, base $base: ${bs}s cpu ${bc}s (${bm} KiB, $(exact "$tmp/vm/b"))"
+    fi
     read -r rs rm rc < <(tc "$R" --workspace "$W" put lab1 bulk.put "$tmp/in" --param name=f)
     ok=$(exact "$tmp/vm/f")
     read -r cs _ cc < <(tc build-release/ssh_ceiling 127.0.0.1 "$port" root "$W/keys/id_ed25519" "cat >$tmp/vm/g" --stdin "$tmp/in")
@@ -33,7 +37,11 @@ for r in 1 2 3; do
     echo "put round $r: rexec ${rs}s cpu ${rc}s (${rm} KiB, $ok)  libssh2 writer ${cs}s cpu ${cc}s  ssh 'cat > f' ${ss}s cpu ${sc}s  rexec vs libssh2 $(ratio "$rs" "$cs")x, vs ssh $(ratio "$rs" "$ss")x"
 done
 for r in 1 2 3; do
-    rm -f "$tmp/got" "$tmp/got2" "$tmp/got3"
+    rm -f "$tmp/got" "$tmp/got2" "$tmp/got3" "$tmp/gotb"
+    if [[ -n ${base:-} ]]; then
+        read -r bs bm bc < <(tc "$base" --workspace "$W" get lab1 bulk.get "$tmp/gotb" --param name=f)
+        echo "get round $r, base $base: ${bs}s cpu ${bc}s (${bm} KiB, $(exact "$tmp/gotb"))"
+    fi
     read -r rs rm rc < <(tc "$R" --workspace "$W" get lab1 bulk.get "$tmp/got" --param name=f)
     ok=$(exact "$tmp/got")
     read -r cs _ cc < <(tc build-release/ssh_ceiling 127.0.0.1 "$port" root "$W/keys/id_ed25519" "cat $tmp/vm/f" --out "$tmp/got2")
@@ -44,4 +52,4 @@ done
 rm -f "$tmp/got"
 read -r rs rm rc < <(tc "$R" --workspace "$W" get lab1 bulk.gettext "$tmp/got" --param name=f)
 echo "get, text (redacted, 100 secrets): rexec ${rs}s cpu ${rc}s (${rm} KiB, $(exact "$tmp/got"): random bytes hold no secret)"
-rm -f "$tmp/vm/f" "$tmp/vm/g" "$tmp/vm/h" "$tmp/got" "$tmp/got2" "$tmp/got3"
+rm -f "$tmp/vm/f" "$tmp/vm/g" "$tmp/vm/h" "$tmp/vm/b" "$tmp/got" "$tmp/got2" "$tmp/got3" "$tmp/gotb"

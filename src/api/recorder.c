@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "err.h"
 #include "metrics.h"
@@ -77,27 +78,57 @@ static void jobs_report(rx_record_job *jobs)
     }
 }
 
-/* The pending append's head, written now. Under append_mu. */
-static void audit_settle(rx_recorder *r)
+/* The pending append's head, written now, and the log's lock let go; returns the head's file
+ * to sync (or -1), which the caller syncs, or closes when a newer head follows: a later head's
+ * fdatasync makes the same page durable. Under append_mu. */
+static int audit_settle_write(rx_recorder *r)
 {
     rexec_error e;
+    int fd = -1;
     if (r->pending.lock_fd >= 0)
-        (void)rx_audit_append_end(r->audit, &r->pending, &e); /* a failure: the next append retries */
+        (void)rx_audit_append_end_write(r->audit, &r->pending, &fd, &e); /* a failure: the next
+                                                                           * append retries */
+    return fd;
 }
 
-/* One append of n records; each of their jobs gets its outcome. With last, the head is left
- * pending (written after the jobs are reported); otherwise it is written here. Returns 1. */
-static unsigned long append_flush(rx_recorder *r, char **texts, rx_record_job **jobs, size_t n,
-                                  int last)
+/* The head's fdatasync, outside append_mu when the caller let go of it: the next append does
+ * not wait for the disk's flush (docs/audit.md, "The head"). A failure marks the head behind,
+ * under the mutex, like an append. */
+static void head_sync(rx_recorder *r, int fd, int locked)
+{
+    rexec_error e;
+    if (fd < 0 || rx_audit_append_sync(r->audit, fd, &e) == 0)
+        return;
+    if (!locked)
+        uv_mutex_lock(&r->append_mu);
+    rx_audit_head_is_behind(r->audit);
+    if (!locked)
+        uv_mutex_unlock(&r->append_mu);
+}
+
+/* The pending append's head, written and synced now. Under append_mu. */
+static void audit_settle(rx_recorder *r)
+{
+    head_sync(r, audit_settle_write(r), 1);
+}
+
+/* One append of n records; each of their jobs gets its outcome. The head is left pending:
+ * written by the next append of this drain, or after the jobs are reported. Returns 1. */
+static unsigned long append_flush(rx_recorder *r, char **texts, rx_record_job **jobs, size_t n)
 {
     rexec_error e;
     uv_mutex_lock(&r->append_mu);
-    audit_settle(r);
+    /* An earlier append's head still pending (its work has not run yet): written, not synced,
+     * as this append's head follows and its sync covers the same page; synced only if this
+     * append fails (then no head follows). */
+    int stale = audit_settle_write(r);
     uint64_t t0 = uv_hrtime();
     int rc = rx_audit_append_begin(r->audit, texts, n, &r->pending, &e);
     rx_metrics_observe_audit_write((uv_hrtime() - t0) / 1000);
-    if (rc == 0 && !last)
-        audit_settle(r);
+    if (rc != 0)
+        head_sync(r, stale, 1);
+    else if (stale >= 0)
+        close(stale);
     uv_mutex_unlock(&r->append_mu);
     for (size_t i = 0; i < n; i++) {
         if (rc != 0)
@@ -189,7 +220,7 @@ static unsigned long jobs_run(rx_recorder *r, rx_record_job *jobs)
         with_text[n++] = j;
         left--;
         if (n == RX_AUDIT_BATCH_MAX || left == 0) {
-            appends += append_flush(r, texts, with_text, n, left == 0);
+            appends += append_flush(r, texts, with_text, n);
             n = 0;
         }
     }
@@ -238,8 +269,9 @@ static void on_head(uv_work_t *w)
 {
     rx_recorder *r = w->data;
     uv_mutex_lock(&r->append_mu);
-    audit_settle(r);
+    int fd = audit_settle_write(r);
     uv_mutex_unlock(&r->append_mu);
+    head_sync(r, fd, 0); /* the next append need not wait for this flush */
     rx_evidence_spare_fill();
 }
 

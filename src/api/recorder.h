@@ -8,7 +8,9 @@
  * fsync, one head. A job's done callback runs on the loop thread only after its work is durable
  * (or has failed): no record is acknowledged before it is on disk. The head of a drain's last
  * append (audit/head.json) is written after its jobs are reported, by a work of its own or by
- * the next append, whichever comes first: it is not what makes a record durable.
+ * the next append, whichever comes first: it is not what makes a record durable. Only its write
+ * holds the log (the lock, and the mutex that serialises the recorder's appends); its fdatasync
+ * comes after, so the next append never waits for the previous head's flush.
  *
  * The work runs on libuv's thread pool, one drain at a time (so records keep their order and at
  * most one thread holds the log); the callbacks run in the drain's after-work callback.

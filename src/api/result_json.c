@@ -2,12 +2,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <openssl/evp.h>
-
+#include "b64.h"
 #include "call.h"
 #include "jsonx.h"
 
-#define RX_B64_STEP ((size_t)3 << 28) /* 768 MiB in, 1 GiB out: a multiple of 3, below INT_MAX */
 
 void rx_json_add_str(cJSON *o, const char *k, const char *v)
 {
@@ -30,16 +28,11 @@ void rx_json_add_bytes(cJSON *o, const char *key, const unsigned char *p, size_t
         free(s);
         return;
     }
-    /* Not text: null under the name, and the bytes in base64 beside it. EVP_EncodeBlock takes
-     * an int: whole 3-byte groups at a time, so output of any size (up to 2^40) encodes. */
-    unsigned char *b = malloc(4 * ((n + 2) / 3) + 1);
-    for (size_t in = 0, out = 0; b && (in < n || in == 0); ) {
-        size_t step = n - in < RX_B64_STEP ? n - in : RX_B64_STEP;
-        out += (size_t)EVP_EncodeBlock(b + out, p + in, (int)step);
-        in += step;
-        if (step == 0)
-            break;
-    }
+    /* Not text: null under the name, and the bytes in base64 beside it (not through libcrypto:
+     * the light front, src/cli/front.c, prints results without loading it). */
+    char *b = malloc(4 * ((n + 2) / 3) + 1);
+    if (b)
+        rexec_base64_encode(b, p, n);
     cJSON_AddNullToObject(o, key);
     snprintf(k64, sizeof(k64), "%s_base64", key);
     rx_json_add_str(o, k64, b ? (char *)b : "");

@@ -2,6 +2,7 @@
  * replies are newline-delimited JSON; every call goes through the same library path as the CLI,
  * on the same loop, so connections to hosts stay warm between calls. */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,8 +59,27 @@ typedef struct serve_req serve_req;
 typedef enum client_state { CL_READING = 0, CL_DRAINING, CL_FLUSHING, CL_CLOSING, CL_CLOSED }
     client_state;
 
+/* Admissions of the last few seconds, by the peer's (uid, gid) under one workspace: a client
+ * that makes a connection per call (`rexec --socket ... run`) is admitted on the loop from here,
+ * without the thread pool's round trip and the NSS lookups (~0.7 ms a connection). An entry
+ * lasts SERVE_ADMIT_TTL_MS and none outlives a reload (serve.clients may have changed): a user
+ * taken out of a group that serve.clients names keeps that group's verbs on new connections
+ * for at most that long, as under nscd's cache (docs/gate.md). */
+#define SERVE_ADMIT_CACHE 8
+#define SERVE_ADMIT_TTL_MS 5000
+typedef struct admit_entry {
+    const rx_ws *ws; /* NULL: empty */
+    uid_t uid;
+    gid_t gid;
+    uint64_t until; /* loop time (ms) */
+    rx_peer peer;
+    unsigned verbs;
+} admit_entry;
+
 struct rexec_server {
     rexec_ctx *ctx;
+    admit_entry admits[SERVE_ADMIT_CACHE];
+    unsigned admit_next;
     uv_pipe_t listener;
     char *path;
     double idle_s;
@@ -98,7 +118,8 @@ struct serve_client {
     uv_shutdown_t shut;
     rx_peer peer;       /* who connected (SO_PEERCRED) */
     uv_work_t admit;    /* who it is and what it may do, looked up on the thread pool */
-    int admitting;      /* that lookup has not reported yet: the pipe stays open until it has */
+    int admitting;      /* that lookup has not reported yet (1; 2: taken from the cache): the
+                         * pipe stays open until it has */
     int admit_fd, admit_failed;
     unsigned long admit_seq; /* the how-many-th connection (the test build's admission gate) */
     const rx_ws *admit_ws; /* the workspace the verbs are computed against */
@@ -1553,11 +1574,43 @@ static void admit_work(uv_work_t *w)
         cl->verbs = rx_peer_verbs(cl->admit_ws, &cl->peer);
 }
 
+/* The admission of a peer like this one (the same uid and gid, the same workspace), made in the
+ * last SERVE_ADMIT_TTL_MS: into cl, with its own pid. 1 when found. */
+static int admit_cached(serve_client *cl, const struct ucred *cred)
+{
+    rexec_server *s = cl->srv;
+    uint64_t now = uv_now(s->ctx->loop);
+    for (int i = 0; i < SERVE_ADMIT_CACHE; i++) {
+        const admit_entry *e = &s->admits[i];
+        if (e->ws == s->ctx->ws && e->ws != NULL && e->uid == cred->uid && e->gid == cred->gid &&
+            now < e->until) {
+            cl->peer = e->peer;
+            cl->peer.pid = cred->pid;
+            cl->verbs = e->verbs;
+            cl->admit_failed = 0;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static void admit_remember(serve_client *cl)
+{
+    rexec_server *s = cl->srv;
+    if (cl->admit_ws != s->ctx->ws) /* a reload meanwhile: computed against the old one */
+        return;
+    admit_entry *e = &s->admits[s->admit_next++ % SERVE_ADMIT_CACHE];
+    *e = (admit_entry){.ws = cl->admit_ws, .uid = cl->peer.uid, .gid = cl->peer.gid,
+                       .until = uv_now(s->ctx->loop) + SERVE_ADMIT_TTL_MS, .peer = cl->peer,
+                       .verbs = cl->verbs};
+}
+
 /* Admitted: it is read from now on. */
 static void admit_done(uv_work_t *w, int status)
 {
     serve_client *cl = w->data;
     int r;
+    int looked_up = cl->admitting == 1; /* 2: from the cache */
     cl->admitting = 0;
     if (!client_open(cl)) { /* closed meanwhile (serve stopping) */
         client_close_handles(cl);
@@ -1567,6 +1620,8 @@ static void admit_done(uv_work_t *w, int status)
         client_close(cl);
         return;
     }
+    if (looked_up)
+        admit_remember(cl);
     if (client_refuse(cl))
         return;
     touch(cl);
@@ -1588,6 +1643,13 @@ static void client_admit(serve_client *cl)
     cl->admit_ws = cl->srv->ctx->ws;
     cl->verbs_gen = cl->srv->ctx->reloads; /* a reload meanwhile: client_verbs asks again */
     cl->admit.data = cl;
+    struct ucred cred;
+    socklen_t len = sizeof(cred);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && admit_cached(cl, &cred)) {
+        cl->admitting = 2;
+        admit_done(&cl->admit, 0);
+        return;
+    }
     cl->admitting = 1;
     if (uv_queue_work(cl->srv->ctx->loop, &cl->admit, admit_work, admit_done) != 0) {
         admit_work(&cl->admit); /* no thread pool: here, as before */
@@ -1808,6 +1870,7 @@ int rexec_server_start(rexec_ctx *ctx, const rexec_server_opts *opts, rexec_serv
     if (s == NULL)
         return rx_fail(err, REXEC_ENOMEM, "out of memory");
     s->ctx = ctx;
+    rx_pool_set_runner_prestart(ctx->pool, 1); /* serve makes more calls: runners from the first */
     s->idle_s = opts->idle_timeout_s;
     s->stdin_timeout_s = opts->stdin_timeout_s > 0 ? opts->stdin_timeout_s : SERVE_STDIN_TIMEOUT_S;
     if ((r = rx_serve_log_init(&s->log, opts->log, err)) != 0 ||
@@ -1833,18 +1896,48 @@ int rexec_server_start(rexec_ctx *ctx, const rexec_server_opts *opts, rexec_serv
         }
         goto listening;
     }
-    /* Created 0600 from the start (umask), not chmod'ed after: no window for another user. */
+    /* Created 0600 from the start (umask), not chmod'ed after: no window for another user.
+     * Bound, given its group and mode and listening under a temporary name beside the path,
+     * then renamed into place (never over anything): a client that waits for the path to
+     * appear and connects at once never finds it bound but not listening yet (ECONNREFUSED),
+     * nor without its mode. Where the temporary name does not fit in sun_path or cannot be
+     * bound, the path itself is, as before. (libuv unlinks the temporary name at close: gone.) */
+    char tmp[sizeof(((struct sockaddr_un *)0)->sun_path)];
+    int n = snprintf(tmp, sizeof(tmp), "%s.%ld.tmp", s->path, (long)getpid());
+    const char *at = n > 0 && (size_t)n < sizeof(tmp) ? tmp : s->path;
     mode_t old = umask(0177);
-    r = uv_pipe_bind(&s->listener, s->path);
+    r = uv_pipe_bind(&s->listener, at);
+    if (r != 0 && at != s->path) {
+        at = s->path;
+        r = uv_pipe_bind(&s->listener, at);
+    }
     umask(old);
-    if (r == 0 && (r = rx_serve_socket_access(ctx->ws, s->path, err)) != 0) {
-        unlink(s->path);
+    if (r == 0 && (r = rx_serve_socket_access(ctx->ws, at, err)) != 0) {
+        unlink(at);
         s->stopping = 1;
         uv_close((uv_handle_t *)&s->listener, on_listener_closed);
         return r;
     }
+#ifdef REXEC_UNITTEST
+    /* The test build only: REXEC_TEST_SERVE_LISTEN_DELAY_MS=N waits between the bind and the
+     * listen, where a client that connects as soon as the path appears would be refused
+     * (tests/e2e/t_serve_start.sh). */
+    const char *delay = getenv("REXEC_TEST_SERVE_LISTEN_DELAY_MS");
+    if (r == 0 && delay != NULL)
+        usleep((useconds_t)strtol(delay, NULL, 10) * 1000);
+#endif
     if (r == 0)
         r = uv_listen((uv_stream_t *)&s->listener, 128, on_connection);
+    if (r == 0 && at != s->path &&
+        renameat2(AT_FDCWD, at, AT_FDCWD, s->path, RENAME_NOREPLACE) != 0) {
+        int e = errno;
+        unlink(at);
+        rx_fail(err, REXEC_EUSAGE, "cannot listen on %s: %s", s->path,
+                e == EEXIST ? "another process created it meanwhile" : strerror(e));
+        s->stopping = 1;
+        uv_close((uv_handle_t *)&s->listener, on_listener_closed);
+        return REXEC_EUSAGE;
+    }
     if (r != 0) {
         rx_fail(err, REXEC_EUSAGE, "cannot listen on %s: %s", s->path, uv_strerror(r));
         /* The handle is the loop's until its close callback has run: s goes there (freeing it

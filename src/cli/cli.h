@@ -32,8 +32,12 @@ int cli_interface(const cli_global *g, int argc, char **argv); /* hidden: the ta
 int cli_import_ansible(int argc, char **argv);
 
 /* Prints "rexec: <msg>\n" to stderr (and {"error", "exit_status"} on stdout with --json) and
- * returns code. msg goes through cli_redact first: a message may echo any argument. */
+ * returns code. msg goes through cli_redact first: a message may echo any argument. (In the
+ * light front, front.c, an error before the request is sent hands the command to the full
+ * program instead.) */
 int cli_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* What cli_error prints, for a msg already redacted (print.c). */
+void cli_error_show(int code, const char *msg, int json);
 
 /* ---- the one redaction path (output.c; docs/redaction.md, "Messages") ------------------------
  * Every message the CLI prints and every field of its --json output passes through cli_redact:
@@ -44,6 +48,9 @@ void cli_redact_workspace(const char *dir);
 /* The context whose redactor to use from now on; NULL before it is closed. */
 struct rexec_ctx;
 void cli_redact_use(const struct rexec_ctx *ctx);
+/* From now on what is printed is rexec serve's replies, which serve redacted: cli_redact
+ * passes them as they are (no workspace is loaded, no secret file read); output.c says why. */
+void cli_redact_serve_replies(void);
 /* s redacted: malloc'd, never NULL ("[REDACTED:UNAVAILABLE]" when memory runs out). */
 char *cli_redact(const char *s);
 /* 1 when the workspace's secrets are known to the redaction path (it loaded). */
@@ -63,7 +70,7 @@ int cli_stdin_by_name(const char *path);
  * "/proc/self/fd/N" (a regular file each call streams on its own). 0 or the exit code. */
 int cli_stdin_spool(const char *path, unsigned long long max, double pause_s, char out[32]);
 
-/* output.c: what a call prints, the same for direct and serve runs. */
+/* print.c and output.c: what a call prints, the same for direct and serve runs. */
 #include <stddef.h>
 
 #include "rexec.h"
@@ -77,6 +84,8 @@ int cli_uv_loop_init(uv_loop_t *loop);
 /* The " (too many open files: RLIMIT_NOFILE is N)" note for an errno-style message that names
  * EMFILE or ENFILE, else "". */
 const char *cli_nofile_note(const char *msg);
+/* The soft RLIMIT_NOFILE as text ("8", "unlimited") in buf. */
+const char *cli_nofile_limit(char *buf, size_t n);
 /* A library error: "rexec: <msg>" and its exit code (docs/exit-codes.md), or, when the message
  * names EMFILE/ENFILE, exit 71 with the RLIMIT_NOFILE it ran into. */
 int cli_lib_error(const rexec_error *e);

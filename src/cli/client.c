@@ -13,8 +13,6 @@
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
 
 #include "cli.h"
 
@@ -85,7 +83,8 @@ static void add_fanout(cJSON *o, const rexec_fanout_spec *f)
         cJSON_AddNumberToObject(o, "retry_unavailable", (double)f->retry_unavailable);
 }
 
-/* The request line: the same fields a --request file has, plus op, id, targets, stream. */
+/* The request line, newline included: the same fields a --request file has, plus op, id,
+ * targets, stream. */
 static char *request_line(const rexec_request *req, const char *op, const char *targets, int stream,
                           int parallel, int streamed)
 {
@@ -102,10 +101,10 @@ static char *request_line(const rexec_request *req, const char *op, const char *
         if (streamed)
             cJSON_AddBoolToObject(o, "stdin_stream", 1);
         else if (req->stdin_data) {
-            unsigned char *b = malloc(4 * ((req->stdin_len + 2) / 3) + 1);
+            char *b = malloc(4 * ((req->stdin_len + 2) / 3) + 1);
             if (b)
-                EVP_EncodeBlock(b, req->stdin_data, (int)req->stdin_len);
-            cJSON_AddStringToObject(o, "stdin_base64", b ? (char *)b : "");
+                rexec_base64_encode(b, req->stdin_data, req->stdin_len);
+            cJSON_AddStringToObject(o, "stdin_base64", b ? b : "");
             free(b);
         }
         if (req->grant_id)
@@ -124,9 +123,14 @@ static char *request_line(const rexec_request *req, const char *op, const char *
         add_fanout(o, &client_fanout);
     }
     cJSON_Delete(params);
-    char *text = cJSON_PrintUnformatted(o);
+    char *text = cJSON_PrintUnformatted(o), *line = NULL;
     cJSON_Delete(o);
-    return text;
+    size_t n = text ? strlen(text) : 0;
+    if (text && (line = realloc(text, n + 2)) != NULL)
+        memcpy(line + n, "\n", 2);
+    else
+        free(text);
+    return line;
 }
 
 /* ---- replies -------------------------------------------------------------------------------- */
@@ -185,12 +189,12 @@ static unsigned char *jbytes(const cJSON *o, const char *key, size_t *len)
         return NULL;
     size_t n = strlen(t);
     unsigned char *b = malloc(n / 4 * 3 + 1);
-    int got = b ? EVP_DecodeBlock(b, (const unsigned char *)t, (int)n) : -1;
+    long got = b ? rexec_base64_decode(b, t, n) : -1;
     if (got < 0) {
         free(b);
         return NULL;
     }
-    *len = (size_t)got - (n >= 1 && t[n - 1] == '=') - (n >= 2 && t[n - 2] == '=');
+    *len = (size_t)got;
     return b;
 }
 
@@ -391,10 +395,10 @@ static int upload_next(upload *up)
     }
     size_t h = sizeof(CLIENT_STDIN_HEAD) - 1;
     memcpy(up->line, CLIENT_STDIN_HEAD, h);
-    h += (size_t)EVP_EncodeBlock((unsigned char *)up->line + h, piece, (int)n);
+    h += rexec_base64_encode(up->line + h, piece, (size_t)n);
     memcpy(up->line + h, "\"}\n", 3);
     up->len = h + 3;
-    OPENSSL_cleanse(piece, sizeof(piece));
+    explicit_bzero(piece, sizeof(piece));
     return 0;
 }
 
@@ -503,7 +507,7 @@ static void upload_free(upload *up)
     if (up->src > 0)
         close(up->src);
     if (up->line)
-        OPENSSL_cleanse(up->line, CLIENT_LINE_MAX);
+        explicit_bzero(up->line, CLIENT_LINE_MAX);
     free(up->line);
     free(up->err);
 }
@@ -537,9 +541,9 @@ int cli_client_call(const char *socket_path, const char *op, const rexec_request
         close(fd);
         return cli_error(70, "out of memory");
     }
-    cli_write_all(fd, line, strlen(line));
-    cli_write_all(fd, "\n", 1);
+    cli_write_all(fd, line, strlen(line)); /* with its newline: one write, one wake-up of serve */
     free(line);
+    cli_redact_serve_replies(); /* what follows is serve's, redacted there */
     /* the stdin lines are written as the socket takes them, between replies */
     if (streamed)
         fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);

@@ -53,18 +53,7 @@ int cli_error(int code, const char *fmt, ...)
     }
     char *shown = cli_redact(with_workspace_hint(&msg));
     free(msg);
-    fprintf(stderr, "rexec: %s\n", shown);
-    if (json_errors) {
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "error", shown);
-        cJSON_AddNumberToObject(o, "exit_status", code);
-        char *t = cJSON_PrintUnformatted(o);
-        if (t)
-            printf("%s\n", t);
-        fflush(stdout);
-        free(t);
-        cJSON_Delete(o);
-    }
+    cli_error_show(code, shown, json_errors);
     free(shown);
     return code;
 }

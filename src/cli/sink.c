@@ -21,7 +21,25 @@ static struct {
     int fd;
     int werr; /* errno of the first failed write; later bytes are dropped */
     unsigned long long written;
-} sink = {NULL, NULL, -1, 0, 0};
+    unsigned long long flushed; /* bytes whose writeback was started (sink_writeback) */
+} sink = {NULL, NULL, -1, 0, 0, 0};
+
+/* The writeback of what is written is started every SINK_FLUSH bytes, so that the fsync before
+ * the rename has little left to wait for (syncing 512 MiB just written took 0.2 s on the lab
+ * machine, after the last byte). Starting it waits for nothing; a failure here is no failure:
+ * the fsync still decides. */
+#define SINK_FLUSH (8ULL << 20)
+
+static void sink_writeback(void)
+{
+#ifdef SYNC_FILE_RANGE_WRITE
+    if (sink.written - sink.flushed < SINK_FLUSH)
+        return;
+    (void)sync_file_range(sink.fd, (off_t)sink.flushed, (off_t)(sink.written - sink.flushed),
+                          SYNC_FILE_RANGE_WRITE);
+    sink.flushed = sink.written;
+#endif
+}
 
 int cli_sink_active(void)
 {
@@ -37,6 +55,7 @@ static void sink_drop(void)
     free(sink.tmp), free(sink.path);
     sink.tmp = sink.path = NULL;
     sink.fd = -1;
+    sink.written = sink.flushed = 0;
 }
 
 /* The temporary file is made now, before anything runs: a FILE that cannot be written is said
@@ -86,6 +105,8 @@ int cli_sink_write(const void *data, size_t len)
         p += n, len -= (size_t)n;
         sink.written += (unsigned long long)n;
     }
+    if (sink.werr == 0)
+        sink_writeback();
     return sink.werr ? -1 : 0;
 }
 

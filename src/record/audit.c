@@ -964,17 +964,36 @@ out:
     return rc;
 }
 
-int rx_audit_append_end(rx_audit *a, rx_audit_pending *p, rexec_error *err)
+int rx_audit_append_end_write(rx_audit *a, rx_audit_pending *p, int *sync_fd, rexec_error *err)
 {
     int r = 0;
+    *sync_fd = -1;
     if (p->lock_fd < 0)
         return 0; /* nothing was appended */
-    if (rx_audit_head_update(a->dir, &a->key, p->seq, p->hash, err) != 0) {
+    if (rx_audit_head_write(a->dir, &a->key, p->seq, p->hash, sync_fd, err) != 0) {
         a->head_behind = 1;
         r = err->code;
     }
-    close(p->lock_fd); /* releases the lock, after the head */
+    close(p->lock_fd); /* releases the lock, after the head's write */
     p->lock_fd = -1;
+    return r;
+}
+
+int rx_audit_append_sync(const rx_audit *a, int sync_fd, rexec_error *err)
+{
+    return rx_audit_head_sync(a->dir, sync_fd, err);
+}
+
+void rx_audit_head_is_behind(rx_audit *a)
+{
+    a->head_behind = 1;
+}
+
+int rx_audit_append_end(rx_audit *a, rx_audit_pending *p, rexec_error *err)
+{
+    int fd, r = rx_audit_append_end_write(a, p, &fd, err);
+    if (r == 0 && (r = rx_audit_append_sync(a, fd, err)) != 0)
+        rx_audit_head_is_behind(a);
     return r;
 }
 

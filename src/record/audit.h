@@ -53,6 +53,17 @@ typedef struct rx_audit_pending {
 int rx_audit_append_begin(rx_audit *a, char *const *texts, size_t n, rx_audit_pending *p,
                           rexec_error *err);
 int rx_audit_append_end(rx_audit *a, rx_audit_pending *p, rexec_error *err);
+/* rx_audit_append_end with the head's fdatasync left for later, out of the lock (the lock is
+ * released after the head's write): *sync_fd for rx_audit_append_sync, or -1. A later head's
+ * sync covers an earlier head that was never synced (the same file and page): closing
+ * *sync_fd without syncing is fine when another head follows. */
+int rx_audit_append_end_write(rx_audit *a, rx_audit_pending *p, int *sync_fd, rexec_error *err);
+/* The head's fdatasync for rx_audit_append_end_write, out of the lock and of the caller's
+ * serialisation (it touches nothing of a but its directory's name). When it fails, the
+ * caller marks the head behind (rx_audit_head_is_behind, serialised like an append): the next
+ * append retries it first. */
+int rx_audit_append_sync(const rx_audit *a, int sync_fd, rexec_error *err);
+void rx_audit_head_is_behind(rx_audit *a);
 
 /* ---- Added with the implementation (docs/audit.md has the format and the exact hash) ------- */
 
@@ -187,6 +198,14 @@ int rx_audit_head_store(const char *audit_dir, const rx_buf *key, long long seq,
 #define RX_AUDIT_HEAD_SIZE 512
 int rx_audit_head_update(const char *audit_dir, const rx_buf *key, long long seq,
                          const char *hash, rexec_error *err);
+/* rx_audit_head_update in two steps, so the lock can be let go before the fdatasync. write:
+ * the pwrite under the lock; *sync_fd is the file to sync (-1 when there is nothing left to
+ * sync: the fallback store is durable when it returns). sync: its fdatasync, then closes it
+ * (fd -1: 0). Safe outside the lock: the page holds this head or a newer one, never one
+ * ahead of durable records, and a head not yet synced is at worst behind after a crash. */
+int rx_audit_head_write(const char *audit_dir, const rx_buf *key, long long seq,
+                        const char *hash, int *sync_fd, rexec_error *err);
+int rx_audit_head_sync(const char *audit_dir, int fd, rexec_error *err);
 /* Before an append, under the lock: the stored head must agree with the chain's end t (see
  * docs/audit.md); REXEC_EAUDIT saying what disagrees, with the way out. */
 int rx_audit_head_check(const char *audit_dir, const rx_buf *key, const rx_audit_tail *t,

@@ -219,13 +219,14 @@ static int head_padded(const rx_buf *key, long long seq, const char *hash,
     return 0;
 }
 
-int rx_audit_head_update(const char *audit_dir, const rx_buf *key, long long seq,
-                         const char *hash, rexec_error *err)
+int rx_audit_head_write(const char *audit_dir, const rx_buf *key, long long seq,
+                        const char *hash, int *sync_fd, rexec_error *err)
 {
     char buf[RX_AUDIT_HEAD_SIZE], *path = rx_fs_join(audit_dir, RX_AUDIT_HEAD_FILE);
     struct stat st;
     int fd = -1, r = 0;
 
+    *sync_fd = -1;
     if (path == NULL)
         return rx_fail(err, REXEC_ENOMEM, "out of memory writing the audit head");
     /* O_NONBLOCK: a FIFO planted there fails the open (no reader) instead of hanging it */
@@ -235,14 +236,38 @@ int rx_audit_head_update(const char *audit_dir, const rx_buf *key, long long seq
         if (fd >= 0)
             close(fd);
         free(path);
-        return rx_audit_head_store(audit_dir, key, seq, hash, err);
+        return rx_audit_head_store(audit_dir, key, seq, hash, err); /* durable when it returns */
     }
     errno = 0;
-    if (pwrite(fd, buf, sizeof(buf), 0) != (ssize_t)sizeof(buf) || fdatasync(fd) != 0)
+    if (pwrite(fd, buf, sizeof(buf), 0) != (ssize_t)sizeof(buf)) {
         r = rx_fail(err, REXEC_EAUDIT, "%s: cannot update the audit head: %s", path,
                     errno ? strerror(errno) : "short write");
-    close(fd);
+        close(fd);
+    } else {
+        *sync_fd = fd;
+    }
     free(path);
+    return r;
+}
+
+int rx_audit_head_sync(const char *audit_dir, int fd, rexec_error *err)
+{
+    int r = 0;
+    if (fd < 0)
+        return 0;
+    if (fdatasync(fd) != 0)
+        r = rx_fail(err, REXEC_EAUDIT, "%s/%s: cannot update the audit head: %s", audit_dir,
+                    RX_AUDIT_HEAD_FILE, strerror(errno));
+    close(fd);
+    return r;
+}
+
+int rx_audit_head_update(const char *audit_dir, const rx_buf *key, long long seq,
+                         const char *hash, rexec_error *err)
+{
+    int fd, r = rx_audit_head_write(audit_dir, key, seq, hash, &fd, err);
+    if (r == 0)
+        r = rx_audit_head_sync(audit_dir, fd, err);
     return r;
 }
 

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,6 +79,7 @@ struct rx_evidence {
     int dfd;
     int fd[2];
     int mfd;             /* meta.json, when it came with a spare directory (else -1) */
+    int dir_synced;      /* the directory came from a spare whose entries were synced */
     unsigned char *buf[2];
     size_t blen[2];
     size_t bcap[2];      /* grows by doubling from EV_BUF_MIN to EV_BUF as output comes */
@@ -198,8 +200,12 @@ const char *rx_evidence_path(const rx_evidence *ev)
  * A process that commits evidence again and again (serve) keeps one spare: an empty
  * evidence/.spare-<pid>-<random> directory with its three empty files open, made by the
  * recorder after it has told the calls (rx_evidence_spare_fill), taken by the next
- * rx_evidence_open with one rename to .tmp-<run_id>. Nothing about the commit changes: the same
- * files are written, each synced, the directory synced, renamed into place and evidence/ synced.
+ * rx_evidence_open with one rename to .tmp-<run_id>. The commit writes the same files, each
+ * synced, renames the directory into place and syncs evidence/, as without a spare; the
+ * directory itself is synced when the spare is made, not at the commit: its entries (the three
+ * files) are all it holds, they exist from then on, and the commit changes none of them (the
+ * rename changes evidence/, which is synced after it). So one flush fewer on the call's path,
+ * the same number in all (docs/audit.md, "Evidence").
  * A spare is a hidden directory like a call's .tmp- one: never taken for evidence, removed by
  * rx_evidence_spare_drop (the recorder's close), or, after a crash, by `rexec evidence prune`
  * (which removes every hidden entry of evidence/). It is not a call's leftover, so it is not
@@ -207,6 +213,7 @@ const char *rx_evidence_path(const rx_evidence *ev)
 typedef struct ev_spare {
     char *edir, *path;
     int dfd, fd[3];
+    int synced; /* the directory's fsync done: its entries are durable */
 } ev_spare;
 
 static pthread_mutex_t spare_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -250,6 +257,7 @@ static ev_spare *spare_make(char *edir)
             spare_free(s, 1);
             return NULL;
         }
+    s->synced = fsync(s->dfd) == 0; /* else the commit syncs it, as without a spare */
     return s;
 fail:
     if (s->dfd >= 0) {
@@ -280,6 +288,7 @@ static int spare_take(rx_evidence *ev)
         return 0;
     }
     ev->dfd = s->dfd, ev->fd[0] = s->fd[0], ev->fd[1] = s->fd[1], ev->mfd = s->fd[2];
+    ev->dir_synced = s->synced;
     s->dfd = s->fd[0] = s->fd[1] = s->fd[2] = -1;
     spare_free(s, 0);
     return 1;
@@ -460,58 +469,169 @@ void rx_evidence_append(rx_evidence *ev, int stream, const void *data, size_t le
     }
 }
 
-/* Every file written, then every file fsynced: their writeback is started first, so that on a
- * journalling file system the first fsync's commit carries all three and the others find
- * nothing left to do (one journal commit where there were three; each fsync still costs a
- * flush of the disk's cache). Then the directory's fsync
- * and the rename into place (never over an existing one), made durable by its parent's. */
-static int ev_sync_files(rx_evidence *ev, const char *mtext, rexec_error *err)
+/* ---- the commit's fsyncs, side by side ---------------------------------------------------------
+ * A commit syncs two to four things (stdout when it has bytes, stderr likewise, meta.json, the
+ * directory unless it came synced with a spare), each a wait for the disk; none depends on
+ * another, only the rename must come after all of them. One after another they were about a
+ * quarter of serve's time between a command's end and its answer (docs/PERFORMANCE.md). One helper
+ * thread per process (started at the first commit) takes one of them while the committing
+ * thread does the others; the disk serves both at once (on ext4 without a journal each fsync is
+ * a cache flush of its own, and concurrent flushes are merged). When the helper is busy (commits
+ * of a fan-out run side by side, recorder.c) or cannot be started, the caller does them all, as
+ * before. Nothing changes in what is synced or in the order against the rename. */
+typedef struct ev_syncer {
+    pthread_mutex_t mu;
+    pthread_cond_t want, done_cv;
+    pid_t pid;      /* the process whose helper runs (a forked child starts its own) */
+    int busy;       /* a caller owns the helper */
+    int fd;         /* to sync, -1: nothing asked */
+    int done, errnum;
+} ev_syncer;
+
+static ev_syncer syncer = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
+                           PTHREAD_COND_INITIALIZER, 0, 0, -1, 0, 0};
+static _Atomic unsigned long n_by_helper, n_dirs_at_commit;
+
+void rx_evidence_sync_counts(unsigned long *by_helper, unsigned long *dirs_at_commit)
 {
-    int mfd = -1, r = 0;
-    for (int i = 0; i < 2; i++) {
-        ev_flush(ev, i);
-        if (!ev->failed)
-            (void)sync_file_range(ev->fd[i], 0, 0, SYNC_FILE_RANGE_WRITE);
+    *by_helper = n_by_helper;
+    *dirs_at_commit = n_dirs_at_commit;
+}
+
+static void *syncer_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&syncer.mu);
+    for (;;) {
+        while (syncer.fd < 0)
+            pthread_cond_wait(&syncer.want, &syncer.mu);
+        int fd = syncer.fd;
+        pthread_mutex_unlock(&syncer.mu);
+        int e = fsync(fd) == 0 ? 0 : errno;
+        pthread_mutex_lock(&syncer.mu);
+        syncer.fd = -1;
+        syncer.errnum = e;
+        syncer.done = 1;
+        pthread_cond_signal(&syncer.done_cv);
     }
+    return NULL;
+}
+
+/* Hands fd to the helper: 1, or 0 (busy, or no helper: the caller syncs it). */
+static int syncer_give(int fd)
+{
+    int ok = 0;
+    pthread_mutex_lock(&syncer.mu);
+    if (syncer.pid != getpid() && !syncer.busy) {
+        pthread_t t;
+        pthread_attr_t at;
+        if (pthread_attr_init(&at) == 0) {
+            pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+            pthread_attr_setstacksize(&at, 64u << 10);
+            if (pthread_create(&t, &at, syncer_main, NULL) == 0)
+                syncer.pid = getpid();
+            pthread_attr_destroy(&at);
+        }
+    }
+    if (syncer.pid == getpid() && !syncer.busy) {
+        syncer.busy = 1;
+        syncer.done = 0;
+        syncer.fd = fd;
+        pthread_cond_signal(&syncer.want);
+        ok = 1;
+    }
+    pthread_mutex_unlock(&syncer.mu);
+    return ok;
+}
+
+/* The helper's result for what syncer_give handed it: 0 or an errno. */
+static int syncer_wait(void)
+{
+    pthread_mutex_lock(&syncer.mu);
+    while (!syncer.done)
+        pthread_cond_wait(&syncer.done_cv, &syncer.mu);
+    int e = syncer.errnum;
+    syncer.busy = 0;
+    pthread_mutex_unlock(&syncer.mu);
+    return e;
+}
+
+/* fsyncs fds[0..n) (n <= 4), the last by the helper when it is free; fails naming the first
+ * that failed (names[i] under ev->tmp). */
+static int ev_fsync_all(rx_evidence *ev, const int *fds, const char *const *names, size_t n,
+                        rexec_error *err)
+{
+    int errs[4] = {0};
+    int handed = n > 1 && syncer_give(fds[n - 1]);
+    for (size_t i = 0; i + (size_t)handed < n; i++)
+        errs[i] = fsync(fds[i]) == 0 ? 0 : errno;
+    if (handed) {
+        errs[n - 1] = syncer_wait();
+        n_by_helper++;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (errs[i] != 0)
+            return names[i] ? rx_fail(err, REXEC_EAUDIT, "%s/%s: cannot write: %s", ev->tmp,
+                                      names[i], strerror(errs[i]))
+                            : rx_fail(err, REXEC_EAUDIT, "%s: fsync: %s", ev->tmp,
+                                      strerror(errs[i]));
+    return 0;
+}
+
+/* Every file written (their writeback started as they were written, so the data of all of
+ * them goes to the disk at once), then every file and the directory fsynced side by side
+ * (above). Then the rename into place (never over an existing one), made durable by its
+ * parent's fsync. */
+static int ev_sync_files(rx_evidence *ev, const char *mtext, int *mfd, rexec_error *err)
+{
+    int r = 0;
+    for (int i = 0; i < 2; i++)
+        ev_flush(ev, i); /* each piece's writeback is started as it is written */
     if (ev->failed)
         return *err = ev->err, err->code;
     if (ev->r && rx_redact_contains_secret(ev->r, mtext, strlen(mtext)))
         return rx_fail(err, REXEC_EAUDIT, "%s: meta.json still holds a secret value: refusing "
                        "to write it", ev->tmp);
     if (ev->mfd >= 0) { /* created empty with the spare directory */
-        mfd = ev->mfd;
+        *mfd = ev->mfd;
         ev->mfd = -1;
-        if (rx_fs_write_all(mfd, mtext, strlen(mtext)) != 0)
-            r = rx_fail(err, REXEC_EAUDIT, "%s/%s: cannot write: %s", ev->tmp, ev_files[2],
-                        strerror(errno));
-        else
-            (void)sync_file_range(mfd, 0, 0, SYNC_FILE_RANGE_WRITE);
-    } else {
-        r = ev_write_meta(ev->dfd, ev->tmp, ev_files[2], mtext, strlen(mtext), &mfd, err);
+        if (rx_fs_write_all(*mfd, mtext, strlen(mtext)) != 0)
+            return rx_fail(err, REXEC_EAUDIT, "%s/%s: cannot write: %s", ev->tmp, ev_files[2],
+                           strerror(errno));
+        (void)sync_file_range(*mfd, 0, 0, SYNC_FILE_RANGE_WRITE);
+    } else if ((r = ev_write_meta(ev->dfd, ev->tmp, ev_files[2], mtext, strlen(mtext), mfd,
+                                  err)) != 0) {
+        return r;
     }
     /* An empty stream has no data to sync: the directory's fsync makes its entry durable
-     * (saves a cache flush of the disk a call, stderr being empty most of the time). */
-    for (int i = 0; r == 0 && i < 3; i++)
-        if ((i == 2 || ev->stored[i] > 0) && fsync(i < 2 ? ev->fd[i] : mfd) != 0)
-            r = rx_fail(err, REXEC_EAUDIT, "%s/%s: cannot write: %s", ev->tmp, ev_files[i],
-                        strerror(errno));
-    if (mfd >= 0 && close(mfd) != 0 && r == 0)
-        r = rx_fail(err, REXEC_EAUDIT, "%s/%s: cannot write: %s", ev->tmp, ev_files[2],
-                    strerror(errno));
-    return r;
+     * (saves a cache flush of the disk a call, stderr being empty most of the time); a spare's
+     * directory was synced when it was made (its entries have not changed since). */
+    int fds[4];
+    const char *names[4];
+    size_t n = 0;
+    for (int i = 0; i < 2; i++)
+        if (ev->stored[i] > 0)
+            fds[n] = ev->fd[i], names[n++] = ev_files[i];
+    fds[n] = *mfd, names[n++] = ev_files[2];
+    if (!ev->dir_synced) {
+        fds[n] = ev->dfd, names[n++] = NULL;
+        n_dirs_at_commit++;
+    }
+    return ev_fsync_all(ev, fds, names, n, err);
 }
 
 static int ev_finish(rx_evidence *ev, const char *mtext, rexec_error *err)
 {
-    int r = ev_sync_files(ev, mtext, err);
+    int mfd = -1, r = ev_sync_files(ev, mtext, &mfd, err);
+    if (mfd >= 0 && close(mfd) != 0 && r == 0)
+        r = rx_fail(err, REXEC_EAUDIT, "%s/%s: cannot write: %s", ev->tmp, ev_files[2],
+                    strerror(errno));
     for (int i = 0; i < 2; i++) {
         if (ev->fd[i] >= 0 && close(ev->fd[i]) != 0 && r == 0)
             r = rx_fail(err, REXEC_EAUDIT, "%s/%s: cannot write: %s", ev->tmp, ev_files[i],
                         strerror(errno));
         ev->fd[i] = -1;
     }
-    if (r == 0 && fsync(ev->dfd) != 0)
-        r = rx_fail(err, REXEC_EAUDIT, "%s: fsync: %s", ev->tmp, strerror(errno));
     if (r == 0 && renameat2(AT_FDCWD, ev->tmp, AT_FDCWD, ev->final, RENAME_NOREPLACE) != 0)
         r = rx_fail(err, REXEC_EAUDIT, "%s: cannot rename to %s: %s", ev->tmp, ev->final,
                     strerror(errno));

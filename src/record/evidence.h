@@ -37,6 +37,10 @@ void rx_evidence_abort(rx_evidence *ev); /* NULL is fine */
  * calls are told); drop removes the spare (the recorder's close). Both thread-safe. */
 void rx_evidence_spare_fill(void);
 void rx_evidence_spare_drop(void);
+/* What the commits of this process synced and how: fsyncs done by the helper thread, side by
+ * side with the committing thread's (evidence.c), and directories synced at a commit (not a
+ * synced spare's). For the tests. */
+void rx_evidence_sync_counts(unsigned long *by_helper, unsigned long *dirs_at_commit);
 
 /* Where the evidence will be once committed: <workspace>/evidence/<run_id>. */
 const char *rx_evidence_path(const rx_evidence *ev);

@@ -155,6 +155,14 @@ static int render_exports(const rx_render_in *in, rx_buf *out)
     return r;
 }
 
+/* remote/copier.sh (one perl process with splice(2) instead of one dd per frame) is sent only
+ * with a stdin big enough to pay for its perl start (a probe, a few ms): framed (from a pipe,
+ * length unknown) or at least RX_RENDER_COPIER_MIN bytes. */
+static int render_wants_copier(const rx_render_in *in)
+{
+    return in->stdin_framed || in->stdin_len >= RX_RENDER_COPIER_MIN;
+}
+
 int rx_render_script(const rx_render_in *in, rx_buf *out, rexec_error *err)
 {
     int r;
@@ -171,6 +179,8 @@ int rx_render_script(const rx_render_in *in, rx_buf *out, rexec_error *err)
         r = render_exports(in, out);
     if (r == 0)
         r = rx_buf_add(out, rx_remote_wrapper, rx_remote_wrapper_len);
+    if (r == 0 && render_wants_copier(in))
+        r = rx_buf_add(out, rx_remote_copier, rx_remote_copier_len);
     if (r == 0)
         r = rx_buf_adds(out, "__rx_main; exit\n");
     if (r != 0)

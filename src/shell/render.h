@@ -95,6 +95,11 @@ extern const unsigned char rx_remote_check[];
 extern const size_t rx_remote_check_len;
 extern const unsigned char rx_remote_runner[];
 extern const size_t rx_remote_runner_len;
+/* A stdin of at least this many bytes (or framed) takes remote/copier.sh along (render.c). */
+#define RX_RENDER_COPIER_MIN (16LL << 20)
+
+extern const unsigned char rx_remote_copier[];
+extern const size_t rx_remote_copier_len;
 extern const unsigned char rx_remote_xfer[], rx_remote_put[], rx_remote_get[];
 extern const size_t rx_remote_xfer_len, rx_remote_put_len, rx_remote_get_len;
 

@@ -76,6 +76,7 @@ struct rx_pool {
     rx_pool_job *reaping;    /* jobs out of the queue that will not start (cancelled, or refused
                               * by their owner's on_start), awaiting their on_done */
     int closing, sessions_alive, handles_alive;
+    int prestart; /* rx_pool_set_runner_prestart */
     void (*on_closed)(void *ud);
     void *closed_ud;
 };
@@ -356,6 +357,27 @@ static void lower_budgets(pool_host *ph)
         }
 }
 
+static rx_runner *free_runner(pool_host *ph);
+static pool_conn *conn_with_room(pool_host *ph, int *connecting);
+
+/* rx_pool_set_runner_prestart: the host's first call has ended (on a channel of its own), so
+ * its runner starts now, with no call, on a connection with room; a call that comes while it
+ * starts waits for it, as for any starting runner. */
+static void runner_prestart(pool_host *ph)
+{
+    int connecting;
+    if (!ph->p->prestart || ph->p->closing || ph->retired || !ph->h->runner || ph->no_runner ||
+        free_runner(ph) != NULL)
+        return;
+    pool_conn *c = conn_with_room(ph, &connecting);
+    if (c != NULL && rx_runner_new(c->s, (int)ph->h->max_containment,
+                                   ph->p->opts.runner_idle_s > 0 ? ph->p->opts.runner_idle_s
+                                                                 : POOL_RUNNER_IDLE_S,
+                                   &ph->held) != NULL)
+        rx_session_kick(c->s); /* its start goes out now (no call drives it); NULL, no memory:
+                                * the next call starts one */
+}
+
 static void on_job_done(void *ud, const rx_exec_result *res)
 {
     rx_pool_job *j = ud;
@@ -389,11 +411,15 @@ static void on_job_done(void *ud, const rx_exec_result *res)
         job_requeue(j);
         return;
     }
+    /* a call that could have used a runner went on a channel: the host's first */
+    int first = ph->calls_done == 0 && !on_runner && j->opts.runner_code != NULL;
     ph->calls_done++;
     if (j->cancelled && !res->sent && res->err != REXEC_ECANCELLED)
         job_fail_cancelled(j); /* cancelled while its channel or runner was being set up */
     else
         job_report(j, res);
+    if (first && !closing)
+        runner_prestart(ph);
     if (on_runner && !closing)
         pool_dispatch(ph); /* the runner takes the next call */
 }
@@ -712,6 +738,11 @@ rx_pool *rx_pool_new(uv_loop_t *loop, const rx_pool_opts *opts)
     p->reaper.data = p;
     p->handles_alive = 1;
     return p;
+}
+
+void rx_pool_set_runner_prestart(rx_pool *p, int on)
+{
+    p->prestart = on;
 }
 
 static void pool_maybe_free(rx_pool *p)

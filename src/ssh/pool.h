@@ -40,6 +40,12 @@ typedef int (*rx_pool_start_fn)(void *ud, rexec_error *err);
 int rx_pool_exec_with_start(rx_pool *p, const rx_host *h, const rx_exec_opts *opts,
                             const rx_exec_cb *cb, rx_pool_start_fn on_start, rx_pool_job **out);
 void rx_pool_cancel(rx_pool_job *j);
+
+/* On (serve): a host's runner starts as soon as its first call ends, not with its second, so
+ * that the second call is warm too (a long-lived process will make more). It closes after
+ * runner_idle_s when no call comes, as any idle runner. Off by default: a one-shot `rexec run`
+ * makes one call per host. */
+void rx_pool_set_runner_prestart(rx_pool *p, int on);
 /* A reload replaced h's entry (calls go to another rx_host from now on): h's connections close
  * once no call of theirs runs or waits. Calls that still come for h are served as before. */
 void rx_pool_retire_host(rx_pool *p, const rx_host *h);

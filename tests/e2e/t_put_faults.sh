@@ -3,7 +3,7 @@
 # and get"): the connection dropped while the file streams (exit 255, executed true; the old
 # file as it was; the temporary file removed by put.sh's TERM trap when the wrapper stops it),
 # and a VM that cannot store the file (a file-size limit on the lab's sshd, as a full disk:
-# tee gets SIGXFSZ at a fixed size, so the failure comes at the same byte every time); and a
+# the writer gets SIGXFSZ at a fixed size, so the failure comes at the same byte every time); and a
 # get of a file written to while it is read (4, LOCAL_FILE not made).
 # shellcheck disable=SC2317 # predicates called by wait_until / poll_until
 tid="put/get faults: a dropped connection, a full disk, a file changing under get: nothing half-written"
@@ -20,15 +20,15 @@ no_temp_left() { ! compgen -G "$vm/.rexec-put.*" >/dev/null; }
 temp_exists() { compgen -G "$vm/.rexec-put.*" >/dev/null; }
 
 # ---- the connection drops while the file streams ------------------------------------------------
-# 128 MiB of zeros (sparse here, so reading it costs nothing); put.sh's tee is stopped as soon
-# as it runs, so the transfer cannot end before the drop: what cat had not read stays in the
-# pipes and the channel's window, far less than the file.
+# 128 MiB of zeros (sparse here, so reading it costs nothing); put.sh's writer (perl with
+# splice, else tee) is stopped as soon as it runs, so the transfer cannot end before the drop:
+# what it had not read stays in the pipes and the channel's window, far less than the file.
 printf 'old\n' >"$vm/d.bin"
 truncate -s 128M "$RX_TMP/big"
-put_cat() {  # the tee of the put (in a subshell of the `bash -c` that runs __rx_put)
+put_cat() {  # the writer of the put (in a subshell of the `bash -c` that runs __rx_put)
     local sh
     for sh in $(pgrep -u "$(id -u)" -f "__rx_put \"$vm/" 2>/dev/null); do
-        pgrep -P "$sh" -x tee && return 0
+        pgrep -P "$sh" -x 'tee|perl' && return 0
     done
     return 1
 }

@@ -15,6 +15,7 @@ ws_edit 'c.setdefault("secrets", {})["SEC"] = {"env": "T_SEC"}
 c["groups"] = {"lab": ["lab1"]}'
 ws_add_action t.echo '{"risk": "L0", "command": "echo {text}", "params": {"text": {"type": "string"}}}'
 ws_add_action t.held '{"risk": "L2", "command": "echo held"}'
+ws_add_action t.leak '{"risk": "L0", "secrets": ["SEC"], "command": "echo \"o:$SEC\"; echo \"e:$SEC\" >&2; exit 3"}'
 S=$T_SEC
 M='[REDACTED:SEC]'
 
@@ -135,7 +136,7 @@ expect 64 "unknown command \"nope\"" "$REXEC_BIN" --workspace "$RX_TMP/nowhere" 
 SOCK=$RX_TMP/s.sock
 "$REXEC_BIN" --workspace "$WS" serve --socket "$SOCK" --log json 2>"$RX_TMP/serve.err" &
 SERVE=$!
-trap '_t_rc=$?; stop_gently $SERVE; _rx_cleanup' EXIT
+trap '_t_rc=$?; stop_gently $SERVE; (exit $_t_rc); _rx_cleanup' EXIT  # the failure's status to _rx_cleanup
 wait_until 20 test -S "$SOCK"
 expect 78 "unknown host \"$M\"" rx --socket "$SOCK" run "$S" t.echo -p text=x
 expect 78 "$M" rx --socket "$SOCK" run "lab1,$S" t.echo -p text=x --json
@@ -148,6 +149,21 @@ expect 65 "$M" rx --socket "$SOCK" run lab1 t.echo -p text=x -p "$S=1" --json
 rx --socket "$SOCK" run lab1 t.held --grant "$S" --json >"$OUT" 2>"$ERR" && fail "grant taken"
 no_secret "$OUT" "$ERR"
 expect 255 "cannot reach rexec serve at $RX_TMP/$M.sock" rx --socket "$RX_TMP/$S.sock" run lab1 t.echo -p text=x
+# serve's replies are redacted by serve alone: the client loads no workspace for them
+# (docs/redaction.md, "Through rexec serve"). A client that knows no secret (its workspace does
+# not exist) still shows the secret only as serve's marker, in the streams, the --json fields,
+# an error and eval's rendered command; these fail if serve let the value through.
+for ws in "$WS" "$RX_TMP/nowhere"; do
+    SX=("$REXEC_BIN" --workspace "$ws" --socket "$SOCK")
+    expect 3 "o:$M" "${SX[@]}" run lab1 t.leak
+    assert_contains "$ERR" "e:$M"
+    expect 3 "\"stderr\":\"e:$M" "${SX[@]}" run lab1 t.leak --json
+    assert_contains "$OUT" "\"stdout\":\"o:$M"
+    valid_json
+    expect 78 "unknown action \"$M\"" "${SX[@]}" run lab1 "$S"
+    expect 0 "would run: echo '$M'" "${SX[@]}" eval lab1 t.echo -p "text=$S"
+    expect 0 "\"rendered\":\"echo '$M'" "${SX[@]}" eval lab1 t.echo -p "text=$S" --json
+done
 # the CLI under --socket that cannot read the workspace masks what it cannot redact
 expect 255 "cannot reach rexec serve at [NOT SHOWN]" \
     "$REXEC_BIN" --workspace "$RX_TMP/nowhere" --socket "$RX_TMP/$S.sock" run lab1 t.echo

@@ -102,9 +102,10 @@ assert_exit 255 timeout 60 "$REXEC_BIN" --workspace "$WS" run lab1 t.nocwd --std
 assert_eq false "$(json executed)" "executed, cd failure with bulk stdin"
 
 # ---- cancelled while the stdin is still arriving --------------------------------------------
-# 64 MiB of stdin, the remote dd that stages it stopped, then Ctrl-C (SIGINT): rexec stops
-# sending and closes the channel's stdin. Resumed, dd sees EOF after fewer than N bytes: the
-# wrapper must report a cancel and never start the command.
+# 64 MiB of stdin, the remote copier that stages it stopped (at this size the perl copier of
+# remote/copier.sh, else dd), then Ctrl-C (SIGINT): rexec stops sending and closes the channel's
+# stdin. Resumed, the copier sees EOF after fewer than N bytes: the wrapper must report a
+# cancel and never start the command.
 n=$((64 * 1024 * 1024))
 truncate -s "$n" "$d/huge"
 ws_add_action t.ran "{\"risk\": \"L0\", \"command\": \"touch '$RX_TMP/ran'; wc -c\"}"
@@ -121,13 +122,18 @@ ws_add_action t.ran "{\"risk\": \"L0\", \"command\": \"touch '$RX_TMP/ran'; wc -
 # when dd came and went between two looks) this attempt proves nothing: it is let finish,
 # cleaned up and run again (at most 5 times). Only this lab's dd is stopped (REXEC_LAB_ID).
 CUT_MARGIN=$((16 * 1024 * 1024))
+CUT_OUT="" # piped: the file the command copies its stdin into (taken)
 lab_id=$(<"$LAB_DIR/lab.id") # in the environment of every process the lab's sshd starts
-# stop_dd: the pid of this lab's remote dd count=$n, stopped (SIGSTOP) as soon as it appears;
-# status 1 when none appeared while rexec ($1) was running.
+# stop_dd: the pid of this lab's remote copier (dd count=$n, or perl ... -- $n), stopped
+# (SIGSTOP) as soon as it appears; status 1 when none appeared while rexec ($1) was running.
 stop_dd() {
     "$RX_PYTHON" - "$n" "$lab_id" "$1" <<'PY'
 import os, signal, sys, time
-want = ("dd", "count=" + sys.argv[1])
+# dd count=N, or the perl copier of remote/copier.sh (a stdin of 16 MiB or more): -- N SPLICE
+def is_copier(argv):
+    if argv[:1] == ["dd"]:
+        return "count=" + sys.argv[1] in argv
+    return argv[:2] == ["perl", "-e"] and argv[3:5] == ["--", sys.argv[1]]
 env = b"REXEC_LAB_ID=" + sys.argv[2].encode()
 rexec = sys.argv[3]
 deadline = time.time() + 30
@@ -138,7 +144,7 @@ while time.time() < deadline and os.path.exists("/proc/" + rexec):
         try:
             with open("/proc/%s/cmdline" % p, "rb") as f:
                 argv = [a.decode("utf-8", "replace") for a in f.read().split(b"\0")[:-1]]
-            if argv[:1] != [want[0]] or want[1] not in argv:
+            if not is_copier(argv):
                 continue
             with open("/proc/%s/environ" % p, "rb") as f:
                 if env not in f.read().split(b"\0"):
@@ -151,12 +157,27 @@ while time.time() < deadline and os.path.exists("/proc/" + rexec):
 sys.exit(1)
 PY
 }
-# stopped_short PID: the dd is stopped with at least CUT_MARGIN bytes still unread
+# taken PID: how many bytes the stopped copier has taken from the channel, at most. dd: what it
+# read (rchar). perl moves them with splice(2), which rchar does not count: what it wrote,
+# which is the staged file (its stdout) or, piped, what the command wrote out of the FIFO
+# ($CUT_OUT) plus what the FIFO and the command's buffer can hold (2 MiB, generously).
+taken() {
+    local f=/proc/$1/fd/1 w
+    if [[ $(cat "/proc/$1/comm" 2>/dev/null) == dd ]]; then
+        awk '$1 == "rchar:" { print $2 }' "/proc/$1/io" 2>/dev/null
+    elif [[ -f $f ]]; then
+        stat -L -c %s "$f" 2>/dev/null
+    else
+        w=$(stat -c %s "$CUT_OUT" 2>/dev/null) || w=0
+        echo $((w + 2 * 1024 * 1024))
+    fi
+}
+# stopped_short PID: the copier is stopped with at least CUT_MARGIN bytes still unread
 stopped_short() {
-    local rchar
+    local took
     [[ $(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null) == T ]] || return 1
-    rchar=$(awk '$1 == "rchar:" { print $2 }' "/proc/$1/io" 2>/dev/null) || return 1
-    [[ -n $rchar && $rchar -le $((n - CUT_MARGIN)) ]] || { echo "note: dd had read $rchar of $n bytes when stopped" >&2; return 1; }
+    took=$(taken "$1") || return 1
+    [[ -n $took && $took -le $((n - CUT_MARGIN)) ]] || { echo "note: the copier had taken $took of $n bytes when stopped" >&2; return 1; }
 }
 cancel_attempt() {  # cancel_attempt ACTION: 0 when cancelled with the cut certain, 2 when not
     local pid dd_pid="" rc short=0
@@ -182,7 +203,7 @@ cancel_attempt() {  # cancel_attempt ACTION: 0 when cancelled with the cut certa
     rc=0; wait "$pid" || rc=$?
     assert_eq 130 "$rc" "$1: exit status after SIGINT during stdin"
 }
-no_call_left() { [[ -z $(remote_pgrep '^(dd |sleep 2147483647|cat$)' || true) ]]; }
+no_call_left() { [[ -z $(remote_pgrep '^(dd |perl -e|sleep 2147483647|cat$)' || true) ]]; }
 cancel_mid_stdin() {  # cancel_mid_stdin ACTION [FILES TO CLEAN BETWEEN ATTEMPTS...]
     local try rc action=$1
     shift
@@ -206,6 +227,7 @@ assert_eq false "$(json executed)" "executed, cancelled during stdin"
 ws_edit 'c["limits"]["kill_after_s"] = 1'
 ws_add_action t.pran "{\"risk\": \"L0\", \"stdin\": \"piped\",
   \"command\": \"trap '' TERM; cat >'$RX_TMP/pgot'; touch '$RX_TMP/pran'\"}"
+CUT_OUT=$RX_TMP/pgot
 cancel_mid_stdin t.pran "$RX_TMP/pran" "$RX_TMP/pgot"
 assert_eq true "$(json executed)" "executed, piped stdin cancelled"
 [[ ! -e $RX_TMP/pran ]] || fail "the command took a piped stdin cut short for a whole one"

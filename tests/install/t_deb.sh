@@ -39,7 +39,7 @@ grep -qs ldconfig "$RX_TMP/control/postinst" "$RX_TMP/control/triggers" \
 
 # --- files
 dpkg-deb -c "$deb" | awk '{ print $6 }' >"$RX_TMP/files"
-for f in ./usr/bin/rexec ./usr/include/rexec.h ./usr/include/rexec/version.h \
+for f in ./usr/bin/rexec ./usr/libexec/rexec/rexec-full ./usr/include/rexec.h ./usr/include/rexec/version.h \
          ./usr/share/man/man1/rexec.1.gz ./usr/share/man/man5/rexec.json.5.gz \
          ./usr/share/bash-completion/completions/rexec ./usr/share/doc/rexec/LICENSE \
          ./usr/share/doc/rexec/CHANGELOG.md ./usr/share/doc/rexec/docs/ci.md \

@@ -17,7 +17,7 @@ cc=${CC:-cc}
 assert_exit 0 cmake --install "$build" --prefix "$prefix"
 
 # --- the files
-for f in bin/rexec include/rexec.h include/rexec/version.h \
+for f in bin/rexec libexec/rexec/rexec-full include/rexec.h include/rexec/version.h \
          "$libdir/librexec.so" "$libdir/librexec.so.0" "$libdir/librexec.a" \
          "$libdir/pkgconfig/rexec.pc" "$libdir/cmake/rexec/rexecConfig.cmake" \
          "$libdir/cmake/rexec/rexecConfigVersion.cmake" "$libdir/cmake/rexec/rexecTargets.cmake" \

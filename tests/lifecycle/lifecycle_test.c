@@ -568,6 +568,8 @@ static long long run_seed(uint64_t seed)
                        .default_channels = 0, .runner_idle_s = 0.2 + lc_below(50) / 10.0,
                        .log = opt_trace >= 2 ? &trace_logger : NULL};
     pool = rx_pool_new(&loop, &po);
+    rx_pool_set_runner_prestart(pool, lc_below(2)); /* half the seeds as serve runs: a runner
+                                                     * starts, with no call, after a host's first */
     int closing = 0, losses = 0, lost_wakeup = 0;
     long steps = 0;
     for (;;) {

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -1446,6 +1447,85 @@ static void test_head_after_records(void **state)
     rx_audit_close(a);
 }
 
+static int lock_is_free(fixture *f)
+{
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/audit/.lock", f->ws);
+    int fd = open(path, O_RDONLY), ok;
+    assert_true(fd >= 0);
+    ok = flock(fd, LOCK_EX | LOCK_NB) == 0;
+    close(fd);
+    return ok;
+}
+
+static long long head_seq(fixture *f)
+{
+    rexec_error e = {0};
+    char *head = head_now(f, NULL, &e);
+    assert_non_null(head);
+    cJSON *h = cJSON_Parse(head);
+    long long seq = (long long)cJSON_GetObjectItem(h, "seq")->valuedouble;
+    cJSON_Delete(h);
+    free(head);
+    return seq;
+}
+
+/* The head in two steps (rx_audit_append_end_write, rx_audit_append_sync): the log's lock is
+ * let go after the head's pwrite, before its fdatasync, and a reader under the lock already
+ * sees the new head; a head written but never synced is covered by the next append's head (the
+ * same page), and a stale head's fdatasync coming after a newer head is harmless. Verify is
+ * happy at every step (the head is never ahead of the log). */
+static void test_head_sync_after_lock(void **state)
+{
+    fixture *f = *state;
+    rexec_error e = {0};
+    rx_audit *a = log_with_runs(f, NULL, 1);
+    rx_audit_pending p;
+    char *texts[1], *report = NULL;
+    int fd = -1, fd2 = -1;
+
+    cJSON *r = mkrec("run-9", "intent", "lab1");
+    assert_int_equal(rx_audit_render(r, NULL, &texts[0], &e), 0);
+    cJSON_Delete(r);
+    assert_int_equal(rx_audit_append_begin(a, texts, 1, &p, &e), 0);
+    free(texts[0]);
+    assert_false(lock_is_free(f)); /* held from the append to the head's write */
+    assert_int_equal(rx_audit_append_end_write(a, &p, &fd, &e), 0);
+    assert_true(fd >= 0);         /* the head's fdatasync is still to come... */
+    assert_true(lock_is_free(f)); /* ...and the lock is free already */
+    assert_int_equal(head_seq(f), 3);
+    assert_int_equal(verify(f, NULL, 0, &report), RX_AUDIT_VERIFY_INCOMPLETE);
+    free(report);
+
+    cJSON *r2 = mkrec("run-9", "outcome", "lab1"); /* another append before that sync */
+    assert_int_equal(rx_audit_render(r2, NULL, &texts[0], &e), 0);
+    cJSON_Delete(r2);
+    assert_int_equal(rx_audit_append_begin(a, texts, 1, &p, &e), 0);
+    free(texts[0]);
+    assert_int_equal(rx_audit_append_end_write(a, &p, &fd2, &e), 0);
+    assert_int_equal(rx_audit_append_sync(a, fd2, &e), 0);
+    assert_int_equal(rx_audit_append_sync(a, fd, &e), 0); /* the older one's, late: harmless */
+    assert_int_equal(head_seq(f), 4);
+    assert_int_equal(verify(f, NULL, 0, &report), RX_AUDIT_VERIFY_OK);
+    free(report);
+
+    /* a head written and never synced (closed), then the next append: its head covers it */
+    cJSON *r3 = mkrec("run-10", "intent", "lab1");
+    assert_int_equal(rx_audit_render(r3, NULL, &texts[0], &e), 0);
+    cJSON_Delete(r3);
+    assert_int_equal(rx_audit_append_begin(a, texts, 1, &p, &e), 0);
+    free(texts[0]);
+    assert_int_equal(rx_audit_append_end_write(a, &p, &fd, &e), 0);
+    close(fd);
+    append(a, "run-10", "outcome");
+    assert_int_equal(head_seq(f), 6);
+    assert_true(lock_is_free(f));
+    assert_int_equal(rx_audit_append_sync(a, -1, &e), 0); /* nothing to sync: fine */
+    assert_int_equal(verify(f, NULL, 0, &report), RX_AUDIT_VERIFY_OK);
+    free(report);
+    rx_audit_close(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1483,6 +1563,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_syslog_copy, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_append, setup, teardown),
         cmocka_unit_test_setup_teardown(test_head_after_records, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_head_sync_after_lock, setup, teardown),
     };
     return cmocka_run_group_tests_name("audit", tests, NULL, NULL);
 }

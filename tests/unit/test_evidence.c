@@ -369,6 +369,68 @@ static void test_streamed_pieces(void **state)
     rx_redactor_free(red);
 }
 
+static size_t spares_in(const char *dir)
+{
+    size_t n = 0;
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    assert_non_null(d);
+    while ((de = readdir(d)) != NULL)
+        n += strncmp(de->d_name, ".spare-", 7) == 0;
+    closedir(d);
+    return n;
+}
+
+/* A spare directory (made after a process's second commit) is synced when it is made: the
+ * commit that takes it syncs its files but not the directory; a commit without a spare syncs
+ * its directory. Each commit with more than one thing to sync hands one to the helper thread
+ * (side by side), and the evidence is whole either way. */
+static void test_spare_and_side_by_side_syncs(void **state)
+{
+    fixture *f = *state;
+    rexec_error e = {0};
+    unsigned long h0, d0, h1, d1;
+    const char *sha[2] = {"", ""};
+    char *path = NULL, p[PATH_MAX + 64];
+    cJSON *meta = mkmeta();
+    rx_evidence *ev = NULL;
+
+    rx_evidence_spare_drop(); /* counts from here, in this workspace */
+    rx_evidence_sync_counts(&h0, &d0);
+    for (int i = 0; i < 2; i++) {
+        char run[32];
+        snprintf(run, sizeof(run), "run-plain-%d", i);
+        cJSON *m = mkmeta();
+        assert_int_equal(rx_evidence_write(f->ws, run, (const unsigned char *)"out\n", 4,
+                                           (const unsigned char *)"err\n", 4, m, NULL, NULL,
+                                           &e), 0);
+        cJSON_Delete(m);
+    }
+    rx_evidence_sync_counts(&h1, &d1);
+    assert_int_equal(d1 - d0, 2); /* no spare yet: each synced its own directory */
+    assert_int_equal(h1 - h0, 2); /* one of the four fsyncs each by the helper */
+
+    rx_evidence_spare_fill();
+    assert_int_equal(spares_in(f->ev), 1);
+    assert_int_equal(rx_evidence_open(&ev, f->ws, "run-spare", NULL, &e), 0);
+    assert_int_equal(spares_in(f->ev), 0); /* taken */
+    rx_evidence_append(ev, 0, "from a spare\n", 13);
+    assert_int_equal(rx_evidence_commit(ev, meta, sha, &path, &e), 0);
+    rx_evidence_sync_counts(&h0, &d0);
+    assert_int_equal(d0 - d1, 0); /* the spare's directory was synced when it was made */
+    assert_int_equal(h0 - h1, 1); /* stdout here, meta.json by the helper */
+    snprintf(p, sizeof(p), "%s/stdout", path);
+    size_t len;
+    char *s = slurp(p, &len);
+    assert_int_equal(len, 13);
+    assert_memory_equal(s, "from a spare\n", 13);
+    free(s);
+    assert_int_equal(entries(path), 3);
+    free(path);
+    rx_evidence_spare_drop();
+    cJSON_Delete(meta);
+}
+
 /* The file helpers the evidence and audit code stand on. */
 static void test_fsutil(void **state)
 {
@@ -423,6 +485,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_symlinked_evidence_dir_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_disk_full, setup, teardown),
         cmocka_unit_test_setup_teardown(test_streamed_pieces, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_spare_and_side_by_side_syncs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fsutil, setup, teardown),
     };
     return cmocka_run_group_tests_name("evidence", tests, NULL, NULL);

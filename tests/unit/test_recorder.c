@@ -269,6 +269,54 @@ static void test_head_after_report(void **state)
     assert_int_equal(verify(f), RX_AUDIT_VERIFY_INCOMPLETE);
 }
 
+/* A chain of appends, each submitted from the previous one's done callback (a client that asks
+ * again as soon as it is answered): each drain races the previous drain's head work for the
+ * log, and whichever comes first, the head ends at the last record, the lock is free and the
+ * log verifies (a head written but not yet synced is covered by the next head's sync). */
+typedef struct chain {
+    tjob t[8];
+    int next;
+} chain;
+
+static chain the_chain;
+
+static void on_chain_done(rx_record_job *j)
+{
+    tjob *t = (tjob *)j;
+    on_done(j);
+    if (the_chain.next < 8) {
+        int k = the_chain.next++;
+        submit_text(t->f, &the_chain.t[k], k + 1);
+        the_chain.t[k].job.done = on_chain_done;
+    }
+}
+
+static void test_chained_appends_heads(void **state)
+{
+    fixture *f = *state;
+    char path[PATH_MAX];
+    rx_audit_head h;
+    rexec_error e = {0};
+    memset(&the_chain, 0, sizeof(the_chain));
+    the_chain.next = 1;
+    submit_text(f, &the_chain.t[0], 1);
+    the_chain.t[0].job.done = on_chain_done;
+    uv_run(&f->loop, UV_RUN_DEFAULT);
+    assert_int_equal(f->n_done, 8);
+    for (int i = 0; i < 8; i++)
+        assert_int_equal(f->order[i], i + 1);
+    assert_int_equal(log_lines(f), 8);
+    snprintf(path, sizeof(path), "%s/audit", f->ws);
+    assert_int_equal(rx_audit_head_load(path, &h, &e), 0);
+    assert_int_equal(h.seq, 8);
+    snprintf(path, sizeof(path), "%s/audit/.lock", f->ws);
+    int fd = open(path, O_RDONLY);
+    assert_true(fd >= 0);
+    assert_int_equal(flock(fd, LOCK_EX | LOCK_NB), 0);
+    close(fd);
+    assert_int_equal(verify(f), RX_AUDIT_VERIFY_INCOMPLETE);
+}
+
 /* Past RX_RECORDER_MAX_JOBS waiting, a job is done inline: reported before submit returns. */
 static void test_full_queue_inline(void **state)
 {
@@ -321,6 +369,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_evidence_with_record, setup, teardown),
         cmocka_unit_test_setup_teardown(test_evidence_failure_drops_record, setup, teardown),
         cmocka_unit_test_setup_teardown(test_head_after_report, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_chained_appends_heads, setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_queue_inline, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failed_append_fails_all, setup, teardown),
     };

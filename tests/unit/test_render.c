@@ -1124,30 +1124,48 @@ static void test_wrapper_framed_stdin(void **state)
     memcpy(want, "0\n5\nab", 6);
     memcpy(want + 6, stdin_sample, STDIN_SAMPLE_LEN);
     want[want_len - 1] = 'Z';
-    for (int piped = 0; piped <= 1; piped++) {
+    /* The same frames behind a first frame of 1 MiB (a bulk pipe): the copier of
+     * remote/copier.sh takes them all (perl; a dd that fails shows that it is not used), or the
+     * dd loop it falls back to when perl cannot run it (a perl that fails stands in for none). */
+    rx_buf fb;
+    rx_buf_init(&fb, 4 << 20);
+    size_t big = 1 << 20;
+    unsigned char *wantb = malloc(big + want_len);
+    assert_non_null(wantb);
+    for (size_t i = 0; i < big; i++)
+        wantb[i] = (unsigned char)(i * 7 + (i >> 9));
+    memcpy(wantb + big, want, want_len);
+    assert_int_equal(rx_buf_addf(&fb, "%zu\n", big), 0);
+    assert_int_equal(rx_buf_add(&fb, wantb, big), 0);
+    assert_int_equal(rx_buf_add(&fb, f.data, f.len), 0);
+    char *nodd = failing_tool("framed-nodd", "dd", "dd: not here");
+    char *noperl = failing_tool("framed-noperl", "perl", "no perl here");
+    for (int i = 0; i < 4; i++) {
+        int piped = i & 1;
+        const char *prefix = i < 2 ? nodd : noperl;
         bash_run r;
         rx_render_in k = render_in("");
         k.stdin_len = 0;
         k.stdin_framed = 1;
         k.stdin_piped = piped;
-        wrap_run("cat", &k, f.data, f.len, FEED_KEEP_OPEN, NULL, &r);
+        wrap_run("cat", &k, fb.data, fb.len, FEED_KEEP_OPEN, prefix, &r);
         expect_end(&r, 1, "cmd", 0, 0);
-        assert_int_equal(r.out_len, want_len);
-        assert_memory_equal(r.out, want, want_len);
+        assert_int_equal(r.out_len, big + want_len);
+        assert_memory_equal(r.out, wantb, big + want_len);
         bash_run_free(&r);
 
         /* only the end frame: an empty stdin */
-        wrap_run("wc -c", &k, "0\n", 2, FEED_KEEP_OPEN, NULL, &r);
+        wrap_run("wc -c", &k, "0\n", 2, FEED_KEEP_OPEN, prefix, &r);
         expect_end(&r, 1, "cmd", 0, 0);
         assert_int_equal(atoi((const char *)r.out), 0);
         bash_run_free(&r);
 
-        /* EOF inside the second frame: staged, the command never starts (a cancel); piped, it
+        /* EOF inside the first frame: staged, the command never starts (a cancel); piped, it
          * has started and is stopped before its stdin ends (it ignores TERM: KILL) */
         unlink(path_in("ran.framed"));
         k.kill_after_s = 1;
-        wrap_run("trap '' TERM; cat >/dev/null; touch ran.framed", &k, "3\nabc10\n0123", 12,
-                 FEED_CLOSE_NOW, NULL, &r);
+        wrap_run("trap '' TERM; cat >/dev/null; touch ran.framed", &k, "1048576\nabc", 11,
+                 FEED_CLOSE_NOW, prefix, &r);
         assert_true(r.ended);
         assert_int_equal(r.cancelled, 1);
         assert_string_equal(r.phase, piped ? "cmd" : "cancel");
@@ -1156,9 +1174,73 @@ static void test_wrapper_framed_stdin(void **state)
         assert_int_equal(access(path_in("ran.framed"), F_OK), -1);
         bash_run_free(&r);
     }
+    /* Small frames (a small pipe): the dd loop, and perl never starts (it would cost the call
+     * ~10 ms); byte for byte, and EOF inside the second frame is a cancel as above. */
+    char *perlran = strdup(path_in("framed-perlran"));
+    assert_non_null(perlran);
+    mkdir(perlran, 0700);
+    char file[600], text[700];
+    snprintf(file, sizeof(file), "%s/perl", perlran);
+    snprintf(text, sizeof(text), "#!/bin/sh\n: >'%s/ran'\nexit 1\n", perlran);
+    write_file(file, text, strlen(text));
+    snprintf(file, sizeof(file), "%s/ran", perlran);
+    for (int piped = 0; piped <= 1; piped++) {
+        bash_run r;
+        rx_render_in k = render_in("");
+        k.stdin_len = 0;
+        k.stdin_framed = 1;
+        k.stdin_piped = piped;
+        wrap_run("cat", &k, f.data, f.len, FEED_KEEP_OPEN, perlran, &r);
+        expect_end(&r, 1, "cmd", 0, 0);
+        assert_int_equal(r.out_len, want_len);
+        assert_memory_equal(r.out, want, want_len);
+        bash_run_free(&r);
+        unlink(path_in("ran.framed"));
+        k.kill_after_s = 1;
+        wrap_run("trap '' TERM; cat >/dev/null; touch ran.framed", &k, "3\nabc10\n0123", 12,
+                 FEED_CLOSE_NOW, perlran, &r);
+        assert_true(r.ended);
+        assert_int_equal(r.cancelled, 1);
+        assert_string_equal(r.phase, piped ? "cmd" : "cancel");
+        assert_int_equal(access(path_in("ran.framed"), F_OK), -1);
+        bash_run_free(&r);
+        if (access(file, F_OK) == 0)
+            fail_msg("perl was started for a small pipe (piped %d)", piped);
+    }
+    free(perlran);
+    free(wantb);
+    rx_buf_free(&fb);
     free(want);
+    free(nodd), free(noperl);
     rx_buf_free(&f);
     expect_no_stdin_file();
+}
+
+/* remote/copier.sh goes along only with a stdin that pays for its bytes: framed, or at least
+ * RX_RENDER_COPIER_MIN bytes; never with a small or no stdin (every call would read it). */
+static void test_copier_sent_for_bulk_only(void **state)
+{
+    (void)state;
+    struct {
+        long long len;
+        int framed, want;
+    } cases[] = {{-1, 0, 0},
+                 {0, 0, 0},
+                 {1000, 0, 0},
+                 {RX_RENDER_COPIER_MIN - 1, 0, 0},
+                 {RX_RENDER_COPIER_MIN, 0, 1},
+                 {0, 1, 1}};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        rx_render_in in = render_in("cat");
+        in.stdin_len = cases[i].len;
+        in.stdin_framed = cases[i].framed;
+        rx_buf b = render_ok(&in);
+        assert_int_equal(rx_buf_addc(&b, 0), 0);
+        if ((strstr((char *)b.data, "__rx_plcopy=") != NULL) != cases[i].want)
+            fail_msg("stdin_len %lld framed %d: copier %s", cases[i].len, cases[i].framed,
+                     cases[i].want ? "missing" : "sent");
+        rx_buf_free(&b);
+    }
 }
 
 /* EOF on the channel means cancel: while the command runs it is stopped; before it starts (or
@@ -1314,6 +1396,7 @@ int main(void)
         cmocka_unit_test(test_render_refuses_secret),
         cmocka_unit_test(test_sizes),
         cmocka_unit_test(test_script_shape),
+        cmocka_unit_test(test_copier_sent_for_bulk_only),
         cmocka_unit_test(test_bash_n),
         cmocka_unit_test(test_property_roundtrip),
         cmocka_unit_test(test_wrapper_exit_and_timeout),

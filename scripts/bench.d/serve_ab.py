@@ -1,0 +1,136 @@
+#!/usr/bin/python3
+"""Two builds of `rexec serve` A/B, call by call (run by hand; see docs/PERFORMANCE.md).
+
+  scripts/lab up --hosts 1 --base-port P; eval "$(scripts/lab env)"
+  scripts/bench.d/serve_ab.py --a build-base/rexec --b build-release/rexec [--calls 300] [--strace]
+
+Starts one `rexec serve` per build, each on its own copy of the lab's workspace ($REXEC_WORKSPACE)
+and its own socket, opens one client connection to each and runs `sys.uname` on lab1 through them
+alternately (A B, B A, ...), so both see the same moments of a shared machine. Prints the load
+average before and after, each side's median and first quartile, B/A, and each serve's CPU time
+per call (user + system, /proc). --strace also counts each serve's fsync and fdatasync calls per
+call over 50 more calls. Only loopback: the lab's sshd on 127.0.0.1.
+"""
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import tempfile
+import time
+
+
+def load():
+    with open("/proc/loadavg") as f:
+        return f.read().split()[0]
+
+
+def cpu_seconds(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Client:
+    def __init__(self, path):
+        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.s.connect(path)
+        self.f = self.s.makefile("rb")
+        self.n = 0
+
+    def run(self):
+        self.n += 1
+        self.s.sendall((json.dumps({"op": "run", "id": self.n, "targets": "lab1",
+                                    "action": "sys.uname"}) + "\n").encode())
+        ok = False
+        while True:
+            line = self.f.readline()
+            if not line:
+                raise SystemExit("serve_ab: serve closed the connection")
+            o = json.loads(line)
+            if o.get("type") == "result":
+                ok = o.get("exit_code") == 0
+            elif o.get("type") == "done":
+                if not ok:
+                    raise SystemExit("serve_ab: call failed: %s" % line[:300])
+                return
+            elif o.get("type") == "error":
+                raise SystemExit("serve_ab: %s" % line[:300])
+
+
+def syncs(pid, client, tmp, n=50):
+    out = os.path.join(tmp, "strace-%d" % pid)
+    p = subprocess.Popen(["strace", "-f", "-c", "-e", "trace=fsync,fdatasync", "-o", out,
+                          "-p", str(pid)], stderr=subprocess.DEVNULL)
+    time.sleep(1)
+    for _ in range(n):
+        client.run()
+    p.send_signal(signal.SIGINT)
+    p.wait()
+    counts = {}
+    for line in open(out):
+        parts = line.split()
+        if len(parts) >= 5 and parts[-1] in ("fsync", "fdatasync"):
+            counts[parts[-1]] = int(parts[3])
+    return counts.get("fsync", 0) / n, counts.get("fdatasync", 0) / n
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--a", required=True)
+    ap.add_argument("--b", required=True)
+    ap.add_argument("--calls", type=int, default=300)
+    ap.add_argument("--strace", action="store_true")
+    a = ap.parse_args()
+    ws = os.environ.get("REXEC_WORKSPACE")
+    if not ws:
+        raise SystemExit('serve_ab: set REXEC_WORKSPACE (eval "$(scripts/lab env)")')
+    tmp = tempfile.mkdtemp(prefix="rexec-serve-ab.")
+    serves, clients = {}, {}
+    try:
+        for k, binary in (("A", a.a), ("B", a.b)):
+            w = os.path.join(tmp, "ws" + k)
+            shutil.copytree(ws, w, symlinks=True)
+            sock = os.path.join(tmp, k + ".sock")
+            serves[k] = subprocess.Popen([binary, "--workspace", w, "serve", "--socket", sock,
+                                          "--idle-timeout", "0"],
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            for _ in range(400):
+                if os.path.exists(sock):
+                    break
+                time.sleep(0.05)
+            clients[k] = Client(sock)
+        for _ in range(20):  # warm: connections, runners, the spare evidence directory
+            for k in clients:
+                clients[k].run()
+        l0 = load()
+        t = {"A": [], "B": []}
+        c0 = {k: cpu_seconds(p.pid) for k, p in serves.items()}
+        for i in range(a.calls):
+            for k in (("A", "B") if i % 2 == 0 else ("B", "A")):
+                s = time.perf_counter()
+                clients[k].run()
+                t[k].append(time.perf_counter() - s)
+        c1 = {k: cpu_seconds(p.pid) for k, p in serves.items()}
+        med = {k: statistics.median(v) * 1e3 for k, v in t.items()}
+        q1 = {k: statistics.quantiles(v, n=4)[0] * 1e3 for k, v in t.items()}
+        print("load %s -> %s; %d calls each; median A %.3f ms, B %.3f ms, B/A %.3f; "
+              "p25 A %.3f, B %.3f; serve CPU per call A %.3f ms, B %.3f ms" % (
+                  l0, load(), a.calls, med["A"], med["B"], med["B"] / med["A"], q1["A"], q1["B"],
+                  (c1["A"] - c0["A"]) / a.calls * 1e3, (c1["B"] - c0["B"]) / a.calls * 1e3))
+        if a.strace and shutil.which("strace"):
+            for k in ("A", "B"):
+                print("%s: %.2f fsync + %.2f fdatasync per call" % ((k,) + syncs(serves[k].pid,
+                                                                          clients[k], tmp)))
+    finally:
+        for p in serves.values():
+            p.terminate()
+            p.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
