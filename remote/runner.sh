@@ -332,8 +332,8 @@ __rx_call() {
     [ -z "$in" ] || i=$((s + 2))
     printf -v code '%s %010d\n%s%s' "$nonce" "$((__rx_fl[i] + clen))" "${__rx_fp[i]}" "$code"
     case $s in
-    0) echo -n "$code" >&22 ;;
-    1) echo -n "$code" >&23 ;;
+    0) builtin echo -n "$code" >&22 ;;
+    1) builtin echo -n "$code" >&23 ;;
     esac
     code=
     unset code
