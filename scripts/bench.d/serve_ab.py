@@ -15,23 +15,18 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import socket
 import statistics
 import subprocess
 import tempfile
 import time
 
+from benchlib import count_syncs, cpu_seconds
+
 
 def load():
     with open("/proc/loadavg") as f:
         return f.read().split()[0]
-
-
-def cpu_seconds(pid):
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class Client:
@@ -62,20 +57,7 @@ class Client:
 
 
 def syncs(pid, client, tmp, n=50):
-    out = os.path.join(tmp, "strace-%d" % pid)
-    p = subprocess.Popen(["strace", "-f", "-c", "-e", "trace=fsync,fdatasync", "-o", out,
-                          "-p", str(pid)], stderr=subprocess.DEVNULL)
-    time.sleep(1)
-    for _ in range(n):
-        client.run()
-    p.send_signal(signal.SIGINT)
-    p.wait()
-    counts = {}
-    for line in open(out):
-        parts = line.split()
-        if len(parts) >= 5 and parts[-1] in ("fsync", "fdatasync"):
-            counts[parts[-1]] = int(parts[3])
-    return counts.get("fsync", 0) / n, counts.get("fdatasync", 0) / n
+    return count_syncs(pid, client.run, n, tmp) or (0.0, 0.0)
 
 
 def main():
