@@ -149,8 +149,8 @@ def main():
         hosts["m%d" % (i + 1)] = h
     conf["hosts"] = hosts
     conf["groups"] = {"many": sorted(hosts, key=lambda h: int(h[1:]))}
-    # limits.parallel is at most 1024: beyond it the hosts go in a rolling window of 1024
-    a.parallel = a.parallel or min(a.hosts_n, 1024)
+    # limits.parallel is at most 4096: beyond it the hosts go in a rolling window
+    a.parallel = a.parallel or min(a.hosts_n, 4096)
     conf.setdefault("limits", {})["parallel"] = a.parallel
     conf["limits"]["connect_timeout_s"] = a.connect_timeout
     with open(os.path.join(ws, "rexec.json"), "w") as f:

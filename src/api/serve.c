@@ -1015,7 +1015,7 @@ static int start_run(serve_client *cl, const cJSON *root, const char *op, rexec_
     if ((r = rx_request_from_serve(root, op, &q->parsed, err)) != 0 ||
         (r = rx_json_get_string(root, "grant_id", "", 0, &grant, REXEC_EREQUEST, err)) != 0 ||
         (r = rx_json_get_bool(root, "stream", "", 0, &q->stream, REXEC_EREQUEST, err)) != 0 ||
-        (r = rx_json_get_int(root, "parallel", "", 0, 1, 1024, &parallel, REXEC_EREQUEST, err)) ||
+        (r = rx_json_get_int(root, "parallel", "", 0, 1, 4096, &parallel, REXEC_EREQUEST, err)) ||
         (r = rx_json_get_bool(root, "stdin_stream", "", 0, &streamed, REXEC_EREQUEST, err)) ||
         (r = approval_wait_parse(q, root, err)) != 0 ||
         (r = stdin_stream_check(q, streamed, err)) != 0 ||

@@ -344,7 +344,7 @@ static int parse_option(run_opts *o, int argc, char **argv, int *i)
     if ((v = cli_opt_value(argc, argv, i, "--retry-unavailable", &missing)))
         return parse_whole("--retry-unavailable", v, 0, 10, &o->fanout.retry_unavailable);
     if ((v = cli_opt_value(argc, argv, i, "--parallel", &missing))) {
-        int r = parse_number("--parallel", v, 1, 1024, &d);
+        int r = parse_number("--parallel", v, 1, 4096, &d);
         o->parallel = (int)d;
         return r;
     }

@@ -39,7 +39,7 @@ const rx_serve_key rx_serve_keys[] = {
     {"stdin_stream", "boolean", RUN_EVAL, "the stdin follows in stdin lines"},
     {"grant_id", "string", RUN_EVAL, "a grant from rexec approve"},
     {"stream", "boolean", RUN_EVAL, "send output lines as the output arrives"},
-    {"parallel", "integer 1–1024", RUN_EVAL, "hosts of this request at once"},
+    {"parallel", "integer 1–4096", RUN_EVAL, "hosts of this request at once"},
     {"traceparent", "string", DOC, "a W3C traceparent, recorded with the call"},
     {"batch", "integer or string", RX_OP_RUN,
      "hosts per batch, N or \"P%\"; a batch starts when the one before has ended"},

@@ -820,7 +820,7 @@ static int load_limits(rx_ws *ws, const cJSON *root, rexec_error *err)
         (r = get_seconds(o, "kill_after_s", "limits", 0, &l->kill_after_s, err)) != 0 ||
         (r = get_u64(o, "max_output_bytes", "limits", 0, 1LL << 40, &l->max_output_bytes, err)) ||
         (r = get_seconds(o, "connect_timeout_s", "limits", 0.01, &l->connect_timeout_s, err)) ||
-        (r = get_intv(o, "parallel", "limits", 1, 1024, &l->parallel, err)) != 0 ||
+        (r = get_intv(o, "parallel", "limits", 1, 4096, &l->parallel, err)) != 0 ||
         (r = get_intv(o, "max_channels", "limits", 1, 64, &l->max_channels, err)) != 0 ||
         (r = get_seconds(o, "keepalive_s", "limits", 0, &l->keepalive_s, err)) != 0 ||
         (r = get_seconds(o, "approval_ttl_s", "limits", 1, &l->approval_ttl_s, err)) != 0 ||

@@ -235,6 +235,18 @@ assert_eq 1 "$max" "most calls at once with --parallel 1"
 max=$(parallel_case "${#all[@]}")
 assert_eq "${#all[@]}" "$max" "most calls at once by default"
 assert_exit 64 rx run @lab t.whoami --parallel 0
+# the range is 1-4096 (a 2,000-host fan-out at once: docs/PERFORMANCE.md), on the command line
+# and in the workspace
+assert_exit 64 rx run @lab t.whoami --parallel 4097
+assert_contains "$ERR" "4096"
+max=$(parallel_case "${#all[@]}" --parallel 4096)
+assert_eq "${#all[@]}" "$max" "most calls at once with --parallel 4096"
+ws_edit 'c.setdefault("limits", {})["parallel"] = 4096'
+assert_exit 0 rx hosts
+ws_edit 'c["limits"]["parallel"] = 4097'
+assert_exit 78 rx hosts
+assert_contains "$ERR" "limits.parallel"
+ws_edit 'del c["limits"]["parallel"]'
 
 # ---- progress line: only when stderr is a terminal -------------------------------------------
 if command -v script >/dev/null 2>&1; then
