@@ -69,6 +69,7 @@ typedef enum client_state { CL_READING = 0, CL_DRAINING, CL_FLUSHING, CL_CLOSING
 #define SERVE_ADMIT_TTL_MS 5000
 typedef struct admit_entry {
     const rx_ws *ws; /* NULL: empty */
+    unsigned gen;    /* the context's reloads then: a workspace's address may come back */
     uid_t uid;
     gid_t gid;
     uint64_t until; /* loop time (ms) */
@@ -1582,8 +1583,8 @@ static int admit_cached(serve_client *cl, const struct ucred *cred)
     uint64_t now = uv_now(s->ctx->loop);
     for (int i = 0; i < SERVE_ADMIT_CACHE; i++) {
         const admit_entry *e = &s->admits[i];
-        if (e->ws == s->ctx->ws && e->ws != NULL && e->uid == cred->uid && e->gid == cred->gid &&
-            now < e->until) {
+        if (e->ws == s->ctx->ws && e->ws != NULL && e->gen == s->ctx->reloads &&
+            e->uid == cred->uid && e->gid == cred->gid && now < e->until) {
             cl->peer = e->peer;
             cl->peer.pid = cred->pid;
             cl->verbs = e->verbs;
@@ -1597,10 +1598,12 @@ static int admit_cached(serve_client *cl, const struct ucred *cred)
 static void admit_remember(serve_client *cl)
 {
     rexec_server *s = cl->srv;
-    if (cl->admit_ws != s->ctx->ws) /* a reload meanwhile: computed against the old one */
+    if (cl->admit_ws != s->ctx->ws || cl->verbs_gen != s->ctx->reloads) /* a reload meanwhile:
+                                                                         * the old workspace's */
         return;
     admit_entry *e = &s->admits[s->admit_next++ % SERVE_ADMIT_CACHE];
-    *e = (admit_entry){.ws = cl->admit_ws, .uid = cl->peer.uid, .gid = cl->peer.gid,
+    *e = (admit_entry){.ws = cl->admit_ws, .gen = cl->verbs_gen, .uid = cl->peer.uid,
+                       .gid = cl->peer.gid,
                        .until = uv_now(s->ctx->loop) + SERVE_ADMIT_TTL_MS, .peer = cl->peer,
                        .verbs = cl->verbs};
 }
