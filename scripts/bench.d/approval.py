@@ -14,24 +14,16 @@ the command's `date +%s.%N` is on the same clock.
 """
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests",
+                                "e2e"))
+from approvals_client import connect, send  # noqa: E402
+
 ACTION = "bench.approve"
-
-
-def connect(path):
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.settimeout(120)
-    s.connect(path)
-    return s, s.makefile("rb")
-
-
-def send(s, o):
-    s.sendall(json.dumps(o).encode() + b"\n")
 
 
 def cmd_start(results):
@@ -45,7 +37,7 @@ def cmd_start(results):
 def agent(path, mode, unit):
     """wait: one run with wait_approval_s; retry: run (75), wait for the grant, run again."""
     t0 = time.time()
-    s, f = connect(path)
+    s, f = connect(path, 120)
     req = {"op": "run", "id": 1, "targets": "lab1", "action": ACTION, "params": {"unit": unit}}
     if mode == "plain":  # the floor: the same command at L0, no approval
         req["action"] = ACTION + "-l0"
@@ -76,7 +68,7 @@ def agent(path, mode, unit):
 
 
 def approver(path, n):
-    s, f = connect(path)
+    s, f = connect(path, 120)
     send(s, {"op": "watch", "id": "w"})
     done = 0
     for line in f:

@@ -16,7 +16,6 @@ import datetime
 import glob
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -24,17 +23,8 @@ import time
 ACTION = "bench.fanout"
 HERE = os.path.dirname(os.path.abspath(__file__))
 CLIENT = os.path.join(HERE, "..", "..", "tests", "e2e", "approvals_client.py")
-
-
-def connect(path):
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.settimeout(300)
-    s.connect(path)
-    return s, s.makefile("rb")
-
-
-def send(s, o):
-    s.sendall(json.dumps(o).encode() + b"\n")
+sys.path.insert(0, os.path.dirname(CLIENT))
+from approvals_client import connect, send  # noqa: E402
 
 
 def request(path, req):

@@ -46,13 +46,7 @@ c["serve"] = {"clients": [{"user": agent, "verbs": ["run"]},
                           {"user": approver, "verbs": ["approvals", "approve", "deny"]}]}
 json.dump(c, open(p, "w"), indent=2)
 PY
-chmod o+x "$tmp" "$tmp/lab"
-mkdir -m 0755 "$tmp/run"
-sock=$tmp/run/rexec.sock
-"$rexec" --workspace "$ws" serve --socket "$sock" --log off 2>"$tmp/serve.err" &
-bench_pids+=($!)
-for _ in $(seq 200); do [[ -S $sock ]] && break; sleep 0.05; done
-[[ -S $sock ]] || { cat "$tmp/serve.err" >&2; exit 1; }
+rx_bench_serve_for_users "$ws"
 printf 'command: scripts/bench.d/approval_fanout.sh --hosts %s (git %s, %s)\nload before: %s\n' \
     "$hosts" "$(git rev-parse --short HEAD 2>/dev/null || echo '?')" "$rexec" "$(uptime)"
 rc=0

@@ -57,3 +57,18 @@ rx_bench_users() {
         bench_users+=("$u")
     done
 }
+
+# rx_bench_serve_for_users WS: `$rexec serve` (the caller's rexec, from rx_release_rexec) of WS
+# for the benchmark's other users, killed at exit: its socket ($sock) in a 0755 directory under
+# $tmp, which they may now reach; its stderr in $tmp/serve.err. Returns once the socket is
+# there (exits 1 with serve's stderr otherwise).
+rx_bench_serve_for_users() {
+    chmod o+x "$tmp" "$tmp/lab"
+    mkdir -m 0755 "$tmp/run"
+    sock=$tmp/run/rexec.sock
+    # shellcheck disable=SC2154 # rexec: the caller's
+    "$rexec" --workspace "$1" serve --socket "$sock" --log off 2>"$tmp/serve.err" &
+    bench_pids+=($!)
+    for _ in $(seq 200); do [[ -S $sock ]] && break; sleep 0.05; done
+    [[ -S $sock ]] || { cat "$tmp/serve.err" >&2; exit 1; }
+}

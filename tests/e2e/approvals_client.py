@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The caller and the scripted approver of tests/e2e/t_serve_approvals.sh (and of
-scripts/bench.d/approval.py), on serve's socket: one JSON line each way, no sleeps.
+scripts/bench.d/approval_fanout.py; both approval benches take connect and send from here), on
+serve's socket: one JSON line each way, no sleeps.
 
   run SOCK TARGETS ACTION UNIT WAIT_S [leave]   a run with wait_approval_s; prints every reply;
                                                 leave: disconnect once the challenge line came
@@ -18,9 +19,9 @@ import sys
 import time
 
 
-def connect(path):
+def connect(path, timeout=300):
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.settimeout(300)
+    s.settimeout(timeout)
     s.connect(path)
     return s, s.makefile("rb")
 
