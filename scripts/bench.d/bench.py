@@ -23,7 +23,6 @@ import re
 import resource
 import shlex
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -34,7 +33,7 @@ import warnings
 warnings.filterwarnings("ignore")  # asyncssh's cryptography deprecation notices
 t_import = time.perf_counter()
 import asyncssh  # noqa: E402  (Debian: python3-asyncssh)
-from benchlib import count_syncs, cpu_seconds  # noqa: E402
+from benchlib import ServeClient, count_syncs, cpu_seconds  # noqa: E402
 
 T_IMPORT_ASYNCSSH = time.perf_counter() - t_import
 
@@ -118,42 +117,6 @@ def timed(fn):
     t = time.perf_counter()
     fn()
     return time.perf_counter() - t
-
-
-# ---- rexec serve, spoken directly --------------------------------------------------------------
-
-class ServeClient:
-    """One connection to rexec serve, request after request (an orchestrator's view)."""
-
-    def __init__(self, path):
-        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.s.connect(path)
-        self.f = self.s.makefile("rb")
-        self.n = 0
-
-    def run(self, targets, action, expect_hosts):
-        self.n += 1
-        rid = self.n
-        self.s.sendall((json.dumps({"op": "run", "id": rid, "targets": targets,
-                                    "action": action}) + "\n").encode())
-        results = 0
-        while True:
-            line = self.f.readline()
-            if not line:
-                sys.exit("bench: rexec serve closed the connection")
-            o = json.loads(line)
-            if o.get("id") != rid:
-                continue
-            if o["type"] == "result":
-                if o.get("exit_code") != 0 or "Linux" not in (o.get("stdout") or ""):
-                    sys.exit("bench: serve result not ok: %s" % line[:300])
-                results += 1
-            elif o["type"] == "done":
-                if o["exit_status"] != 0 or results != expect_hosts:
-                    sys.exit("bench: serve request not ok: %s (%d results)" % (line, results))
-                return
-            elif o["type"] == "error":
-                sys.exit("bench: serve error: %s" % line)
 
 
 # ---- asyncssh ----------------------------------------------------------------------------------

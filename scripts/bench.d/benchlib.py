@@ -1,9 +1,13 @@
-"""What the benchmarks measure of a process the same way (bench.py, serve_ab.py): its CPU time
-and its syncs per call. Not a benchmark itself."""
+"""What the benchmarks share (bench.py, serve_ab.py, serve_mem.py): a connection to rexec serve,
+and what they measure of a process the same way, its CPU time and its syncs per call. Not a
+benchmark itself."""
+import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
+import sys
 import time
 
 
@@ -38,3 +42,39 @@ def count_syncs(pid, fn, n, tmp):
         if len(parts) >= 5 and parts[-1] in ("fsync", "fdatasync"):
             counts[parts[-1]] = int(parts[3])
     return counts.get("fsync", 0) / n, counts.get("fdatasync", 0) / n
+
+
+# ---- rexec serve, spoken directly --------------------------------------------------------------
+
+class ServeClient:
+    """One connection to rexec serve, request after request (an orchestrator's view)."""
+
+    def __init__(self, path):
+        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.s.connect(path)
+        self.f = self.s.makefile("rb")
+        self.n = 0
+
+    def run(self, targets, action, expect_hosts):
+        self.n += 1
+        rid = self.n
+        self.s.sendall((json.dumps({"op": "run", "id": rid, "targets": targets,
+                                    "action": action}) + "\n").encode())
+        results = 0
+        while True:
+            line = self.f.readline()
+            if not line:
+                sys.exit("bench: rexec serve closed the connection")
+            o = json.loads(line)
+            if o.get("id") != rid:
+                continue
+            if o["type"] == "result":
+                if o.get("exit_code") != 0 or "Linux" not in (o.get("stdout") or ""):
+                    sys.exit("bench: serve result not ok: %s" % line[:300])
+                results += 1
+            elif o["type"] == "done":
+                if o["exit_status"] != 0 or results != expect_hosts:
+                    sys.exit("bench: serve request not ok: %s (%d results)" % (line, results))
+                return
+            elif o["type"] == "error":
+                sys.exit("bench: serve error: %s" % line)

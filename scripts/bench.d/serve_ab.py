@@ -12,16 +12,14 @@ per call (user + system, /proc). --strace also counts each serve's fsync and fda
 call over 50 more calls. Only loopback: the lab's sshd on 127.0.0.1.
 """
 import argparse
-import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import tempfile
 import time
 
-from benchlib import count_syncs, cpu_seconds
+from benchlib import ServeClient, count_syncs, cpu_seconds
 
 
 def load():
@@ -29,35 +27,8 @@ def load():
         return f.read().split()[0]
 
 
-class Client:
-    def __init__(self, path):
-        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.s.connect(path)
-        self.f = self.s.makefile("rb")
-        self.n = 0
-
-    def run(self):
-        self.n += 1
-        self.s.sendall((json.dumps({"op": "run", "id": self.n, "targets": "lab1",
-                                    "action": "sys.uname"}) + "\n").encode())
-        ok = False
-        while True:
-            line = self.f.readline()
-            if not line:
-                raise SystemExit("serve_ab: serve closed the connection")
-            o = json.loads(line)
-            if o.get("type") == "result":
-                ok = o.get("exit_code") == 0
-            elif o.get("type") == "done":
-                if not ok:
-                    raise SystemExit("serve_ab: call failed: %s" % line[:300])
-                return
-            elif o.get("type") == "error":
-                raise SystemExit("serve_ab: %s" % line[:300])
-
-
 def syncs(pid, client, tmp, n=50):
-    return count_syncs(pid, client.run, n, tmp) or (0.0, 0.0)
+    return count_syncs(pid, lambda: client.run("lab1", "sys.uname", 1), n, tmp) or (0.0, 0.0)
 
 
 def main():
@@ -84,17 +55,17 @@ def main():
                 if os.path.exists(sock):
                     break
                 time.sleep(0.05)
-            clients[k] = Client(sock)
+            clients[k] = ServeClient(sock)
         for _ in range(20):  # warm: connections, runners, the spare evidence directory
             for k in clients:
-                clients[k].run()
+                clients[k].run("lab1", "sys.uname", 1)
         l0 = load()
         t = {"A": [], "B": []}
         c0 = {k: cpu_seconds(p.pid) for k, p in serves.items()}
         for i in range(a.calls):
             for k in (("A", "B") if i % 2 == 0 else ("B", "A")):
                 s = time.perf_counter()
-                clients[k].run()
+                clients[k].run("lab1", "sys.uname", 1)
                 t[k].append(time.perf_counter() - s)
         c1 = {k: cpu_seconds(p.pid) for k, p in serves.items()}
         med = {k: statistics.median(v) * 1e3 for k, v in t.items()}

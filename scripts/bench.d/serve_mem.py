@@ -13,10 +13,11 @@ import argparse
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
+
+from benchlib import ServeClient
 
 
 def status(pid):
@@ -28,13 +29,7 @@ def status(pid):
     return rss, len(os.listdir("/proc/%d/fd" % pid))
 
 
-class Client:
-    def __init__(self, path):
-        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.s.connect(path)
-        self.f = self.s.makefile("rb")
-        self.n = 0
-
+class Client(ServeClient):
     def send(self, o):
         self.s.sendall((json.dumps(o) + "\n").encode())
 
