@@ -3,8 +3,6 @@
  * the calls that ran on the grant with grant_id) are found by that id. */
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/time.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "approval_record.h"
@@ -12,16 +10,6 @@
 #include "call.h"
 #include "err.h"
 #include "jsonx.h"
-
-static void record_now(char out[32])
-{
-    struct timeval tv;
-    struct tm tm;
-    gettimeofday(&tv, NULL);
-    gmtime_r(&tv.tv_sec, &tm);
-    size_t n = strftime(out, 32, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(out + n, 32 - n, ".%03dZ", (int)(tv.tv_usec / 1000));
-}
 
 static void add_hosts(cJSON *o, const rx_challenge *c)
 {
@@ -36,12 +24,12 @@ static void add_hosts(cJSON *o, const rx_challenge *c)
 
 cJSON *rx_approval_record(const rx_challenge *c)
 {
-    char ts[32];
+    char ts[RX_AUDIT_TS_LEN];
     int approved = c->state == RX_AP_APPROVED;
     cJSON *o = cJSON_CreateObject();
     if (o == NULL)
         return NULL;
-    record_now(ts);
+    rx_audit_timestamp(ts);
     cJSON_AddStringToObject(o, "ts", ts);
     cJSON_AddStringToObject(o, "run_id", c->id);
     cJSON_AddStringToObject(o, "phase", "approval");

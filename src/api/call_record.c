@@ -5,10 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "audit.h"
 #include "call.h"
 #include "err.h"
 #include "metrics.h"
@@ -142,16 +141,6 @@ static void add_str_or_null(cJSON *o, const char *key, const char *s)
         cJSON_AddStringToObject(o, key, s);
     else
         cJSON_AddNullToObject(o, key);
-}
-
-static void iso_now(char out[32])
-{
-    struct timeval tv;
-    struct tm tm;
-    gettimeofday(&tv, NULL);
-    gmtime_r(&tv.tv_sec, &tm);
-    size_t n = strftime(out, 32, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(out + n, 32 - n, ".%03dZ", (int)(tv.tv_usec / 1000));
 }
 
 const char *rx_verdict_name(rx_verdict v)
@@ -304,7 +293,7 @@ int rx_call_audit_ready(rexec_call *c, rexec_error *err)
  * rendered and scanned for secrets (rx_audit_render), for the recorder. */
 static int call_audit_text(rexec_call *c, const char *phase, char **text, rexec_error *err)
 {
-    char ts[32];
+    char ts[RX_AUDIT_TS_LEN];
     int r;
     rexec_ctx *ctx = c->ctx;
     if (ctx->rec == NULL && (r = call_audit_open(ctx, err)) != 0)
@@ -312,7 +301,7 @@ static int call_audit_text(rexec_call *c, const char *phase, char **text, rexec_
     cJSON *o = cJSON_CreateObject();
     if (o == NULL)
         return rx_fail(err, REXEC_EAUDIT, "out of memory building the audit record");
-    iso_now(ts);
+    rx_audit_timestamp(ts);
     cJSON_AddStringToObject(o, "ts", ts);
     cJSON_AddStringToObject(o, "run_id", c->run_id);
     add_redacted(c, o, "batch_id", c->batch_id);
