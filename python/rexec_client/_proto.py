@@ -2,6 +2,7 @@
 import base64
 import json
 import os
+import socket
 
 # Final replies: the request is over once one of these arrives.
 FINAL = ("done", "error", "pong", "list", "reloaded", "metrics", "approvals", "approved",
@@ -84,6 +85,18 @@ def unreachable(e):
     caller has as Client.socket_path)."""
     return "cannot reach rexec serve (the socket given): %s" % (
         getattr(e, "strerror", None) or type(e).__name__)
+
+
+def connect_unix(path, timeout):
+    """A connected socket to rexec serve at path; RexecError (255) naming why it cannot be."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(timeout)
+    try:
+        s.connect(path)
+    except OSError as e:
+        s.close()
+        raise RexecError(unreachable(e), 255)
+    return s
 
 
 def mask(text, args):

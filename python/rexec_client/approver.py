@@ -9,7 +9,7 @@ import re
 import socket
 import unicodedata
 
-from ._proto import RexecError, approval_request, unreachable
+from ._proto import RexecError, approval_request, connect_unix
 
 # ---- showing text: every character a person cannot see becomes an escape ------------------------
 # The same rule as the terminal prompt (src/base/unicode_vis.c, generated from unicodedata by
@@ -109,14 +109,7 @@ class Approver:
         self.via = via  # "web": recorded with each decision this front end makes
 
     def _connect(self, timeout):
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.settimeout(timeout)
-        try:
-            s.connect(self.socket_path)
-        except OSError as e:
-            s.close()
-            raise RexecError(unreachable(e), 255)
-        return s
+        return connect_unix(self.socket_path, timeout)
 
     @staticmethod
     def _send(s, req):

@@ -1,11 +1,10 @@
 """The blocking client: one Unix-socket connection per call, so calls may run from many threads."""
-import socket
 import threading
 
 from ._files import Sink, put_params
 from ._proto import (CANCEL_ID, Collector, RexecCallError, RexecError, approval_request,
-                     call_request, cancel_line, decode, encode, socket_path, stdin_lines, streamed,
-                     strip, unreachable)
+                     call_request, cancel_line, connect_unix, decode, encode, socket_path,
+                     stdin_lines, streamed, strip)
 
 
 class Call:
@@ -94,14 +93,7 @@ class Client:
         self.timeout = timeout
 
     def _connect(self):
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.settimeout(self.timeout)
-        try:
-            s.connect(self.socket_path)
-        except OSError as e:
-            s.close()
-            raise RexecError(unreachable(e), 255)
-        return s
+        return connect_unix(self.socket_path, self.timeout)
 
     def start(self, op, targets, action=None, params=None, **kw):
         """Sends a run/eval/check and returns its Call (kw: stdin, grant_id, timeout_s,
