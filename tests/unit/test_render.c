@@ -1103,6 +1103,36 @@ static void test_wrapper_piped_stdin(void **state)
     expect_no_stdin_file(); /* the FIFO's name is gone (removed by the feeder) */
 }
 
+/* A framed stdin run whole through `cat` (wrap_run with path_prefix): the command gets want. */
+static void framed_whole(const rx_render_in *k, const void *in, size_t len, const char *prefix,
+                         const unsigned char *want, size_t want_len)
+{
+    bash_run r;
+    wrap_run("cat", k, in, len, FEED_KEEP_OPEN, prefix, &r);
+    expect_end(&r, 1, "cmd", 0, 0);
+    assert_int_equal(r.out_len, want_len);
+    assert_memory_equal(r.out, want, want_len);
+    bash_run_free(&r);
+}
+
+/* Frames cut short by EOF (in, len): staged, the command never starts (a cancel); piped, it has
+ * started and is stopped before its stdin ends (it ignores TERM: KILL). */
+static void framed_cut(rx_render_in *k, const char *in, size_t len, const char *prefix)
+{
+    bash_run r;
+    unlink(path_in("ran.framed"));
+    k->kill_after_s = 1;
+    wrap_run("trap '' TERM; cat >/dev/null; touch ran.framed", k, in, len, FEED_CLOSE_NOW, prefix,
+             &r);
+    assert_true(r.ended);
+    assert_int_equal(r.cancelled, 1);
+    assert_string_equal(r.phase, k->stdin_piped ? "cmd" : "cancel");
+    if (!k->stdin_piped) /* piped, the TERM may come before the command said it started */
+        assert_int_equal(r.started, 0);
+    assert_int_equal(access(path_in("ran.framed"), F_OK), -1);
+    bash_run_free(&r);
+}
+
 /* A stdin of unknown length (a pipe: rx_render_in.stdin_framed): frames "LEN\n" + bytes up to
  * "0\n", staged or piped. Byte for byte whatever the bytes (a frame's bytes may look like
  * headers); frames cut short by EOF (a cancel) never start a staged command and are never
@@ -1148,11 +1178,7 @@ static void test_wrapper_framed_stdin(void **state)
         k.stdin_len = 0;
         k.stdin_framed = 1;
         k.stdin_piped = piped;
-        wrap_run("cat", &k, fb.data, fb.len, FEED_KEEP_OPEN, prefix, &r);
-        expect_end(&r, 1, "cmd", 0, 0);
-        assert_int_equal(r.out_len, big + want_len);
-        assert_memory_equal(r.out, wantb, big + want_len);
-        bash_run_free(&r);
+        framed_whole(&k, fb.data, fb.len, prefix, wantb, big + want_len);
 
         /* only the end frame: an empty stdin */
         wrap_run("wc -c", &k, "0\n", 2, FEED_KEEP_OPEN, prefix, &r);
@@ -1160,19 +1186,8 @@ static void test_wrapper_framed_stdin(void **state)
         assert_int_equal(atoi((const char *)r.out), 0);
         bash_run_free(&r);
 
-        /* EOF inside the first frame: staged, the command never starts (a cancel); piped, it
-         * has started and is stopped before its stdin ends (it ignores TERM: KILL) */
-        unlink(path_in("ran.framed"));
-        k.kill_after_s = 1;
-        wrap_run("trap '' TERM; cat >/dev/null; touch ran.framed", &k, "1048576\nabc", 11,
-                 FEED_CLOSE_NOW, prefix, &r);
-        assert_true(r.ended);
-        assert_int_equal(r.cancelled, 1);
-        assert_string_equal(r.phase, piped ? "cmd" : "cancel");
-        if (!piped) /* piped, the TERM may come before the command said it started */
-            assert_int_equal(r.started, 0);
-        assert_int_equal(access(path_in("ran.framed"), F_OK), -1);
-        bash_run_free(&r);
+        /* EOF inside the first frame */
+        framed_cut(&k, "1048576\nabc", 11, prefix);
     }
     /* Small frames (a small pipe): the dd loop, and perl never starts (it would cost the call
      * ~10 ms); byte for byte, and EOF inside the second frame is a cancel as above. */
@@ -1185,25 +1200,12 @@ static void test_wrapper_framed_stdin(void **state)
     write_file(file, text, strlen(text));
     snprintf(file, sizeof(file), "%s/ran", perlran);
     for (int piped = 0; piped <= 1; piped++) {
-        bash_run r;
         rx_render_in k = render_in("");
         k.stdin_len = 0;
         k.stdin_framed = 1;
         k.stdin_piped = piped;
-        wrap_run("cat", &k, f.data, f.len, FEED_KEEP_OPEN, perlran, &r);
-        expect_end(&r, 1, "cmd", 0, 0);
-        assert_int_equal(r.out_len, want_len);
-        assert_memory_equal(r.out, want, want_len);
-        bash_run_free(&r);
-        unlink(path_in("ran.framed"));
-        k.kill_after_s = 1;
-        wrap_run("trap '' TERM; cat >/dev/null; touch ran.framed", &k, "3\nabc10\n0123", 12,
-                 FEED_CLOSE_NOW, perlran, &r);
-        assert_true(r.ended);
-        assert_int_equal(r.cancelled, 1);
-        assert_string_equal(r.phase, piped ? "cmd" : "cancel");
-        assert_int_equal(access(path_in("ran.framed"), F_OK), -1);
-        bash_run_free(&r);
+        framed_whole(&k, f.data, f.len, perlran, want, want_len);
+        framed_cut(&k, "3\nabc10\n0123", 12, perlran);
         if (access(file, F_OK) == 0)
             fail_msg("perl was started for a small pipe (piped %d)", piped);
     }
