@@ -49,6 +49,27 @@
 # (One line: it is the shell's command line, which process listings show.)
 __rx_ns='IFS= read -r -N 33 -u 7 __g && IFS= read -r -N 44 -u 9 __h && [ "${__h:0:32}" = "${__g:0:32}" ] && LC_ALL=C IFS= read -r -N "${__h:33:10}" -u 9 __c || exit 125; exec 7<&- 9<&-; unset __g __h; set --; eval "$__c"'
 
+# A oneshot call ("o <nonce>" on n<k>: the controller found its command one that `exec` runs
+# and that reads no variable a fork of the slot would give another value than a fresh bash;
+# src/shell/oneshot.c) runs in a fork of the slot, PID 1 of its namespace and a bash already,
+# when no shell waits: one fork (~0.15 ms of CPU) where a fresh bash costs an exec, ld.so and
+# its start (~0.9 ms). The fork reads its frame from c<k> as the call's shell does (the slot
+# gives it the nonce, the go-ahead's part) and, before the code runs, makes itself what that
+# shell would be: the same fds (8 becomes 2, the slot's others closed), no variable or function
+# of the slot (its locals, __rx_sv, every __rx_* and the nonce among them), no positional
+# parameter, $0 "rexec", no trap. What is left differs only in bash's own dynamic variables
+# ($PPID, $BASHPID, $SHLVL, $BASH_SUBSHELL, $LINENO, ...), which the controller's check keeps
+# out of the command's words; the command's environment is the same (SHLVL included: `exec`
+# lowers it by one in a fresh shell and in a { } & child, not in a ( ) subshell). The
+# function is one line, read by the slot from the file "rexec" in the runner's directory: bash
+# names a function's file and the line in its messages (`rexec: line 3: exec: jq: not found`),
+# as it names a fresh call's shell by $0 and counts its lines from its one-line command.
+__rx_fk='__rx_slot_fork() { { exec 2>&8 3<&- 4<&- 5<&- 6<&- 7<&- 8>&- || exit 125; BASH_ARGV0=rexec; IFS= read -r -N 44 -u 9 __h && [ "${__h:0:32}" = "$nonce" ] && LC_ALL=C IFS= read -r -N "${__h:33:10}" -u 9 __c || exit 125; exec 9<&-; trap - USR1; unset -f $__rx_sf __rx_slot_fork; unset -v $__rx_sv __h REPLY "${!__rx_@}"; set --; eval "$__c"; } & }'
+# The slot's functions (written to its file) and its variables (one list: __rx_slot declares
+# them local with it, the fork unsets them with it).
+__rx_sf='__rx_slot __rx_slot_take __rx_slot_clean __rx_slot_refuse __rx_slot_end __rx_slot_kill __rx_slot_reap __rx_slot_envok __rx_slot_src'
+__rx_sv='d k cont line c nonce st rc killed incall phase started bad desync kind fk w'
+
 # The slot: `bash DIR/slot DIR K CONTAINMENT [PREFIX...]` (DIR/slot holds these functions and
 # __rx_ns), where PREFIX starts the call's shell (setsid under process-group containment). As
 # PID 1 of a namespace ($$ = 1) it ends a call's leftovers with kill -1, which there reaches
@@ -57,7 +78,10 @@ __rx_ns='IFS= read -r -N 33 -u 7 __g && IFS= read -r -N 44 -u 9 __h && [ "${__h:
 # finds a writer. n<k> is then held read-only: the runner holds its only writer, so the
 # runner's death (or its exit before this slot got going) reads as EOF, and the slot goes.
 __rx_slot() {
-    local d=$1 k=$2 cont=$3 line c nonce st rc killed incall= phase started bad= desync
+    local e=0
+    __rx_slot_envok || e=1 # (before its own locals hide what the environment holds)
+    local $__rx_sv
+    d=$1 k=$2 cont=$3
     shift 3
     trap '[ -z "$incall" ] || { killed=1; __rx_slot_kill "$c"; }' USR1
     # fd 8 is the channel's stderr (the call's, and the end marker's); the slot's own stderr is
@@ -68,22 +92,49 @@ __rx_slot() {
     # into them by path (the runner holds n<k> and c<k> already; s<k> keeps its name, which
     # the call's code writes its status to).
     rm -f -- "$d/c$k" "$d/n$k" "$d/g$k"
+    # Oneshot calls run in a fork only as PID 1 (its reap ends whatever the fork left) and when
+    # nothing in the environment makes a fork differ from a fresh bash (__rx_slot_envok).
+    [ "$$/$e" != 1/0 ] || ! __rx_slot_src "$d" || fk=1
+    w=1
     while :; do
-        "$@" bash -c "$__rx_ns" rexec "$d" 2>&8 3<&- 4<&- 5<&- 6<&- 8>&- &
-        c=$! nonce=
+        c= nonce= kind=
+        # The next call's shell, started in advance unless the last call was a oneshot one
+        # that this slot forks for: the next is likely one too, and the reap of a call run in
+        # a fork (kill -1) would kill a shell waiting beside it.
+        [ -z "$w" ] || { "$@" bash -c "$__rx_ns" rexec "$d" 2>&8 3<&- 4<&- 5<&- 6<&- 8>&- & c=$!; }
         if ! __rx_slot_take; then __rx_slot_kill "$c"; return 0; fi
         if [ -n "$bad" ]; then __rx_slot_refuse "$c"; continue; fi
+        # A shell waiting takes any call; without one, a oneshot call runs in a fork, any other
+        # call gets its shell now (it reads the go-ahead written before it started).
+        w=1
+        [ -n "$c" ] || [ "$kind/$fk" = o/1 ] ||
+            { "$@" bash -c "$__rx_ns" rexec "$d" 2>&8 3<&- 4<&- 5<&- 6<&- 8>&- & c=$!; }
+        [ "$kind/$fk" != o/1 ] || w=
         incall=1 killed=0 st= started=0 desync=0
         # A status line on s<k> now is not this call's (a command wrote it).
         while read -r -t 0 -u 5; do read -r -t 0.01 -u 5 _ || break; done
-        # A kill sent before incall was set has left its "k" line behind.
-        if read -r -t 0 -u 4; then killed=1; __rx_slot_kill "$c"; else printf '%s\n' "$nonce" >&6; fi
+        # A kill sent before incall was set has left its "k" line behind: the call never runs.
+        # One that comes (USR1) after the fork was decided on but before it started is found
+        # in killed once it has: the fork is killed at once.
+        if read -r -t 0 -u 4; then
+            killed=1
+            __rx_slot_kill "$c"
+        elif [ -n "$c" ]; then
+            printf '%s\n' "$nonce" >&6
+        else
+            __rx_slot_fork
+            c=$!
+            [ "$killed" = 0 ] || __rx_slot_kill "$c"
+        fi
         # wait returns early when a trapped signal came (the USR1 trap: killed 1); the call is
         # over only once kill -0 fails: until then its shell may still read the frame, and the
-        # slot must not read off or report anything.
-        wait "$c"; rc=$?
-        while kill -0 "$c"; do wait "$c"; rc=$?; done
-        [ "$killed/$rc" != 1/138 ] || { wait "$c"; rc=$?; }
+        # slot must not read off or report anything. (No process: a call killed before its fork.)
+        rc=137
+        if [ -n "$c" ]; then
+            wait "$c"; rc=$?
+            while kill -0 "$c"; do wait "$c"; rc=$?; done
+            [ "$killed/$rc" != 1/138 ] || { wait "$c"; rc=$?; }
+        fi
         incall=
         # The status is "ok", "cd" or "stdin" and a newline: three bytes in one read (the rest
         # of "stdin" read off), where a line read would take one read() and a select per byte.
@@ -104,9 +155,10 @@ __rx_slot() {
     done
 }
 
-# The next call's nonce from n<k>, into nonce; 1 on "quit" or EOF (the runner is gone). A line
-# the runner does not write (a command wrote it) makes the slot refuse every later call.
-# The runner's lines have known lengths ("n <32 hex digits>\n", "k\n", "quit\n"): read -N takes
+# The next call's nonce from n<k>, into nonce, and its kind ("n", or "o": a oneshot call) into
+# kind; 1 on "quit" or EOF (the runner is gone). A line the runner does not write (a command
+# wrote it) makes the slot refuse every later call. The runner's lines have known lengths
+# ("n <32 hex digits>\n", "o <32 hex digits>\n", "k\n", "quit\n"): read -N takes
 # the first two bytes, then the nonce's 33, two read()s where a line read takes one a byte.
 # Once anything else was found the lines are read as lines (no length can be trusted then).
 __rx_slot_take() {
@@ -115,7 +167,8 @@ __rx_slot_take() {
         case $line in
         $'k\n') continue ;; # a kill that came after its call had ended
         qu) return 1 ;;
-        "n ")
+        "n " | "o ")
+            kind=${line:0:1}
             IFS= read -r -N 33 -u 4 line || return 1
             nonce=${line%$'\n'}
             case $nonce in
@@ -133,8 +186,8 @@ __rx_slot_take() {
         case $line in
         k) ;; # a kill that came after its call had ended
         quit) return 1 ;;
-        "n " | "n "*[!0-9a-f]*) bad=1 ;;
-        "n "*) nonce=${line#n }; return 0 ;;
+        [no]" " | [no]" "*[!0-9a-f]*) bad=1 ;;
+        [no]" "*) kind=${line:0:1} nonce=${line:2}; return 0 ;;
         *) bad=1 ;;
         esac
     done
@@ -185,6 +238,34 @@ __rx_slot_refuse() { # the waiting call's shell
     wait "$1"
     __rx_slot_end "$nonce" desync 1 0 0 1
     until read -r -t 0 -u 4; do (LC_ALL=C read -r -N 65536 -t 0.2 -u 3 _); done # (see clean)
+}
+
+# 0 if the environment holds nothing that would make a fork of the slot differ from a fresh
+# bash for a oneshot command: a fresh bash keeps what the environment gives the names the fork
+# unsets (the slot's variables, REPLY, __rx_*), and reads BASH_ENV, ENV, SHELLOPTS, BASHOPTS
+# and POSIXLY_CORRECT at its start, which the fork would not. Any of them: no fork.
+__rx_slot_envok() {
+    local v
+    for v in $__rx_sv REPLY; do [ -z "${!v+x}" ] || return 1; done
+    for v in BASH_ENV ENV SHELLOPTS BASHOPTS POSIXLY_CORRECT "${!__rx_@}"; do
+        [[ ${!v@a} != *x* ]] || return 1
+    done
+}
+
+# Defines __rx_slot_fork from DIR/rexec, read as "rexec" from DIR (see __rx_fk): one cd there
+# and back at the slot's start, which leaves PWD as it was and OLDPWD as a fresh bash has it
+# (exported, no value). Not where the way back could fail: a working directory that its path
+# does not reach. If the way back fails anyway the slot goes (the runner starts another).
+__rx_slot_src() {
+    local o=$PWD
+    [ -n "$o" ] && [ "$o" -ef . ] && [ -x . ] && builtin cd -- "$1" || return 1
+    shopt -u sourcepath
+    . rexec
+    shopt -s sourcepath
+    builtin cd -- "$o" || exit 0
+    unset -v OLDPWD
+    export OLDPWD
+    declare -F __rx_slot_fork >/dev/null
 }
 
 __rx_slot_end() { # nonce phase rc killed started desync: the markers, after everything is gone
@@ -291,8 +372,10 @@ __rx_read_code() {
 
 # One call frame: "nonce min_rank stdin_len code_len" (its header after "C ") was read into $@.
 __rx_call() {
-    local nonce=$1 min=$2 inlen=$3 clen=$4 code in= s=$__rx_next i
-    [ "$#" = 4 ] || return 1
+    local nonce=$1 min=$2 inlen=$3 clen=$4 code in= s=$__rx_next i how=n
+    # a fifth field "o": a oneshot call, which a slot in a PID namespace may run in its fork
+    [ "$#" = 4 ] || { [ "$#" = 5 ] && [ "$5" = o ]; } || return 1
+    [ "$#/$__rx_cont" != 5/pid-namespace ] || how=o
     case "$nonce/$min/$inlen/$clen" in
     *[!0-9a-f/-]* | *//* | */ | /*) return 1 ;;
     esac
@@ -327,7 +410,7 @@ __rx_call() {
     # of the code in the one variable and goes out in one echo (printf writes a line at a time).
     # (Writing a small frame before the nonce, so that the slot and the shell wake once, was
     # measured: no faster, docs/PERFORMANCE.md.)
-    __rx_send "$s" "n $nonce"
+    __rx_send "$s" "$how $nonce"
     i=$s
     [ -z "$in" ] || i=$((s + 2))
     printf -v code '%s %010d\n%s%s' "$nonce" "$((__rx_fl[i] + clen))" "${__rx_fp[i]}" "$code"
@@ -452,16 +535,17 @@ __rx_runner_setup() {
     __rx_why=base
     __rx_base_ok || return 1
     __rx_why=setup
-    # "in": a call's stdin, private; "owner": for __rx_sweep; "slot": the slots' code
+    # "in": a call's stdin, private; "owner": for __rx_sweep; "slot": the slots' code;
+    # "rexec": the function that runs a oneshot call in a fork of its slot
     __rx_dir=$(umask 077 && mktemp -d "$__rx_base/r.XXXXXXXX" 2>/dev/null) &&
         [ -n "$__rx_dir" ] &&
         mkfifo -m 600 "$__rx_dir/c0" "$__rx_dir/c1" "$__rx_dir/n0" "$__rx_dir/n1" \
             "$__rx_dir/s0" "$__rx_dir/s1" "$__rx_dir/g0" "$__rx_dir/g1" 2>/dev/null &&
         __rx_stime "$$" &&
         (umask 077 && : >"$__rx_dir/in" && printf '%s %s\n' "$$" "$__rx_t" >"$__rx_dir/owner" &&
-            { declare -p __rx_ns && declare -f __rx_slot __rx_slot_take __rx_slot_clean \
-                __rx_slot_refuse __rx_slot_end __rx_slot_kill __rx_slot_reap &&
-                printf '__rx_slot "$@"\n'; } >"$__rx_dir/slot") &&
+            { declare -p __rx_ns __rx_sf __rx_sv && declare -f $__rx_sf &&
+                printf '__rx_slot "$@"\n'; } >"$__rx_dir/slot" &&
+            printf '%s\n' "$__rx_fk" >"$__rx_dir/rexec") &&
         __rx_frame_lines &&
         __rx_sweep
 }

@@ -70,29 +70,32 @@ class Runner:
         out, self.buf[stream] = self.buf[stream][:i], self.buf[stream][i:]
         return out
 
-    def call(self, command, kill=False):
-        """Runs one call; returns (stdout, end fields) with the markers cut out."""
+    def call(self, command, kill=False, oneshot=False):
+        """Runs one call (a oneshot frame: the header's fifth field "o"); returns (stdout, end
+        fields) with the markers cut out; the end's "err" is what came on stderr before it
+        (the acknowledgement cut out), "nonce" the call's nonce."""
         nonce = secrets.token_hex(16).encode()
-        code = ("unset __c\n"
-                'if [ -n "$__rx_in" ]; then exec 0<"$__rx_in" || '
-                '{ builtin echo stdin 1<>"$__rx_st"; exit 1; }; fi\n'
-                'builtin echo ok 1<>"$__rx_st"; unset __rx_st __rx_in\n'
-                + command + "\n").encode()
-        frame = head(nonce, code) + code
+        code = code_of(command)
+        frame = head(nonce, code, oneshot) + code
         self.send(frame + (b"K\n" if kill else b""))
         mark = b"\036rexec:%s:end" % nonce
         out = self.until(1, mark + b"\n")[:-len(mark) - 1]
-        return out, self.end_line(mark)
+        end = self.end_line(mark)
+        end["nonce"] = nonce
+        end["err"] = end["err"].replace(b"\036rexec:%s:start\n" % nonce, b"")
+        return out, end
 
     def end_line(self, mark):
-        self.until(2, mark + b" ")
+        err = self.until(2, mark + b" ")[:-len(mark) - 1]
         fields = self.until(2, b"\n").decode().split()
         # phase rc timed_out containment killed started desync (an older runner: no desync)
         if len(fields) == 6:
             fields.append("0")
         if len(fields) != 7:
             die("end line: %r" % fields)
-        return dict(zip(("phase", "rc", "to", "cont", "killed", "started", "desync"), fields))
+        end = dict(zip(("phase", "rc", "to", "cont", "killed", "started", "desync"), fields))
+        end["err"] = err
+        return end
 
     def close(self):
         """What the controller does to a runner it discards: EOF; the runner stops and goes."""
@@ -106,9 +109,19 @@ class Runner:
             die("a runner given EOF did not exit within %d s" % WAIT_S)
 
 
-def head(nonce, code):
-    """A call frame's header as runner.c writes it: padded with spaces to 96 bytes."""
-    h = b"C %s 0 -1 %d" % (nonce, len(code))
+def code_of(command):
+    """A call's code as rx_render_runner_code renders it (no secrets, no cwd)."""
+    return ("unset __c\n"
+            'if [ -n "$__rx_in" ]; then exec 0<"$__rx_in" || '
+            '{ builtin echo stdin 1<>"$__rx_st"; exit 1; }; fi\n'
+            'builtin echo ok 1<>"$__rx_st"; unset __rx_st __rx_in\n'
+            + command + "\n").encode()
+
+
+def head(nonce, code, oneshot=False):
+    """A call frame's header as runner.c writes it: padded with spaces to 96 bytes; a oneshot
+    call's has a fifth field, "o"."""
+    h = b"C %s 0 -1 %d%s" % (nonce, len(code), b" o" if oneshot else b"")
     return h + b" " * (95 - len(h)) + b"\n"
 
 
@@ -121,7 +134,7 @@ def check_own(r, tag, out, end):
         die("call %s on a %s runner printed %r, ended %r" % (tag, r.containment, out, end))
 
 
-def kill_then_calls(rounds, big):
+def kill_then_calls(rounds, big, oneshot=False):
     """C immediately followed by K, then ordinary calls: each prints only its own value, and a
     stopped call's code never runs later (its trace exists only if its own end said started)."""
     r = Runner()
@@ -129,7 +142,7 @@ def kill_then_calls(rounds, big):
     n = 0
     for i in range(rounds):
         t = trace("killed-%s-%d" % (r.rnonce, i))
-        out, end = r.call(pad + "touch %s; echo KILLED-%d" % (t, i), kill=True)
+        out, end = r.call(pad + "touch %s; echo KILLED-%d" % (t, i), kill=True, oneshot=oneshot)
         if end["desync"] != "0":
             die("a call stopped at once left the runner out of step: %r" % end)
         ran = os.path.exists(t)
@@ -138,13 +151,13 @@ def kill_then_calls(rounds, big):
         for j in range(2):
             n += 1
             tag = "V%d" % n
-            out, end = r.call("echo %s" % tag)
+            out, end = r.call("echo %s" % tag, oneshot=oneshot)
             check_own(r, tag, out, end)
             if os.path.exists(t) != ran:
                 die("call %s ran the code of the call stopped before it" % tag)
     r.close()
-    print("kill-then-calls rounds=%d big=%s containment=%s: every call printed its own value"
-          % (rounds, big, r.containment))
+    print("kill-then-calls rounds=%d big=%s oneshot=%s containment=%s: every call printed its "
+          "own value" % (rounds, big, oneshot, r.containment))
 
 
 def plant(where):
@@ -204,7 +217,7 @@ def plant(where):
           % (where, r.containment, desyncs))
 
 
-def mixed(n):
+def mixed(n, oneshot=False):
     """Ordinary calls, calls killed at once and calls killed a moment later, in random order:
     every ordinary call prints its own value."""
     r = Runner()
@@ -212,12 +225,12 @@ def mixed(n):
     for i in range(n):
         k = rnd.random()
         if k < 0.2:
-            r.call("echo K%d" % i, kill=True)
+            r.call("echo K%d" % i, kill=True, oneshot=oneshot)
         elif k < 0.3:
             nonce = secrets.token_hex(16).encode()
             code = (b'unset __c\nbuiltin echo ok 1<>"$__rx_st"; unset __rx_st __rx_in\n'
                     b"echo L%d; exec sleep 5\n" % i)
-            r.send(head(nonce, code) + code)
+            r.send(head(nonce, code, oneshot) + code)
             r.until(2, b"\036rexec:%s:start\n" % nonce)
             r.send(b"K\n")
             mark = b"\036rexec:%s:end" % nonce
@@ -226,11 +239,141 @@ def mixed(n):
             if end["desync"] != "0":
                 die("a kill after the start left the runner out of step: %r" % end)
         else:
-            out, end = r.call("echo M%d" % i)
+            out, end = r.call("echo M%d" % i, oneshot=oneshot)
             check_own(r, "M%d" % i, out, end)
     r.close()
-    print("mixed %d calls containment=%s: every ordinary call printed its own value"
-          % (n, r.containment))
+    print("mixed %d calls oneshot=%s containment=%s: every ordinary call printed its own value"
+          % (n, oneshot, r.containment))
+
+
+def slots_idle(d):
+    """The pids of the two slots of runner directory d, once both are blocked reading their
+    FIFO n<k> (fd 4: /proc/PID/syscall names the read and its fd), which each reaches only
+    after it started, or did not start, the next call's shell."""
+    nr = {"x86_64": "0", "aarch64": "63"}.get(os.uname().machine)
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        idle = []
+        for p in processes_of(d):
+            try:
+                with open("/proc/%d/cmdline" % p, "rb") as fh:
+                    if not fh.read().startswith(b"bash\0%s/slot\0" % d.encode()):
+                        continue
+                with open("/proc/%d/syscall" % p) as fh:
+                    sc = fh.read().split()
+                with open("/proc/%d/wchan" % p) as fh:
+                    wchan = fh.read()
+            except OSError:
+                continue
+            if (sc[:2] == [nr, "0x4"]) if nr else wchan == "pipe_read":
+                idle.append(p)
+        if len(idle) == 2:
+            return idle
+        if time.monotonic() > deadline:
+            die("the slots did not come back to their FIFO n<k> within %d s: %r"
+                % (WAIT_S, [(p, open("/proc/%d/syscall" % p).read()) for p in processes_of(d)]))
+        time.sleep(0.01)
+
+
+def waiting_shells(d):
+    """The processes the two slots of runner directory d have while they wait for their next
+    call: the call shell each started in advance (maybe not yet exec'd), or none."""
+    n = 0
+    for p in slots_idle(d):
+        try:
+            with open("/proc/%d/task/%d/children" % (p, p)) as fh:
+                n += len(fh.read().split())
+        except OSError:
+            pass
+    return n
+
+
+# What a command can see of the process it runs in: each runs once in a fresh call shell and once
+# in a fork of its slot, and must see the same. (Output naming the command's own pid, which
+# differs from process to process, is left out: /proc/<pid>/... paths, NSpid.)
+FORK_PROBES = {
+    "env": "exec env",
+    "fds": "exec find /proc/self/fd/ -mindepth 1 -maxdepth 1 -printf '%f %l %m\\n'",
+    "status": "exec grep -E '^(Uid|Gid|Groups|Sig(Blk|Ign|Cgt)|NoNewPrivs|Seccomp|Cap[A-Za-z]+"
+              "|Cpus_allowed_list|Mems_allowed_list):' /proc/self/status",
+    "cwd": "exec sh -c 'pwd; umask; ulimit -a; cat /proc/self/limits; trap; exec 2>&-; set'",
+    "notfound": "exec no-such-command-rexec a b",
+    "lines": "x=1\nexec no-such-command-rexec 'a b'",
+    "enoexec": "exec %s" % os.path.join(TMP, "noshebang"),
+}
+
+
+def fork_norm(name, out):
+    lines = out.split(b"\n")
+    if name == "env":
+        lines = sorted(l for l in lines if not l.startswith(b"_="))
+    if name == "fds":
+        lines = [l for l in lines if b" /proc/" not in l]
+    if name == "cwd":  # sh's own PPID and $$ (its pid)
+        lines = [l for l in lines if not l.startswith((b"PPID=", b"$="))]
+    return b"\n".join(lines)
+
+
+def fork():
+    """Oneshot frames ("o"): once a slot has run one, it starts no shell in advance and runs the
+    next in a fork of itself; the command sees exactly what it sees in a fresh call shell (its
+    environment, descriptors, process status, working directory, umask, limits, bash's messages
+    when it is not found), never the nonce; kills before and during such a call."""
+    with open(os.path.join(TMP, "noshebang"), "w") as fh:
+        fh.write('echo "script $0 $# lvl=$SHLVL x=${x-unset} f=$(type -t __rx_slot)"\n')
+    os.chmod(os.path.join(TMP, "noshebang"), 0o755)
+    r = Runner()
+    d = runner_dir(r)
+    ns = r.containment == "pid-namespace"
+    r.call("exec true", oneshot=True)  # each slot's first call takes the shell it started
+    r.call("exec true", oneshot=True)
+    for name, cmd in FORK_PROBES.items():
+        res = {}
+        for how in ("o", "o", "n", "n"):  # slot 0 and 1 in a fork, then both in a fresh shell
+            out, end = r.call(cmd, oneshot=how == "o")
+            if end["desync"] != "0" or end["killed"] != "0":
+                die("probe %s (%s) ended %r" % (name, how, end))
+            got = (fork_norm(name, out), end["err"], end["rc"], end["phase"])
+            if end["nonce"] in out or end["nonce"] in end["err"]:
+                die("probe %s (%s): the command saw the nonce" % (name, how))
+            if res.setdefault(how, got) != got:
+                die("probe %s (%s) differs between the two slots:\n%r\n%r" % (name, how, res[how], got))
+            if ns and how == "o" and waiting_shells(d) != 0:
+                die("a slot started a shell in advance after a oneshot call")
+        if res["o"] != res["n"]:
+            die("probe %s: a fork of the slot differs from a fresh shell:\nfork:  %r\nfresh: %r"
+                % (name, res["o"], res["n"]))
+        if ns and waiting_shells(d) != 2:  # after an "n" call each slot starts one as before
+            die("after ordinary calls (%s) the slots have %d shells waiting, not 2"
+                % (name, waiting_shells(d)))
+        r.call("exec true", oneshot=True)
+        r.call("exec true", oneshot=True)
+    # a kill while the oneshot command runs: it goes, the end says killed and started
+    t = trace("forkkill-%s" % r.rnonce)
+    nonce = secrets.token_hex(16).encode()
+    code = code_of("exec sh -c 'touch %s; exec sleep 600'" % t)
+    r.send(head(nonce, code, True) + code)
+    deadline = time.monotonic() + WAIT_S
+    while not os.path.exists(t):
+        if time.monotonic() > deadline:
+            die("the oneshot command did not start")
+        time.sleep(0.01)
+    r.send(b"K\n")
+    mark = b"\036rexec:%s:end" % nonce
+    r.until(1, mark + b"\n")
+    end = r.end_line(mark)
+    if (end["killed"], end["started"], end["phase"], end["desync"]) != ("1", "1", "cmd", "0"):
+        die("a oneshot call killed while it ran ended %r" % end)
+    for p in processes_of(d):
+        with open("/proc/%d/cmdline" % p, "rb") as fh:
+            if b"sleep" in fh.read():
+                die("the killed oneshot command is still there after its end")
+    for i in range(4):
+        out, end = r.call("echo after%d" % i, oneshot=i % 2 == 0)
+        check_own(r, "after%d" % i, out, end)
+    r.close()
+    print("fork containment=%s: %d probes the same in a fork and in a fresh shell; kill during a "
+          "oneshot call" % (r.containment, len(FORK_PROBES)))
 
 
 def sizes():
@@ -347,6 +490,12 @@ def bad_head(kind):
 if SCENARIO == "kill":
     kill_then_calls(40, False)
     kill_then_calls(5, True)
+elif SCENARIO == "fork":
+    fork()
+elif SCENARIO == "fork-kill":  # oneshot frames stopped at once, then calls; then mixed
+    kill_then_calls(40, False, oneshot=True)
+    kill_then_calls(5, True, oneshot=True)
+    mixed(150, oneshot=True)
 elif SCENARIO.startswith("plant-"):
     plant(SCENARIO[len("plant-"):])
 elif SCENARIO == "marks":
