@@ -749,6 +749,7 @@ static void on_intent_done(rx_record_job *j)
                            .backstop_s = c->timeout_s + l->kill_after_s + CALL_BACKSTOP_SLACK_S,
                            .drain_s = CALL_DRAIN_S, .setup_s = l->connect_timeout_s,
                            .runner_code = c->code.data, .runner_code_len = c->code.len,
+                           .runner_fork = c->code_forks,
                            .min_rank = (int)c->action->containment, .timeout_s = c->timeout_s,
                            .stdin_pull = c->stdin_stream ? rx_call_stdin_stream_pull
                                          : c->stdin_path ? call_stdin_pull : NULL,
@@ -812,6 +813,7 @@ static int call_send(rexec_call *c, rexec_error *err)
     r = rx_render_script(&in, &c->script, err);
     if (r == 0)
         r = rx_render_runner_code(&in, &c->code, err);
+    c->code_forks = r == 0 && rx_render_runner_forks(&in);
     call_wire_free(&wire, &bindings);
     if (r == 0 && (r = rx_call_audit_submit(c, "intent", on_intent_done, err)) == 0) {
         call_set(c, CALL_INTENT);

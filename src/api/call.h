@@ -142,6 +142,7 @@ struct rexec_call {
     rx_record_job rec_job; /* the record or evidence the recorder is writing for this call */
     int outcome_with_ev;   /* rec_job carries the outcome record behind the evidence */
     rx_buf script, code;   /* the two forms of the call, kept while its intent is written */
+    int code_forks;        /* code may run in a fork of the runner's slot (rx_render_runner_forks) */
     int cap_killed;
     char *stdin_path; /* stdin streamed from this regular file (stdin_len is its size) */
     int stdin_fd;    /* stdin_path, open while it streams; -1 */

@@ -127,3 +127,47 @@ bool rx_shell_oneshot(const char *cmd)
             return false;
     }
 }
+
+/* Names whose value a fork of the runner's slot and a fresh bash both take unchanged from the
+ * environment (bash neither sets nor changes them at its start, the slot never assigns them). */
+static const char *const plain_env[] = {"HOME", "USER", "LOGNAME", "PATH", "LANG", "TMPDIR"};
+
+static bool name_ok(const char *name, size_t n, rx_shell_bound_fn bound, void *ud)
+{
+    static const char param[] = "__rx_p_"; /* a parameter's binding, in the call's code */
+    if (n > sizeof(param) - 1 && memcmp(name, param, sizeof(param) - 1) == 0)
+        return true;
+    for (size_t i = 0; i < sizeof(plain_env) / sizeof(plain_env[0]); i++)
+        if (strlen(plain_env[i]) == n && memcmp(plain_env[i], name, n) == 0)
+            return true;
+    return bound != NULL && bound(ud, name, n);
+}
+
+/* Every $NAME, ${NAME} and ${#NAME} of a command rx_shell_oneshot accepted (so: no backslash,
+ * no other expansion) outside single quotes names a variable name_ok accepts. */
+static bool names_ok(const char *p, rx_shell_bound_fn bound, void *ud)
+{
+    bool dq = false;
+    for (; *p; p++) {
+        if (*p == '"')
+            dq = !dq;
+        else if (*p == '\'' && !dq)
+            p = strchr(p + 1, '\''); /* oneshot: it is closed */
+        else if (*p == '$') {
+            const char *s = p + 1, *e;
+            if (*s == '{')
+                s += s[1] == '#' ? 2 : 1;
+            for (e = s; is_name_char(*e); e++)
+                ;
+            if (!name_ok(s, (size_t)(e - s), bound, ud))
+                return false;
+            p = e - 1;
+        }
+    }
+    return true;
+}
+
+bool rx_shell_slot_forkable(const char *cmd, rx_shell_bound_fn bound, void *ud)
+{
+    return rx_shell_oneshot(cmd) && names_ok(cmd, bound, ud);
+}

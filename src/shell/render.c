@@ -226,6 +226,20 @@ int rx_render_runner_code(const rx_render_in *in, rx_buf *out, rexec_error *err)
     return 0;
 }
 
+static bool secret_named(void *ud, const char *name, size_t n)
+{
+    const rx_render_in *in = ud;
+    for (size_t i = 0; i < in->n_secrets; i++)
+        if (strlen(in->secrets[i].name) == n && memcmp(in->secrets[i].name, name, n) == 0)
+            return true;
+    return false;
+}
+
+bool rx_render_runner_forks(const rx_render_in *in)
+{
+    return rx_shell_slot_forkable(in->command, secret_named, (void *)in);
+}
+
 int rx_render_runner_start(rx_buf *out, const char *rnonce, int max_rank)
 {
     int r = rx_buf_addf(out, "__rx_rnonce=%s __rx_max_rank=%d\n", rnonce, max_rank);

@@ -3,6 +3,7 @@
 #ifndef RX_RENDER_H
 #define RX_RENDER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "buf.h"
@@ -62,6 +63,11 @@ int rx_render_script(const rx_render_in *in, rx_buf *out, rexec_error *err);
 /* A runner's call (remote/runner.sh): the code its contained shell runs (exports, stdin,
  * working directory, command), without the nonce. Same checks and errors as rx_render_script. */
 int rx_render_runner_code(const rx_render_in *in, rx_buf *out, rexec_error *err);
+
+/* Whether that call may run in a fork of its runner's slot rather than a fresh bash (a oneshot
+ * command reading no variable the two could see differently: oneshot.h). The runner's frame
+ * then says so; only a slot in a PID namespace acts on it. */
+bool rx_render_runner_forks(const rx_render_in *in);
 
 /* The command a channel runs for a script of script_len bytes (a call's wrapper, a check, a
  * runner's start), written into buf (RX_BOOT_CMD_MAX bytes; returns its length):

@@ -55,6 +55,7 @@ typedef struct rx_exec_opts {
      * of its own: the code the contained shell runs (exports, cwd, command), copied. */
     const unsigned char *runner_code;
     size_t runner_code_len;
+    int runner_fork;     /* that code may run in a fork of the runner's slot (rx_render_runner_forks) */
     int min_rank;        /* containment the action requires (rx_containment) */
     double timeout_s;    /* the runner's deadline: the controller kills the call in-band */
     /* Instead of stdin_data (NULL then): stdin_len bytes pulled in RX_EXEC_CHUNK pieces as the

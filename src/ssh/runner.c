@@ -758,15 +758,16 @@ rx_session *rx_runner_session(const rx_runner *r)
  * with two fixed-length reads (remote/runner.sh), where a line would take a read() a byte. */
 #define RN_FRAME_HEAD 96
 
-/* Queues the call's frame: "C <nonce> <min_rank> <stdin_len> <code_len>", spaces up to
- * RN_FRAME_HEAD - 1 bytes, "\n", the code, the stdin. */
+/* Queues the call's frame: "C <nonce> <min_rank> <stdin_len> <code_len>" (and " o" when the
+ * code may run in a fork of the slot), spaces up to RN_FRAME_HEAD - 1 bytes, "\n", the code,
+ * the stdin. */
 static int queue_frame(rx_runner *r, const rx_exec_opts *o)
 {
     long long in = o->stdin_data ? (long long)o->stdin_len : -1;
     char head[RN_FRAME_HEAD + 1];
-    int n = snprintf(head, sizeof(head), "C %s %d %lld %zu", o->nonce, o->min_rank, in,
-                     o->runner_code_len);
-    if (n < 0 || n > RN_FRAME_HEAD - 1) /* 32 + 11 + 20 + 20 digits and 6 separators fit */
+    int n = snprintf(head, sizeof(head), "C %s %d %lld %zu%s", o->nonce, o->min_rank, in,
+                     o->runner_code_len, o->runner_fork ? " o" : "");
+    if (n < 0 || n > RN_FRAME_HEAD - 1) /* 32 + 11 + 20 + 20 digits, "o", 7 separators fit */
         return REXEC_EINTERNAL;
     memset(head + n, ' ', (size_t)(RN_FRAME_HEAD - 1 - n));
     head[RN_FRAME_HEAD - 1] = '\n';

@@ -13,6 +13,11 @@
 #    code never runs; later calls print their own value or end as desync (never run), and a
 #    desync discards the runner;
 #  - 150 calls mixing kills at once, kills after the start and ordinary calls;
+#  - oneshot frames (fifth header field "o"): after one, a slot keeps no shell waiting and runs
+#    the next in a fork of itself, where a command sees what it sees in a fresh call shell (its
+#    environment, descriptors, /proc status, cwd, umask, limits, bash's messages when it is not
+#    found or not a binary), never the nonce; killed at once, killed while it runs, and the
+#    kill and mixed runs above with oneshot frames;
 #    each under a PID namespace and under process-group containment;
 #  - the runners' directory ${TMPDIR}/.rexec-<uid>: a symlink or a directory open to others
 #    there makes the runner refuse at once (":none base"); what is planted in it or in TMPDIR
@@ -29,7 +34,7 @@ mkdir -m 700 "$T"
 
 # ---- frames ----------------------------------------------------------------------------------
 for rank in 3 1; do
-    for sc in kill sizes marks plant-c plant-n plant-g plant-junk plant-all mixed \
+    for sc in kill fork fork-kill sizes marks plant-c plant-n plant-g plant-junk plant-all mixed \
         badhead-line badhead-nonl badhead-fields badhead-other; do
         timeout 300 "$RX_PYTHON" "$DRV" "$REXEC_SRC" "$T" "$sc" "$rank" >"$OUT" 2>"$ERR" ||
             fail "$sc (max rank $rank): $(cat "$OUT" "$ERR")"

@@ -155,12 +155,81 @@ static void test_runner_code(void **state)
     free(s);
 }
 
+/* Which oneshot commands may run in a fork of the runner's slot: only those whose expansions
+ * name a parameter binding, a secret of the call or one of a few plain environment names;
+ * never a variable bash sets itself ($$ and the like are not oneshot at all), one a fork of the
+ * slot could see otherwise (REPLY, the slot's own), or anything else unknown. */
+static const struct {
+    const char *cmd;
+    bool forks;
+} fork_cases[] = {
+    {"uname -a", true},
+    {"ls -l \"$__rx_p_path\" ${__rx_p_dir}/x", true},
+    {"printenv \"${#__rx_p_x}\"", true},
+    {"ls \"$HOME\" ${PATH} $USER $LOGNAME $LANG $TMPDIR", true},
+    {"curl -H \"Authorization: Bearer $API_TOKEN\" 'https://x/$BASHPID'", true},
+    {"echo-args '$RANDOM' \"'$HOME'\"", true},
+    {"uname -a; id", false},   /* not oneshot */
+    {"/bin/echo $$", false},     /* not oneshot */
+    {"/bin/echo $BASHPID", false},
+    {"/bin/echo \"$PPID\"", false},
+    {"/bin/echo ${SHLVL}", false},
+    {"/bin/echo $BASH_SUBSHELL $RANDOM", false},
+    {"/bin/echo $SECONDS", false},
+    {"/bin/echo $LINENO", false},
+    {"/bin/echo ${#BASH_EXECUTION_STRING}", false},
+    {"/bin/echo $BASH_ARGV0", false},
+    {"/bin/echo $REPLY", false},
+    {"/bin/echo $nonce $d $c", false},
+    {"/bin/echo $__rx_ns", false},
+    {"/bin/echo $__rx_p", false}, /* no parameter's name */
+    {"/bin/echo $OTHER_TOKEN", false}, /* not a secret of this call */
+    {"/bin/echo $PWD $OLDPWD", false},
+    {"/bin/echo $HOMEDIR", false},
+    {"/bin/echo $API_TOKENS", false},
+};
+
+static bool bound_api_token(void *ud, const char *name, size_t n)
+{
+    (void)ud;
+    return n == 9 && memcmp(name, "API_TOKEN", 9) == 0;
+}
+
+static void test_slot_forkable(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof(fork_cases) / sizeof(fork_cases[0]); i++)
+        if (rx_shell_slot_forkable(fork_cases[i].cmd, bound_api_token, NULL) != fork_cases[i].forks)
+            fail_msg("rx_shell_slot_forkable(\"%s\") should be %s", fork_cases[i].cmd,
+                     fork_cases[i].forks ? "true" : "false");
+    assert_false(rx_shell_slot_forkable("ls $API_TOKEN", NULL, NULL));
+}
+
+/* rx_render_runner_forks takes the secrets from the call: a secret's name is bound, another
+ * name is not. */
+static void test_render_forks(void **state)
+{
+    (void)state;
+    rx_secret sec = {.name = "API_TOKEN", .value = (const unsigned char *)"secretvalue", .len = 11};
+    rx_render_in in = {.command = "curl -H \"X: $API_TOKEN\" x", .secrets = &sec, .n_secrets = 1,
+                       .timeout_s = 1, .stdin_len = -1};
+    assert_true(rx_render_runner_forks(&in));
+    in.n_secrets = 0;
+    assert_false(rx_render_runner_forks(&in));
+    in.command = "echo hi";
+    assert_false(rx_render_runner_forks(&in));
+    in.command = "uname -a";
+    assert_true(rx_render_runner_forks(&in));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_table),
         cmocka_unit_test(test_same_as_fork),
         cmocka_unit_test(test_runner_code),
+        cmocka_unit_test(test_slot_forkable),
+        cmocka_unit_test(test_render_forks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
