@@ -5,7 +5,9 @@
 # preceded by `__rx_rnonce=<hex> __rx_max_rank=<n>` and followed by the line `__rx_runner; exit`.
 # The runner answers one line on stdout, `\036rexec-runner:<rnonce>:ready <containment>` (or
 # `... :none <why>`, then it exits having read nothing more), and then reads frames:
-#   C <nonce> <min_rank> <stdin_len> <code_len><spaces>\n<code bytes><stdin bytes>
+#   C <nonce> <min_rank> <stdin_len> <code_len>[ o]<spaces>\n<code bytes><stdin bytes>
+#                                         ("o": a oneshot call, which may run in a fork of its
+#                                         slot: __rx_fk)
 #   K\n                                   stop the running call (timeout or cancel)
 # A C frame's header is 96 bytes (spaces pad it before its newline), so that the runner reads
 # it with read -N: two bytes ("C " or "K\n"), then the other 94 in one read, where a line read
@@ -24,7 +26,8 @@
 #                                  in advance, waiting on the slot's FIFOs)
 # Where there is no PID namespace the slot is a plain `bash -c`, and the call's shell is
 # `setsid bash -c` (its own process group, killed whole at the end). The slot reads its FIFO
-# n<k> ("n <nonce>", "k", or "quit"/EOF when the runner is gone), lets the waiting shell go,
+# n<k> ("n <nonce>", "o <nonce>", "k", or "quit"/EOF when the runner is gone), lets the
+# waiting shell go (or, for an "o" call with none waiting, forks itself: __rx_fk),
 # waits for it (SIGUSR1 from the runner kills it), kills whatever the call left, writes the end
 # markers and starts the next call's shell: one process start per call, while the other slot
 # takes the next call. The slot is started under `setpriv --pdeathsig KILL` where setpriv
