@@ -71,21 +71,20 @@ __rx_fk='__rx_slot_fork() { { exec 2>&8 3<&- 4<&- 5<&- 6<&- 7<&- 8>&- || exit 12
 # The slot's functions (written to its file) and its variables (one list: __rx_slot declares
 # them local with it, the fork unsets them with it).
 __rx_sf='__rx_slot __rx_slot_take __rx_slot_clean __rx_slot_refuse __rx_slot_end __rx_slot_kill __rx_slot_reap __rx_slot_envok __rx_slot_src'
-__rx_sv='d k cont line c nonce st rc killed incall phase started bad desync kind fk w'
+__rx_sv='e d k cont line c nonce st rc killed incall phase started bad desync kind fk w'
 
-# The slot: `bash DIR/slot DIR K CONTAINMENT [PREFIX...]` (DIR/slot holds these functions and
-# __rx_ns), where PREFIX starts the call's shell (setsid under process-group containment). As
+# The slot: `bash DIR/slot DIR K CONTAINMENT [PREFIX...]` (DIR/slot holds these functions,
+# __rx_ns, __rx_sf and __rx_sv, and calls __rx_slot_envok and __rx_slot), where PREFIX starts
+# the call's shell (setsid under process-group containment). As
 # PID 1 of a namespace ($$ = 1) it ends a call's leftovers with kill -1, which there reaches
 # the namespace only; otherwise it kills the call's process group.
 # No open here can block: each FIFO is opened read-write first, so that its read-only open
 # finds a writer. n<k> is then held read-only: the runner holds its only writer, so the
 # runner's death (or its exit before this slot got going) reads as EOF, and the slot goes.
-__rx_slot() {
-    local e=0
-    __rx_slot_envok || e=1 # (before its own locals hide what the environment holds)
+__rx_slot() { # envok (__rx_slot_envok's status, taken before these locals hide the environment) DIR K CONTAINMENT [PREFIX...]
     local $__rx_sv
-    d=$1 k=$2 cont=$3
-    shift 3
+    e=$1 d=$2 k=$3 cont=$4
+    shift 4
     trap '[ -z "$incall" ] || { killed=1; __rx_slot_kill "$c"; }' USR1
     # fd 8 is the channel's stderr (the call's, and the end marker's); the slot's own stderr is
     # /dev/null, so its kill and wait need no redirection each (each costs syscalls a call).
@@ -547,7 +546,7 @@ __rx_runner_setup() {
         __rx_stime "$$" &&
         (umask 077 && : >"$__rx_dir/in" && printf '%s %s\n' "$$" "$__rx_t" >"$__rx_dir/owner" &&
             { declare -p __rx_ns __rx_sf __rx_sv && declare -f $__rx_sf &&
-                printf '__rx_slot "$@"\n'; } >"$__rx_dir/slot" &&
+                printf '__rx_slot_envok; __rx_slot "$?" "$@"\n'; } >"$__rx_dir/slot" &&
             printf '%s\n' "$__rx_fk" >"$__rx_dir/rexec") &&
         __rx_frame_lines &&
         __rx_sweep

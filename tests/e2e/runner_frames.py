@@ -25,9 +25,9 @@ def die(msg):
 
 
 class Runner:
-    def __init__(self):
+    def __init__(self, **extra_env):
         self.rnonce = secrets.token_hex(16)
-        env = dict(os.environ, TMPDIR=TMP)
+        env = dict(os.environ, TMPDIR=TMP, **extra_env)
         self.p = subprocess.Popen(["bash", "-s"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, env=env, start_new_session=True)
         self.buf = {1: b"", 2: b""}
@@ -376,6 +376,36 @@ def fork():
           "oneshot call" % (r.containment, len(FORK_PROBES)))
 
 
+def fork_env():
+    """A runner whose environment has what a fork of the slot would hide or a fresh bash would
+    read at its start (a name the slot uses, REPLY, an exported __rx_*, BASH_ENV): its slots
+    never fork, and oneshot calls see that environment as ordinary ones do."""
+    benv = os.path.join(TMP, "bash_env")
+    with open(benv, "w") as fh:
+        fh.write("FROM_BASH_ENV=1; export FROM_BASH_ENV\n")
+    for extra in ({"c": "seen-c", "REPLY": "seen-reply"}, {"__rx_x": "seen-rx"},
+                  {"BASH_ENV": benv}):
+        r = Runner(**extra)
+        d = runner_dir(r)
+        outs = []
+        for i in range(6):
+            out, end = r.call("exec env", oneshot=i != 5)
+            check_env = [l for l in out.split(b"\n") if not l.startswith(b"_=")]
+            outs.append(sorted(check_env))
+            # (a name the slot has a local of is no one's business: a fresh call's shell gets
+            # the slot's value, as it always did; what matters is that no fork changes it)
+            for k, v in extra.items():
+                if k not in ("c", "REPLY") and b"%s=%s" % (k.encode(), v.encode()) not in out:
+                    die("a oneshot call does not see %s=%s of the runner's environment" % (k, v))
+            if "BASH_ENV" in extra and b"FROM_BASH_ENV=1" not in out:
+                die("a oneshot call ran without what BASH_ENV sets in a fresh shell")
+        if any(o != outs[0] for o in outs):
+            die("oneshot calls saw different environments (%r)" % extra)
+        if r.containment == "pid-namespace" and waiting_shells(d) != 2:
+            die("a slot whose environment has %r ran a call in its fork" % sorted(extra))
+        r.close()
+    print("fork-env: slots whose environment a fork would change run every call in a fresh shell")
+
 def sizes():
     """Frames around a FIFO's page (4 KiB) and beyond its 64 KiB, run and killed at once: each
     prints its own value and a stopped call's code never runs later. (A stopped call's leftovers
@@ -492,6 +522,7 @@ if SCENARIO == "kill":
     kill_then_calls(5, True)
 elif SCENARIO == "fork":
     fork()
+    fork_env()
 elif SCENARIO == "fork-kill":  # oneshot frames stopped at once, then calls; then mixed
     kill_then_calls(40, False, oneshot=True)
     kill_then_calls(5, True, oneshot=True)
