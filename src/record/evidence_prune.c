@@ -78,7 +78,7 @@ rx_evidence_dir_state rx_evidence_dir_state_at(int dfd, const char *name, int *l
     int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     *lock_fd = -1;
     if (fd < 0)
-        return RX_EV_NOT_A_DIR;
+        return errno == ENOENT ? RX_EV_GONE : RX_EV_NOT_A_DIR;
     if (flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
         close(fd);
         return RX_EV_IN_PROGRESS;
@@ -185,8 +185,9 @@ int rx_evidence_prune(const char *ws_dir, time_t before, size_t keep, rx_evidenc
     for (size_t i = 0; r == 0 && i < n; i++) {
         int lock_fd;
         rx_evidence_dir_state ds = rx_evidence_dir_state_at(dfd, v[i].name, &lock_fd);
-        if (ds == RX_EV_IN_PROGRESS)
-            continue; /* its writer lives: a call (or a spare) in progress */
+        if (ds == RX_EV_IN_PROGRESS || ds == RX_EV_GONE)
+            continue; /* its writer lives (a call or a spare in progress), or it went meanwhile
+                       * (a spare taken, an abort, a commit's .tmp- rename) */
         int run = !v[i].tmp && ds != RX_EV_INCOMPLETE; /* not a directory: judged as a run */
         int young = v[i].t >= before;
         if (run && runs++ < keep)

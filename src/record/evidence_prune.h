@@ -19,12 +19,14 @@ typedef struct rx_evidence_prune_stats {
  * a directory whose writer still holds its lock is a call (or a spare) in progress; any other
  * (no or incomplete meta.json, a hidden .tmp-/.spare- directory) is a leftover of a crash or
  * failed commit, never evidence. On COMPLETE and INCOMPLETE, *lock_fd holds the directory's
- * lock (close it); NOT_A_DIR: the entry is no directory that can be opened. */
+ * lock (close it); NOT_A_DIR: the entry is no directory that can be opened; GONE: no such entry
+ * (any more). */
 typedef enum rx_evidence_dir_state {
     RX_EV_COMPLETE,
     RX_EV_INCOMPLETE,
     RX_EV_IN_PROGRESS,
     RX_EV_NOT_A_DIR,
+    RX_EV_GONE,
 } rx_evidence_dir_state;
 rx_evidence_dir_state rx_evidence_dir_state_at(int evidence_dfd, const char *name, int *lock_fd);
 
