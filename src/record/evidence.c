@@ -86,7 +86,7 @@ struct rx_evidence {
     ev_dirsync *sync;    /* its name's fsync, running off the call's path (or NULL) */
     int sync_inline;     /* no dirsync thread: the commit syncs the name (and directory) itself */
     int fd[2];
-    int mfd;             /* meta.json, when it came with a spare directory (else -1) */
+    int mfd;             /* meta.json, created empty at the open, written at the commit */
     int dir_synced;      /* the directory came from a spare whose entries were synced */
     int named;           /* renamed to final: an abort removes final, else tmp */
     unsigned char *buf[2];
@@ -127,16 +127,26 @@ static void ev_remove_tmp(const char *tmp)
     rmdir(tmp);
 }
 
-/* A fresh .tmp- directory, 0700 whatever the umask, locked (flock) by this process for as long
- * as it holds *dfd: `rexec evidence prune` leaves a locked directory alone (its writer lives). A
- * leftover of the same name is refused rather than reused (run ids are unique, so it would be
- * someone else's). */
+/* The writer's lock on its directory, for as long as it holds the descriptor: `rexec evidence
+ * prune` leaves a locked directory alone (its writer lives). Waits for a prune that is looking
+ * at it (briefly: it judges, and removes only an old one). A file system without flock: no
+ * lock (prune cannot take one there either). */
+static int ev_lock(int dfd)
+{
+    int r;
+    while ((r = flock(dfd, LOCK_EX)) != 0 && errno == EINTR)
+        ;
+    return r == 0 || errno == ENOLCK || errno == EINVAL || errno == EOPNOTSUPP ? 0 : -1;
+}
+
+/* A fresh .tmp- directory, 0700 whatever the umask, locked (ev_lock). A leftover of the same
+ * name is refused rather than reused (run ids are unique, so it would be someone else's). */
 static int ev_mkdir_tmp(const char *tmp, int *dfd, rexec_error *err)
 {
     if (mkdir(tmp, 0700) != 0)
         return rx_fail(err, REXEC_EAUDIT, "%s: cannot create: %s", tmp, strerror(errno));
     *dfd = open(tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (*dfd < 0 || fchmod(*dfd, 0700) != 0 || flock(*dfd, LOCK_EX | LOCK_NB) != 0) {
+    if (*dfd < 0 || fchmod(*dfd, 0700) != 0 || ev_lock(*dfd) != 0) {
         int r = rx_fail(err, REXEC_EAUDIT, "%s: %s", tmp, strerror(errno));
         if (*dfd >= 0)
             close(*dfd);

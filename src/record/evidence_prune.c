@@ -183,7 +183,9 @@ int rx_evidence_prune(const char *ws_dir, time_t before, size_t keep, rx_evidenc
         r = rx_fail(err, REXEC_EAUDIT, "%s: %s", dir, strerror(errno));
     qsort(v, n, sizeof(*v), entry_newer);
     for (size_t i = 0; r == 0 && i < n; i++) {
-        int lock_fd;
+        int lock_fd = -1;
+        if (v[i].tmp && v[i].t >= before)
+            continue; /* a young build or spare directory: not looked at (nor locked) */
         rx_evidence_dir_state ds = rx_evidence_dir_state_at(dfd, v[i].name, &lock_fd);
         if (ds == RX_EV_IN_PROGRESS || ds == RX_EV_GONE)
             continue; /* its writer lives (a call or a spare in progress), or it went meanwhile
