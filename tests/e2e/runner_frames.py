@@ -160,12 +160,13 @@ def kill_then_calls(rounds, big, oneshot=False):
           "own value" % (rounds, big, oneshot, r.containment))
 
 
-def plant(where):
+def plant(where, oneshot=False):
     """A call's command writes into its runner's FIFOs what the runner never wrote there: later
     calls run their own code or end as desync (then the runner is discarded, as the
     controller does); the planted code never runs."""
     r = Runner()
-    r.call("echo warm")  # the second slot starts with the first call
+    r.call("echo warm", oneshot=oneshot)  # the second slot starts with the first call
+    r.call("echo warm", oneshot=oneshot)  # (with oneshot frames: the next calls run in forks)
     d = "$(for d in \"$TMPDIR\"/.rexec-*/r.* \"$TMPDIR\"/.rexec-runner.*; do " \
         "read -r o _ <\"$d/owner\" && [ \"$o\" = %d ] && echo \"$d\"; done 2>/dev/null)" % r.p.pid
     # Where a command can write: the FIFOs by name (a runner whose slots hold them open has
@@ -199,7 +200,7 @@ def plant(where):
         r = Runner()
     for n in range(6):
         tag = "P%d" % n
-        out, end = r.call("echo %s" % tag)
+        out, end = r.call("echo %s" % tag, oneshot=oneshot)
         if b"PLANTED" in out or os.path.exists(planted):
             die("planted code ran (%s): %r %r" % (where, out, end))
         if end["desync"] != "0":
@@ -213,8 +214,8 @@ def plant(where):
     r.close()
     if os.path.exists(planted):
         die("planted code ran (%s)" % where)
-    print("plant %s containment=%s: planted code never ran; %d desync(s) discarded the runner"
-          % (where, r.containment, desyncs))
+    print("plant %s oneshot=%s containment=%s: planted code never ran; %d desync(s) discarded "
+          "the runner" % (where, oneshot, r.containment, desyncs))
 
 
 def mixed(n, oneshot=False):
@@ -528,7 +529,7 @@ elif SCENARIO == "fork-kill":  # oneshot frames stopped at once, then calls; the
     kill_then_calls(5, True, oneshot=True)
     mixed(150, oneshot=True)
 elif SCENARIO.startswith("plant-"):
-    plant(SCENARIO[len("plant-"):])
+    plant(SCENARIO[len("plant-"):].replace("-o", ""), SCENARIO.endswith("-o"))
 elif SCENARIO == "marks":
     marks()
 elif SCENARIO == "sizes":

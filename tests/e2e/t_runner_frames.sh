@@ -11,7 +11,7 @@
 #    fields) or a frame neither C nor K: nothing of it runs, the runner exits, its slots go;
 #  - bytes a command writes into its runner's FIFOs (c0/c1, n0/n1, g0/g1, junk): the planted
 #    code never runs; later calls print their own value or end as desync (never run), and a
-#    desync discards the runner;
+#    desync discards the runner (also with oneshot frames, run in forks of the slots: "-o");
 #  - 150 calls mixing kills at once, kills after the start and ordinary calls;
 #  - oneshot frames (fifth header field "o"): after one, a slot keeps no shell waiting and runs
 #    the next in a fork of itself, where a command sees what it sees in a fresh call shell (its
@@ -35,6 +35,7 @@ mkdir -m 700 "$T"
 # ---- frames ----------------------------------------------------------------------------------
 for rank in 3 1; do
     for sc in kill fork fork-kill sizes marks plant-c plant-n plant-g plant-junk plant-all mixed \
+        plant-c-o plant-n-o plant-g-o plant-junk-o plant-all-o \
         badhead-line badhead-nonl badhead-fields badhead-other; do
         timeout 300 "$RX_PYTHON" "$DRV" "$REXEC_SRC" "$T" "$sc" "$rank" >"$OUT" 2>"$ERR" ||
             fail "$sc (max rank $rank): $(cat "$OUT" "$ERR")"
