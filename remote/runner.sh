@@ -55,8 +55,8 @@ __rx_ns='IFS= read -r -N 33 -u 7 __g && IFS= read -r -N 44 -u 9 __h && [ "${__h:
 # A oneshot call ("o <nonce>" on n<k>: the controller found its command one that `exec` runs
 # and that reads no variable a fork of the slot would give another value than a fresh bash;
 # src/shell/oneshot.c) runs in a fork of the slot, PID 1 of its namespace and a bash already,
-# when no shell waits: one fork (~0.15 ms of CPU) where a fresh bash costs an exec, ld.so and
-# its start (~0.9 ms). The fork reads its frame from c<k> as the call's shell does (the slot
+# when no shell waits: one fork (~0.4 ms of CPU with its exit) where a fresh bash costs that
+# and an exec, ld.so and its start (~0.9 ms more). The fork reads its frame from c<k> as the call's shell does (the slot
 # gives it the nonce, the go-ahead's part) and, before the code runs, makes itself what that
 # shell would be: the same fds (8 becomes 2, the slot's others closed), no variable or function
 # of the slot (its locals, __rx_sv, every __rx_* and the nonce among them), no positional
