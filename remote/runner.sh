@@ -372,7 +372,8 @@ __rx_read_code() {
     [ "${#code}" = "$1" ]
 }
 
-# One call frame: "nonce min_rank stdin_len code_len" (its header after "C ") was read into $@.
+# One call frame: "nonce min_rank stdin_len code_len [o]" (its header after "C ") was read
+# into $@.
 __rx_call() {
     local nonce=$1 min=$2 inlen=$3 clen=$4 code in= s=$__rx_next i how=n
     # a fifth field "o": a oneshot call, which a slot in a PID namespace may run in its fork

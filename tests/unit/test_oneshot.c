@@ -180,6 +180,7 @@ static const struct {
     {"/bin/echo ${#BASH_EXECUTION_STRING}", false},
     {"/bin/echo $BASH_ARGV0", false},
     {"/bin/echo $REPLY", false},
+    {"/bin/echo $_ ${_}", false},
     {"/bin/echo $nonce $d $c", false},
     {"/bin/echo $__rx_ns", false},
     {"/bin/echo $__rx_p", false}, /* no parameter's name */
