@@ -27,7 +27,7 @@
 # Where there is no PID namespace the slot is a plain `bash -c`, and the call's shell is
 # `setsid bash -c` (its own process group, killed whole at the end). The slot reads its FIFO
 # n<k> ("n <nonce>", "o <nonce>", "k", or "quit"/EOF when the runner is gone), lets the
-# waiting shell go (or, for an "o" call with none waiting, forks itself: __rx_fk),
+# waiting shell go (after an "o" call a fork of the slot: __rx_fk),
 # waits for it (SIGUSR1 from the runner kills it), kills whatever the call left, writes the end
 # markers and starts the next call's shell: one process start per call, while the other slot
 # takes the next call. The slot is started under `setpriv --pdeathsig KILL` where setpriv
@@ -54,24 +54,25 @@ __rx_ns='IFS= read -r -N 33 -u 7 __g && IFS= read -r -N 44 -u 9 __h && [ "${__h:
 
 # A oneshot call ("o <nonce>" on n<k>: the controller found its command one that `exec` runs
 # and that reads no variable a fork of the slot would give another value than a fresh bash;
-# src/shell/oneshot.c) runs in a fork of the slot, PID 1 of its namespace and a bash already,
-# when no shell waits: one fork (~0.4 ms of CPU with its exit) where a fresh bash costs that
-# and an exec, ld.so and its start (~0.9 ms more). The fork reads its frame from c<k> as the call's shell does (the slot
-# gives it the nonce, the go-ahead's part) and, before the code runs, makes itself what that
-# shell would be: the same fds (8 becomes 2, the slot's others closed), no variable or function
-# of the slot (its locals, __rx_sv, every __rx_* and the nonce among them), no positional
-# parameter, $0 "rexec", no trap. What is left differs only in bash's own dynamic variables
+# src/shell/oneshot.c) may run in a fork of the slot (PID 1 of its namespace and a bash
+# already) instead of a fresh bash: one fork (~0.4 ms of CPU with its exit) where a fresh bash
+# costs that and an exec, ld.so and its start (~0.9 ms more). After a oneshot call the slot
+# starts, in advance as ever, not a fresh bash but this fork, which waits for its go-ahead and
+# reads its frame as the call's shell does (__rx_ns) and, before the code runs, makes itself
+# what that shell would be: the same fds (8 becomes 2, the slot's others closed), no variable
+# or function of the slot (its locals, __rx_sv, every __rx_*, the nonces among them), no
+# positional parameter, $0 "rexec", no trap. What is left differs only in bash's own dynamic variables
 # ($PPID, $BASHPID, $SHLVL, $BASH_SUBSHELL, $LINENO, ...), which the controller's check keeps
 # out of the command's words; the command's environment is the same (SHLVL included: `exec`
 # lowers it by one in a fresh shell and in a { } & child, not in a ( ) subshell). The
 # function is one line, read by the slot from the file "rexec" in the runner's directory: bash
 # names a function's file and the line in its messages (`rexec: line 3: exec: jq: not found`),
 # as it names a fresh call's shell by $0 and counts its lines from its one-line command.
-__rx_fk='__rx_slot_fork() { { exec 2>&8 3<&- 4<&- 5<&- 6<&- 7<&- 8>&- || exit 125; BASH_ARGV0=rexec; IFS= read -r -N 44 -u 9 __h && [ "${__h:0:32}" = "$nonce" ] && LC_ALL=C IFS= read -r -N "${__h:33:10}" -u 9 __c || exit 125; exec 9<&-; trap - USR1; unset -f $__rx_sf __rx_slot_fork; unset -v $__rx_sv __h REPLY "${!__rx_@}"; set --; eval "$__c"; } & }'
+__rx_fk='__rx_slot_fork() { { exec 2>&8 3<&- 4<&- 5<&- 6<&- 8>&- || exit 125; BASH_ARGV0=rexec; IFS= read -r -N 33 -u 7 __g && IFS= read -r -N 44 -u 9 __h && [ "${__h:0:32}" = "${__g:0:32}" ] && LC_ALL=C IFS= read -r -N "${__h:33:10}" -u 9 __c || exit 125; exec 7<&- 9<&-; trap - USR1; unset -f $__rx_sf __rx_slot_fork; unset -v $__rx_sv __g __h REPLY "${!__rx_@}"; set --; eval "$__c"; } & }'
 # The slot's functions (written to its file) and its variables (one list: __rx_slot declares
 # them local with it, the fork unsets them with it).
 __rx_sf='__rx_slot __rx_slot_take __rx_slot_clean __rx_slot_refuse __rx_slot_end __rx_slot_kill __rx_slot_reap __rx_slot_envok __rx_slot_src'
-__rx_sv='e d k cont line c nonce st rc killed incall phase started bad desync kind fk w'
+__rx_sv='e d k cont line c nonce st rc killed incall phase started bad desync kind fk wk'
 
 # The slot: `bash DIR/slot DIR K CONTAINMENT [PREFIX...]` (DIR/slot holds these functions,
 # __rx_ns, __rx_sf and __rx_sv, and calls __rx_slot_envok and __rx_slot), where PREFIX starts
@@ -97,46 +98,40 @@ __rx_slot() { # envok (__rx_slot_envok's status, taken before these locals hide 
     # Oneshot calls run in a fork only as PID 1 (its reap ends whatever the fork left) and when
     # nothing in the environment makes a fork differ from a fresh bash (__rx_slot_envok).
     [ "$$/$e" != 1/0 ] || ! __rx_slot_src "$d" || fk=1
-    w=1
+    wk=b
     while :; do
-        c= nonce= kind=
-        # The next call's shell, started in advance unless the last call was a oneshot one
-        # that this slot forks for: the next is likely one too, and the reap of a call run in
-        # a fork (kill -1) would kill a shell waiting beside it.
-        [ -z "$w" ] || { "$@" bash -c "$__rx_ns" rexec "$d" 2>&8 3<&- 4<&- 5<&- 6<&- 8>&- & c=$!; }
+        nonce= kind=
+        # The next call's shell, started in advance: a fresh bash, or after a oneshot call a
+        # fork of the slot (wk f), as the next call is likely the same action.
+        if [ "$wk" = f ]; then
+            __rx_slot_fork
+        else
+            "$@" bash -c "$__rx_ns" rexec "$d" 2>&8 3<&- 4<&- 5<&- 6<&- 8>&- &
+        fi
+        c=$!
         if ! __rx_slot_take; then __rx_slot_kill "$c"; return 0; fi
         if [ -n "$bad" ]; then __rx_slot_refuse "$c"; continue; fi
-        # A shell waiting takes any call; without one, a oneshot call runs in a fork, any other
-        # call gets its shell now (it reads the go-ahead written before it started).
-        w=1
-        [ -n "$c" ] || [ "$kind/$fk" = o/1 ] ||
-            { "$@" bash -c "$__rx_ns" rexec "$d" 2>&8 3<&- 4<&- 5<&- 6<&- 8>&- & c=$!; }
-        [ "$kind/$fk" != o/1 ] || w=
+        # A fork waits for a oneshot call only: any other gets a fresh bash in its place (the
+        # fork has read nothing yet: its go-ahead comes below).
+        if [ "$wk/$kind" = f/n ]; then
+            kill -KILL "$c"
+            wait "$c"
+            "$@" bash -c "$__rx_ns" rexec "$d" 2>&8 3<&- 4<&- 5<&- 6<&- 8>&- &
+            c=$!
+        fi
+        wk=b
+        [ "$kind/$fk" != o/1 ] || wk=f
         incall=1 killed=0 st= started=0 desync=0
         # A status line on s<k> now is not this call's (a command wrote it).
         while read -r -t 0 -u 5; do read -r -t 0.01 -u 5 _ || break; done
-        # A kill sent before incall was set has left its "k" line behind: the call never runs.
-        # One that comes (USR1) after the fork was decided on but before it started is found
-        # in killed once it has: the fork is killed at once.
-        if read -r -t 0 -u 4; then
-            killed=1
-            __rx_slot_kill "$c"
-        elif [ -n "$c" ]; then
-            printf '%s\n' "$nonce" >&6
-        else
-            __rx_slot_fork
-            c=$!
-            [ "$killed" = 0 ] || __rx_slot_kill "$c"
-        fi
+        # A kill sent before incall was set has left its "k" line behind.
+        if read -r -t 0 -u 4; then killed=1; __rx_slot_kill "$c"; else printf '%s\n' "$nonce" >&6; fi
         # wait returns early when a trapped signal came (the USR1 trap: killed 1); the call is
         # over only once kill -0 fails: until then its shell may still read the frame, and the
-        # slot must not read off or report anything. (No process: a call killed before its fork.)
-        rc=137
-        if [ -n "$c" ]; then
-            wait "$c"; rc=$?
-            while kill -0 "$c"; do wait "$c"; rc=$?; done
-            [ "$killed/$rc" != 1/138 ] || { wait "$c"; rc=$?; }
-        fi
+        # slot must not read off or report anything.
+        wait "$c"; rc=$?
+        while kill -0 "$c"; do wait "$c"; rc=$?; done
+        [ "$killed/$rc" != 1/138 ] || { wait "$c"; rc=$?; }
         incall=
         # The status is "ok", "cd" or "stdin" and a newline: three bytes in one read (the rest
         # of "stdin" read off), where a line read would take one read() and a select per byte.

@@ -247,49 +247,66 @@ def mixed(n, oneshot=False):
           % (n, oneshot, r.containment))
 
 
-def slots_idle(d):
-    """The pids of the two slots of runner directory d, once both are blocked reading their
-    FIFO n<k> (fd 4: /proc/PID/syscall names the read and its fd), which each reaches only
-    after it started, or did not start, the next call's shell."""
+def waiters(d):
+    """What the two slots of runner directory d have started in advance for their next call,
+    once both wait for it (blocked in a read of n<k>, fd 4, which each reaches only after it
+    started that) and each such process is ready: "bash" (a fresh call's shell: its command
+    line says so once it is exec'd) or "fork" (a fork of the slot: the slot's command line,
+    blocked in a read of g<k>, fd 7); sorted. A read is told from /proc/PID/syscall, or where
+    Yama keeps that to the process's ancestors, from its wchan (the only pipes these block in
+    a read of are those)."""
     nr = {"x86_64": "0", "aarch64": "63"}.get(os.uname().machine)
+    slot_cl = b"bash\0%s/slot\0" % d.encode()
+
+    def blocked(p, fd):
+        try:
+            with open("/proc/%d/syscall" % p) as fh:
+                sc = fh.read().split()
+            if nr:
+                return sc[:2] == [nr, hex(fd)]
+        except OSError:
+            pass
+        try:
+            with open("/proc/%d/wchan" % p) as fh:
+                return fh.read().endswith("pipe_read")
+        except OSError:
+            return False
+
     deadline = time.monotonic() + WAIT_S
     while True:
-        idle = []
+        procs = {}
         for p in processes_of(d):
             try:
                 with open("/proc/%d/cmdline" % p, "rb") as fh:
-                    if not fh.read().startswith(b"bash\0%s/slot\0" % d.encode()):
-                        continue
-                with open("/proc/%d/wchan" % p) as fh:
-                    wchan = fh.read()
-            except OSError:
+                    cl = fh.read()
+                with open("/proc/%d/stat" % p) as fh:
+                    pp = int(fh.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
                 continue
-            try:  # (where Yama keeps it to the slot's ancestors: the wchan, see t_runner_fork.sh)
-                with open("/proc/%d/syscall" % p) as fh:
-                    sc = fh.read().split()
+            procs[p] = (pp, cl)
+        slots = [p for p, (pp, cl) in procs.items()
+                 if cl.startswith(slot_cl) and not procs.get(pp, (0, b""))[1].startswith(slot_cl)]
+        kinds, ready = [], len(slots) == 2 and all(blocked(p, 4) for p in slots)
+        for p in slots if ready else []:
+            try:
+                with open("/proc/%d/task/%d/children" % (p, p)) as fh:
+                    kids = [int(x) for x in fh.read().split()]
             except OSError:
-                sc = None
-            if (sc[:2] == [nr, "0x4"]) if nr and sc else wchan.endswith("pipe_read"):
-                idle.append(p)
-        if len(idle) == 2:
-            return idle
+                kids = []
+            for k in kids:
+                cl = procs.get(k, (0, b""))[1]
+                if cl.startswith(b"bash\0-c\0"):
+                    kinds.append("bash")
+                elif cl.startswith(slot_cl) and blocked(k, 7):
+                    kinds.append("fork")
+                else:
+                    ready = False
+        if ready:
+            return sorted(kinds)
         if time.monotonic() > deadline:
-            die("the slots did not come back to their FIFO n<k> within %d s: %r"
-                % (WAIT_S, [(p, open("/proc/%d/syscall" % p).read()) for p in processes_of(d)]))
+            die("the slots and what they started did not come to wait within %d s: %r"
+                % (WAIT_S, procs))
         time.sleep(0.01)
-
-
-def waiting_shells(d):
-    """The processes the two slots of runner directory d have while they wait for their next
-    call: the call shell each started in advance (maybe not yet exec'd), or none."""
-    n = 0
-    for p in slots_idle(d):
-        try:
-            with open("/proc/%d/task/%d/children" % (p, p)) as fh:
-                n += len(fh.read().split())
-        except OSError:
-            pass
-    return n
 
 
 # What a command can see of the process it runs in: each runs once in a fresh call shell and once
@@ -319,8 +336,9 @@ def fork_norm(name, out):
 
 
 def fork():
-    """Oneshot frames ("o"): once a slot has run one, it starts no shell in advance and runs the
-    next in a fork of itself; the command sees exactly what it sees in a fresh call shell (its
+    """Oneshot frames ("o"): once a slot has run one, what it starts in advance for the next
+    call is a fork of itself, not a fresh bash (and again a fresh bash after another call, the
+    fork killed for it); the command sees exactly what it sees in a fresh call shell (its
     environment, descriptors, process status, working directory, umask, limits, bash's messages
     when it is not found), never the nonce; kills before and during such a call."""
     with open(os.path.join(TMP, "noshebang"), "w") as fh:
@@ -342,14 +360,14 @@ def fork():
                 die("probe %s (%s): the command saw the nonce" % (name, how))
             if res.setdefault(how, got) != got:
                 die("probe %s (%s) differs between the two slots:\n%r\n%r" % (name, how, res[how], got))
-            if ns and how == "o" and waiting_shells(d) != 0:
-                die("a slot started a shell in advance after a oneshot call")
+            if ns and how == "o" and waiters(d) != ["fork", "fork"]:
+                die("after oneshot calls the slots have %r waiting, not two forks" % waiters(d))
         if res["o"] != res["n"]:
             die("probe %s: a fork of the slot differs from a fresh shell:\nfork:  %r\nfresh: %r"
                 % (name, res["o"], res["n"]))
-        if ns and waiting_shells(d) != 2:  # after an "n" call each slot starts one as before
-            die("after ordinary calls (%s) the slots have %d shells waiting, not 2"
-                % (name, waiting_shells(d)))
+        if ns and waiters(d) != ["bash", "bash"]:  # after an "n" call: a fresh bash as before
+            die("after ordinary calls (%s) the slots have %r waiting, not two fresh shells"
+                % (name, waiters(d)))
         r.call("exec true", oneshot=True)
         r.call("exec true", oneshot=True)
     # a kill while the oneshot command runs: it goes, the end says killed and started
@@ -394,7 +412,8 @@ def fork_env():
         outs = []
         for i in range(6):
             out, end = r.call("exec env", oneshot=i != 5)
-            check_env = [l for l in out.split(b"\n") if not l.startswith(b"_=")]
+            check_env = [l for l in out.split(b"\n")
+                         if not l.startswith((b"_=", b"c=", b"REPLY="))]
             outs.append(sorted(check_env))
             # (a name the slot has a local of is no one's business: a fresh call's shell gets
             # the slot's value, as it always did; what matters is that no fork changes it)
@@ -405,7 +424,7 @@ def fork_env():
                 die("a oneshot call ran without what BASH_ENV sets in a fresh shell")
         if any(o != outs[0] for o in outs):
             die("oneshot calls saw different environments (%r)" % extra)
-        if r.containment == "pid-namespace" and waiting_shells(d) != 2:
+        if r.containment == "pid-namespace" and waiters(d) != ["bash", "bash"]:
             die("a slot whose environment has %r ran a call in its fork" % sorted(extra))
         r.close()
     print("fork-env: slots whose environment a fork would change run every call in a fresh shell")

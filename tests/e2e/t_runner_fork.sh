@@ -6,9 +6,10 @@
 #    command sees one lower also in a fresh shell), the same open descriptors, the same working
 #    directory, umask and limits as the same command made non-oneshot (`CMD; :`), which runs
 #    in a fresh call shell; a secret of the call is there in both, redacted;
-#  - once its slots ran oneshot calls, a runner keeps no call shell waiting: the next oneshot
-#    call runs in a fork of the slot (in a PID namespace; under process-group containment the
-#    slots start their shells in advance as before, and calls give the same results).
+#  - once its slots ran oneshot calls, what a runner's slots start in advance for the next call
+#    is a fork of themselves, not a fresh bash, and a fresh bash again after other calls (in a
+#    PID namespace; under process-group containment the slots start fresh shells as before,
+#    and calls give the same results).
 tid="runner: oneshot calls in a fork of the slot"
 . "${REXEC_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/e2e/lib.sh"
 
@@ -87,32 +88,45 @@ norm() {
     esac
 }
 
-# The slots of the one runner, once both wait for their next call: blocked in a read of their
-# FIFO n<k> (fd 4; /proc/PID/syscall: read is 0 on x86_64, 63 on aarch64), which each reaches
-# only after it started (or not) the next call's shell. Where Yama keeps /proc/PID/syscall to
-# the slot's ancestors, its wchan says the same: the only pipe a slot blocks in a read of is
-# n<k> (its other reads have a timeout or none to wait for).
+# What the two slots of the one runner started in advance for their next call, once both wait
+# for it (blocked in a read of their FIFO n<k>, fd 4, which each reaches only after it started
+# that) and each such process is ready: "bash" (a fresh call's shell, exec'd) or "fork" (a fork
+# of the slot, blocked in a read of g<k>, fd 7). A read is told from /proc/PID/syscall (read is
+# 0 on x86_64, 63 on aarch64), or where Yama keeps that to the process's ancestors, from its
+# wchan: the only pipes these block in a read of are those.
 READ_NR=$(case $(uname -m) in x86_64) echo 0 ;; aarch64) echo 63 ;; *) echo x ;; esac)
-slots_idle() {
-    local p n=0 sc
-    for p in $(remote_pgrep '^bash /[^ ]*/\.rexec-[0-9]+/r\.[^ /]*/slot '); do
-        if read -r sc <"/proc/$p/syscall" 2>/dev/null; then
-            [[ $sc == "$READ_NR 0x4 "* ]] && n=$((n + 1))
-        else
-            read -r sc <"/proc/$p/wchan" 2>/dev/null && [[ $sc == *pipe_read ]] && n=$((n + 1))
-        fi
-    done
-    [[ $n == 2 ]]
+SLOT_RE='^bash /[^ ]*/\.rexec-[0-9]+/r\.[^ /]*/slot '
+blocked() { # PID FD
+    local sc
+    if [[ $READ_NR != x ]] && read -r sc <"/proc/$1/syscall" 2>/dev/null; then
+        [[ $sc == "$READ_NR 0x$2 "* ]]
+    else
+        read -r sc <"/proc/$1/wchan" 2>/dev/null && [[ $sc == *pipe_read ]]
+    fi
 }
-# slot_children: the processes the two slots have while idle (a call shell started in advance)
-slot_children() {
-    local p n=0
-    wait_until 30 slots_idle
-    for p in $(remote_pgrep '^bash /[^ ]*/\.rexec-[0-9]+/r\.[^ /]*/slot '); do
-        n=$((n + $(wc -w <"/proc/$p/task/$p/children")))
+cmdline() { tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null; }
+waiters_ready() { # writes the sorted kinds to $RX_TMP/kinds; 1 if not ready
+    local s k pp slots=() kinds=()
+    for s in $(remote_pgrep "$SLOT_RE"); do
+        pp=$(awk '{ print $4 }' "/proc/$s/stat" 2>/dev/null) || return 1
+        [[ $(cmdline "$pp") =~ $SLOT_RE ]] || slots+=("$s") # (not a fork of a slot)
     done
-    echo "$n"
+    [[ ${#slots[@]} == 2 ]] || return 1
+    for s in "${slots[@]}"; do blocked "$s" 4 || return 1; done
+    for s in "${slots[@]}"; do
+        for k in $(cat "/proc/$s/task/$s/children" 2>/dev/null); do
+            if [[ $(cmdline "$k") == "bash -c "* ]]; then
+                kinds+=(bash)
+            elif [[ $(cmdline "$k") =~ $SLOT_RE ]] && blocked "$k" 7; then
+                kinds+=(fork)
+            else
+                return 1
+            fi
+        done
+    done
+    printf '%s\n' "${kinds[@]}" | sort | paste -sd' ' >"$RX_TMP/kinds"
 }
+waiters() { wait_until 30 waiters_ready; cat "$RX_TMP/kinds"; }
 
 for cont in pid-namespace process-group; do
     [[ $cont == pid-namespace ]] || ws_edit 'c["hosts"]["lab1"]["containment"] = "process-group"'
@@ -135,9 +149,9 @@ for cont in pid-namespace process-group; do
     done
     calls t.uname:4 >"$OUT" || fail "$cont: $(cat "$OUT")"
     if [[ $cont == pid-namespace ]]; then
-        assert_eq 0 "$(slot_children)" "$cont: shells the slots keep waiting after oneshot calls"
+        assert_eq "fork fork" "$(waiters)" "$cont: what the slots start in advance after oneshot calls"
         calls t.env.fresh t.env.fresh >"$OUT" || fail "$cont: $(cat "$OUT")"
-        assert_eq 2 "$(slot_children)" "$cont: shells the slots keep waiting after other calls"
+        assert_eq "bash bash" "$(waiters)" "$cont: what the slots start in advance after other calls"
     fi
     stop_serve
 done
