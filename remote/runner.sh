@@ -23,7 +23,8 @@
 # long as the runner:
 #   unshare --pid --fork --kill-child -> bash (the slot, PID 1 of its namespace for the runner's
 #                                  life) -> bash -c "$__rx_ns" (the next call's shell, started
-#                                  in advance, waiting on the slot's FIFOs)
+#                                  in advance, waiting on the slot's FIFOs; after a oneshot
+#                                  call a fork of the slot instead: __rx_fk)
 # Where there is no PID namespace the slot is a plain `bash -c`, and the call's shell is
 # `setsid bash -c` (its own process group, killed whole at the end). The slot reads its FIFO
 # n<k> ("n <nonce>", "o <nonce>", "k", or "quit"/EOF when the runner is gone), lets the
