@@ -149,6 +149,7 @@ struct rexec_call {
     EVP_MD_CTX *stdin_sha; /* of what was sent, checked against the gate's; NULL when the gate
                             * never hashed stdin_path (nothing binds its content) */
     char stdin_hex[65];    /* the gate's hash of stdin_path, when it asked for one */
+    struct rx_put_state *put; /* a put: its stream's hash and trailer (call_put.c); NULL */
     int stdin_piped;       /* the command reads stdin as it arrives (the action's "stdin") */
     int stdin_stream;      /* stdin_path is a pipe (or FIFO, tty): sent in frames as read, its
                             * length unknown until its end (call_stdin.c) */
