@@ -107,8 +107,9 @@ long rx_put_file_done(rexec_call *c, char *msg, size_t cap)
      * (grown) or a change in place would go unnoticed by the hash, its times do not. */
     if (fstat(c->stdin_fd, &st) != 0 || st.st_size != p->size || !ts_eq(st.st_mtim, p->mtime) ||
         !ts_eq(st.st_ctim, p->ctime)) {
-        snprintf(msg, cap, "%s changed while it was sent (its size or modification time moved): "
-                           "nothing was put", c->stdin_path);
+        snprintf(msg, cap, "%s changed %s (its size or modification time moved while it was "
+                           "sent): nothing was put", c->stdin_path,
+                 c->stdin_sha != NULL ? "since it was approved" : "while it was sent");
         return -1;
     }
     put_final(p);
