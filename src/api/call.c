@@ -16,7 +16,6 @@
 #include "err.h"
 #include "metrics.h"
 #include "traceparent.h"
-#include "call_put.h"
 #include "transfer.h"
 
 #define CALL_MAX_COMMAND (256 * 1024)

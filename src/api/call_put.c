@@ -7,7 +7,6 @@
 #include <openssl/evp.h>
 
 #include "call.h"
-#include "call_put.h"
 #include "buf.h"
 #include "transfer.h"
 

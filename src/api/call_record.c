@@ -12,7 +12,6 @@
 #include "err.h"
 #include "metrics.h"
 #include "traceparent.h"
-#include "call_put.h"
 #include "transfer.h"
 
 static const char *const sig_names[] = {

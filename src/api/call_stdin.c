@@ -17,7 +17,6 @@
 #include <openssl/crypto.h>
 
 #include "call.h"
-#include "call_put.h"
 #include "err.h"
 #include "serve_stdin.h"
 
