@@ -8,10 +8,12 @@
 
 #include "call.h"
 #include "buf.h"
+#include "sha_worker.h"
 #include "transfer.h"
 
 struct rx_put_state {
     EVP_MD_CTX *sha;                       /* of the file's bytes as they are sent */
+    rx_sha_worker *worker;                 /* ... on a thread of its own, when it started */
     unsigned char trailer[RX_PUT_TRAILER_LEN];
     size_t trailer_sent;
     int final;                             /* trailer and hex hold the hash */
@@ -22,11 +24,16 @@ struct rx_put_state {
 
 static void put_final(struct rx_put_state *p)
 {
-    unsigned char md[32];
+    unsigned char md[32] = {0};
     unsigned int mdlen = 0;
     if (p->final)
         return;
-    EVP_DigestFinal_ex(p->sha, md, &mdlen);
+    if (p->worker != NULL) {
+        rx_sha_worker_finish(p->worker, md); /* a failed digest: a trailer the VM refuses */
+        p->worker = NULL;
+    } else {
+        EVP_DigestFinal_ex(p->sha, md, &mdlen);
+    }
     rx_hex_encode(md, 32, p->hex);
     memcpy(p->trailer, p->hex, 64);
     p->trailer[64] = '\n';
@@ -69,6 +76,10 @@ int rx_put_begin(rexec_call *c, rexec_error *err)
     }
     if (c->stdin_path == NULL && c->stdin_data != NULL && put_inline(c, p) != 0)
         return rx_fail(err, REXEC_ENOMEM, "out of memory");
+    /* a streamed file is hashed beside the sending, on another CPU (sha_worker.h); without
+     * a thread, on the way as it is sent */
+    if (c->stdin_path != NULL)
+        p->worker = rx_sha_worker_start();
     return 0;
 }
 
@@ -87,7 +98,11 @@ size_t rx_put_file_room(const rexec_call *c, size_t n)
 
 void rx_put_hashed(rexec_call *c, const unsigned char *buf, size_t got)
 {
-    if (c->put != NULL && got > 0)
+    if (c->put == NULL || got == 0)
+        return;
+    if (c->put->worker != NULL)
+        rx_sha_worker_add(c->put->worker, buf, got);
+    else
         EVP_DigestUpdate(c->put->sha, buf, got);
 }
 
@@ -143,6 +158,7 @@ void rx_put_free(rexec_call *c)
 {
     if (c->put == NULL)
         return;
+    rx_sha_worker_free(c->put->worker);
     EVP_MD_CTX_free(c->put->sha);
     free(c->put);
     c->put = NULL;

@@ -6,7 +6,8 @@
 #  - put.sh itself: no trailer (the stream cut short), a trailer that is not the hash, a trailer
 #    that is not content_sha256, more bytes than content_size: exit 4, the old file kept, no
 #    temporary file; the right trailer: the file replaced;
-#  - through rexec: a "trailer" that is not the hash (content_size short of the file, so that
+#  - through rexec: a pipe (the trailer in a frame of its own), a pipe with fewer bytes than
+#    content_size (4); a "trailer" that is not the hash (content_size short of the file, so that
 #    the file's own last 65 bytes stand where the trailer goes): 4;
 #  - a local file that grows while it is sent: the call fails naming it, nothing renamed;
 #  - an approval-bound put (a grant): the hash is taken before (the challenge shows it, the
@@ -89,6 +90,15 @@ printf 'old\n' >"$vm/d"
 assert_exit 4 rx run lab1 t.put --stdin "$loc/fake" --param name=d --param content_size=1000
 assert_contains "$ERR" "not the controller's 0000"
 keep_old "a put whose trailer was not the hash"
+
+# a pipe into a put action: the trailer goes in a frame of its own after the pipe's end
+printf 'old\n' >"$vm/d"
+assert_exit 0 rx run lab1 t.put --stdin - --param name=d --param content_size=100000 < <(cat "$loc/a")
+cmp "$loc/a" "$vm/d" || fail "a piped put wrote something else"
+assert_eq "$a_sha" "$(record outcome 'r["transfer"]["sha256"]')" "outcome record of a piped put"
+printf 'old\n' >"$vm/d"
+assert_exit 4 rx run lab1 t.put --stdin - --param name=d --param content_size=100000 < <(head -c 99000 "$loc/a")
+keep_old "a piped put with fewer bytes than content_size"
 
 # ---- the local file grows while it is sent ----------------------------------------------------
 # sparse (reading it costs nothing) and far larger than what the pipes and the channel's window
