@@ -1,6 +1,9 @@
-/* Evidence per executed run: evidence/<run_id>/{stdout,stderr,meta.json}, built in
- * evidence/.tmp-<run_id> and renamed into place, so a reader never sees half a record and a
- * crash leaves at most a .tmp- directory (which is never taken for evidence). */
+/* Evidence per executed run: evidence/<run_id>/{stdout,stderr,meta.json}. The directory gets
+ * its final name when the call opens it (a spare renamed, or a .tmp- one made and renamed), and
+ * that name is made durable off the call's path (the dirsync thread below); the commit writes
+ * meta.json and syncs the files, and the outcome record appended after it is what says the
+ * evidence is whole. Until then the directory is locked (flock) by its writer, and a directory
+ * whose meta.json is not complete is never taken for evidence (evidence_prune.c). */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -8,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -73,13 +77,18 @@ static int ev_set(cJSON *meta, const char *name, cJSON *item)
  * (docs/PERFORMANCE.md, "Issue 30's speed goals after the lifecycle changes"). */
 #define EV_BUF_MIN (4u * 1024)
 
+typedef struct ev_dirsync ev_dirsync;
+
 struct rx_evidence {
     char *edir, *tmp, *final;
     const rx_redactor *r;
-    int dfd;
+    int dfd;             /* the run's directory, locked (flock) while the call writes it */
+    ev_dirsync *sync;    /* its name's fsync, running off the call's path (or NULL) */
+    int sync_inline;     /* no dirsync thread: the commit syncs the name (and directory) itself */
     int fd[2];
-    int mfd;             /* meta.json, when it came with a spare directory (else -1) */
+    int mfd;             /* meta.json, created empty at the open, written at the commit */
     int dir_synced;      /* the directory came from a spare whose entries were synced */
+    int named;           /* renamed to final: an abort removes final, else tmp */
     unsigned char *buf[2];
     size_t blen[2];
     size_t bcap[2];      /* grows by doubling from EV_BUF_MIN to EV_BUF as output comes */
@@ -105,27 +114,39 @@ static int ev_complete_meta(cJSON *meta, const char *run_id, const char *const s
     return 0;
 }
 
-/* Removes a half-built .tmp- directory after a failure: what was written there is not
- * evidence of anything. */
+/* Removes a half-built directory after a failure: what was written there is not evidence of
+ * anything. meta.json goes first: a directory without it is never taken for evidence. */
 static void ev_remove_tmp(const char *tmp)
 {
     int dfd = open(tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (dfd >= 0) {
-        for (int i = 0; i < 3; i++)
+        for (int i = 2; i >= 0; i--)
             unlinkat(dfd, ev_files[i], 0);
         close(dfd);
     }
     rmdir(tmp);
 }
 
-/* A fresh .tmp- directory, 0700 whatever the umask; a leftover of the same name is refused
- * rather than reused (run ids are unique, so it would be someone else's). */
+/* The writer's lock on its directory, for as long as it holds the descriptor: `rexec evidence
+ * prune` leaves a locked directory alone (its writer lives). Waits for a prune that is looking
+ * at it (briefly: it judges, and removes only an old one). A file system without flock: no
+ * lock (prune cannot take one there either). */
+static int ev_lock(int dfd)
+{
+    int r;
+    while ((r = flock(dfd, LOCK_EX)) != 0 && errno == EINTR)
+        ;
+    return r == 0 || errno == ENOLCK || errno == EINVAL || errno == EOPNOTSUPP ? 0 : -1;
+}
+
+/* A fresh .tmp- directory, 0700 whatever the umask, locked (ev_lock). A leftover of the same
+ * name is refused rather than reused (run ids are unique, so it would be someone else's). */
 static int ev_mkdir_tmp(const char *tmp, int *dfd, rexec_error *err)
 {
     if (mkdir(tmp, 0700) != 0)
         return rx_fail(err, REXEC_EAUDIT, "%s: cannot create: %s", tmp, strerror(errno));
     *dfd = open(tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (*dfd < 0 || fchmod(*dfd, 0700) != 0) {
+    if (*dfd < 0 || fchmod(*dfd, 0700) != 0 || ev_lock(*dfd) != 0) {
         int r = rx_fail(err, REXEC_EAUDIT, "%s: %s", tmp, strerror(errno));
         if (*dfd >= 0)
             close(*dfd);
@@ -133,19 +154,6 @@ static int ev_mkdir_tmp(const char *tmp, int *dfd, rexec_error *err)
         rmdir(tmp);
         return r;
     }
-    return 0;
-}
-
-/* Writes meta.json (its fd in *fd, for the fsync in ev_finish) and starts its writeback. */
-static int ev_write_meta(int dfd, const char *dir, const char *name, const void *data,
-                         size_t len, int *fd, rexec_error *err)
-{
-    int r = rx_fs_create_private(dfd, name, fd, REXEC_EAUDIT, err);
-    if (r != 0)
-        return rx_fail_prefix(err, "%s/", dir);
-    if (rx_fs_write_all(*fd, data, len) != 0)
-        return rx_fail(err, REXEC_EAUDIT, "%s/%s: cannot write: %s", dir, name, strerror(errno));
-    (void)sync_file_range(*fd, 0, 0, SYNC_FILE_RANGE_WRITE); /* a hint: errors come at fsync */
     return 0;
 }
 
@@ -158,8 +166,11 @@ static char *ev_path(const char *edir, const char *prefix, const char *run_id)
     return s;
 }
 
+static void dirsync_release(ev_dirsync *q);
+
 static void ev_free(rx_evidence *ev)
 {
+    dirsync_release(ev->sync);
     for (int i = 0; i < 2; i++) {
         if (ev->fd[i] >= 0)
             close(ev->fd[i]);
@@ -182,7 +193,7 @@ void rx_evidence_abort(rx_evidence *ev)
     for (int i = 0; i < 2; i++)
         if (ev->fd[i] >= 0)
             close(ev->fd[i]), ev->fd[i] = -1;
-    ev_remove_tmp(ev->tmp);
+    ev_remove_tmp(ev->named ? ev->final : ev->tmp);
     ev_free(ev);
 }
 
@@ -200,12 +211,13 @@ const char *rx_evidence_path(const rx_evidence *ev)
  * A process that commits evidence again and again (serve) keeps one spare: an empty
  * evidence/.spare-<pid>-<random> directory with its three empty files open, made by the
  * recorder after it has told the calls (rx_evidence_spare_fill), taken by the next
- * rx_evidence_open with one rename to .tmp-<run_id>. The commit writes the same files, each
- * synced, renames the directory into place and syncs evidence/, as without a spare; the
- * directory itself is synced when the spare is made, not at the commit: its entries (the three
- * files) are all it holds, they exist from then on, and the commit changes none of them (the
- * rename changes evidence/, which is synced after it). So one flush fewer on the call's path,
- * the same number in all (docs/audit.md, "Evidence").
+ * rx_evidence_open with one rename to evidence/<run_id> (its final name, evidence/'s fsync
+ * then runs off the call's path, below). The commit writes the same files, each synced, as
+ * without a spare; the directory itself is synced when the spare is made, not at the commit:
+ * its entries (the three files) are all it holds, they exist from then on, and the commit
+ * changes none of them. So one flush fewer on the call's path, the same number in all
+ * (docs/audit.md, "Evidence"). The spare is locked (flock) from its making on: the lock goes
+ * with it to the call, so prune never takes a live call's directory.
  * A spare is a hidden directory like a call's .tmp- one: never taken for evidence, removed by
  * rx_evidence_spare_drop (the recorder's close), or, after a crash, by `rexec evidence prune`
  * (which removes every hidden entry of evidence/). It is not a call's leftover, so it is not
@@ -268,7 +280,7 @@ fail:
     return NULL;
 }
 
-/* Takes the spare for ev (in ev->edir) as ev->tmp, with its files: 1, or 0 (none, or it was
+/* Takes the spare for ev (in ev->edir) as ev->final, with its files: 1, or 0 (none, or it was
  * touched meanwhile: then it is removed and the caller makes a directory as before). */
 static int spare_take(rx_evidence *ev)
 {
@@ -283,12 +295,13 @@ static int spare_take(rx_evidence *ev)
         return 0;
     for (int i = 0; ok && i < 3; i++) /* still linked, still empty (a prune may have run) */
         ok = fstat(s->fd[i], &st) == 0 && st.st_nlink == 1 && st.st_size == 0;
-    if (!ok || renameat2(AT_FDCWD, s->path, AT_FDCWD, ev->tmp, RENAME_NOREPLACE) != 0) {
+    if (!ok || renameat2(AT_FDCWD, s->path, AT_FDCWD, ev->final, RENAME_NOREPLACE) != 0) {
         spare_free(s, 1);
         return 0;
     }
     ev->dfd = s->dfd, ev->fd[0] = s->fd[0], ev->fd[1] = s->fd[1], ev->mfd = s->fd[2];
     ev->dir_synced = s->synced;
+    ev->named = 1;
     s->dfd = s->fd[0] = s->fd[1] = s->fd[2] = -1;
     spare_free(s, 0);
     return 1;
@@ -341,6 +354,172 @@ void rx_evidence_spare_drop(void)
         spare_free(s, 1);
 }
 
+/* ---- the name's fsync, off the call's path -----------------------------------------------------
+ * The directory gets its final name at the open; the fsync of evidence/ that makes the name
+ * durable (and, without a spare, the directory's own fsync that makes its three entries
+ * durable) is asked for then and done by one thread per process while the call runs; the
+ * commit waits for it (done long before, most of the time) and fails if it failed. So the
+ * commit has no rename and no directory fsync on the call's path, and an outcome record still
+ * only ever names a directory whose name and files are durable (docs/audit.md, "Evidence").
+ * Requests that wait together share one fsync of their evidence/ (a fan-out opens many).
+ * A request is its own allocation, shared by the call and the thread (refs): an abort on the
+ * loop never waits for the disk. Without the thread (cannot be started), the commit syncs. */
+struct ev_dirsync {
+    ev_dirsync *next;
+    char *edir; /* evidence/ to fsync */
+    int dfd;    /* the run's directory to fsync too, or -1 (a synced spare) */
+    int refs;   /* the call's and, while queued or running, the thread's */
+    int done;
+    int dir_err, parent_err; /* errno of the directory's and of evidence/'s fsync, or 0 */
+};
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t want, done_cv;
+    pid_t pid; /* the process whose thread runs (a forked child starts its own) */
+    ev_dirsync *queue;
+} dsync = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER, 0,
+           NULL};
+static _Atomic unsigned long n_early_syncs, n_parent_at_commit, n_by_helper, n_dirs_at_commit;
+
+static void dirsync_free_locked(ev_dirsync *q)
+{
+    if (--q->refs > 0)
+        return;
+    if (q->dfd >= 0)
+        close(q->dfd);
+    free(q->edir);
+    free(q);
+}
+
+static void dirsync_release(ev_dirsync *q)
+{
+    if (q == NULL)
+        return;
+    pthread_mutex_lock(&dsync.mu);
+    dirsync_free_locked(q);
+    pthread_mutex_unlock(&dsync.mu);
+}
+
+static int fsync_path(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return errno;
+    int e = fsync(fd) == 0 || errno == EINVAL ? 0 : errno; /* EINVAL: no dir fsync there */
+    close(fd);
+    return e;
+}
+
+/* One round: every request taken from the queue before the round began is covered by the
+ * fsyncs of this round (each evidence/ once, each run directory of a request). */
+static void dirsync_round(ev_dirsync *batch)
+{
+    for (ev_dirsync *q = batch; q; q = q->next) {
+        if (q->dfd >= 0 && fsync(q->dfd) != 0 && errno != EINVAL)
+            q->dir_err = errno;
+        ev_dirsync *p = batch;
+        while (p != q && strcmp(p->edir, q->edir) != 0)
+            p = p->next;
+        q->parent_err = p != q ? p->parent_err : fsync_path(q->edir);
+        n_early_syncs += (q->dfd >= 0) + (p == q);
+    }
+}
+
+static void *dirsync_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&dsync.mu);
+    for (;;) {
+        while (dsync.queue == NULL)
+            pthread_cond_wait(&dsync.want, &dsync.mu);
+        ev_dirsync *batch = dsync.queue;
+        dsync.queue = NULL;
+        pthread_mutex_unlock(&dsync.mu);
+        dirsync_round(batch);
+        pthread_mutex_lock(&dsync.mu);
+        while (batch) {
+            ev_dirsync *next = batch->next;
+            batch->next = NULL;
+            batch->done = 1;
+            dirsync_free_locked(batch); /* the thread's ref */
+            batch = next;
+        }
+        pthread_cond_broadcast(&dsync.done_cv);
+    }
+    return NULL;
+}
+
+/* Asks for the fsync of ev's name (and of its directory unless a synced spare's); always 0:
+ * without a thread or memory, the commit does it (sync_inline). */
+static int dirsync_ask(rx_evidence *ev)
+{
+    ev_dirsync *q = calloc(1, sizeof(*q));
+    ev->sync_inline = 1;
+    if (q == NULL || (q->edir = strdup(ev->edir)) == NULL ||
+        (q->dfd = ev->dir_synced ? -1 : fcntl(ev->dfd, F_DUPFD_CLOEXEC, 0)) < -1 ||
+        (!ev->dir_synced && q->dfd < 0)) {
+        if (q)
+            free(q->edir);
+        free(q);
+        return 0;
+    }
+    q->refs = 2;
+    pthread_mutex_lock(&dsync.mu);
+    if (dsync.pid != getpid()) {
+        pthread_t t;
+        pthread_attr_t at;
+        dsync.queue = NULL; /* a forked child: the parent's requests are not its own */
+        if (pthread_attr_init(&at) == 0) {
+            pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+            pthread_attr_setstacksize(&at, 64u << 10);
+            if (pthread_create(&t, &at, dirsync_main, NULL) == 0)
+                dsync.pid = getpid();
+            pthread_attr_destroy(&at);
+        }
+    }
+    if (dsync.pid == getpid()) {
+        q->next = dsync.queue;
+        dsync.queue = q;
+        pthread_cond_signal(&dsync.want);
+        ev->sync = q, q = NULL;
+        ev->sync_inline = 0;
+    }
+    pthread_mutex_unlock(&dsync.mu);
+    if (q) {
+        if (q->dfd >= 0)
+            close(q->dfd);
+        free(q->edir);
+        free(q);
+    }
+    return 0;
+}
+
+/* At the commit: the name (and directory) durable, waited for if the thread is not done yet,
+ * or synced here without the thread. */
+static int dirsync_wait(rx_evidence *ev, rexec_error *err)
+{
+    int de = 0, pe = 0;
+    if (ev->sync_inline) {
+        if (!ev->dir_synced && fsync(ev->dfd) != 0 && errno != EINVAL)
+            de = errno;
+        pe = fsync_path(ev->edir);
+        n_dirs_at_commit += !ev->dir_synced;
+        n_parent_at_commit++;
+    } else if (ev->sync) {
+        pthread_mutex_lock(&dsync.mu);
+        while (!ev->sync->done)
+            pthread_cond_wait(&dsync.done_cv, &dsync.mu);
+        de = ev->sync->dir_err, pe = ev->sync->parent_err;
+        pthread_mutex_unlock(&dsync.mu);
+    }
+    if (de != 0)
+        return rx_fail(err, REXEC_EAUDIT, "%s: fsync: %s", ev->final, strerror(de));
+    if (pe != 0)
+        return rx_fail(err, REXEC_EAUDIT, "%s: fsync: %s", ev->edir, strerror(pe));
+    return 0;
+}
+
 static int ev_open_files(rx_evidence *ev, const char *ws_dir, rexec_error *err)
 {
     struct stat st;
@@ -352,12 +531,18 @@ static int ev_open_files(rx_evidence *ev, const char *ws_dir, rexec_error *err)
         return rx_fail(err, REXEC_EAUDIT, "%s: already exists: refusing to replace evidence",
                        ev->final);
     if (spare_take(ev))
-        return 0;
+        return dirsync_ask(ev);
     if ((r = ev_mkdir_tmp(ev->tmp, &ev->dfd, err)) != 0)
         return r;
-    for (int i = 0; r == 0 && i < 2; i++)
-        if ((r = rx_fs_create_private(ev->dfd, ev_files[i], &ev->fd[i], REXEC_EAUDIT, err)) != 0)
+    int *fds[3] = {&ev->fd[0], &ev->fd[1], &ev->mfd};
+    for (int i = 0; r == 0 && i < 3; i++) /* meta.json too: the commit adds no entry */
+        if ((r = rx_fs_create_private(ev->dfd, ev_files[i], fds[i], REXEC_EAUDIT, err)) != 0)
             rx_fail_prefix(err, "%s/", ev->tmp);
+    if (r == 0 && renameat2(AT_FDCWD, ev->tmp, AT_FDCWD, ev->final, RENAME_NOREPLACE) != 0)
+        r = rx_fail(err, REXEC_EAUDIT, "%s: cannot rename to %s: %s", ev->tmp, ev->final,
+                    strerror(errno));
+    if (r == 0)
+        ev->named = 1, r = dirsync_ask(ev);
     return r;
 }
 
@@ -418,10 +603,10 @@ static void ev_flush(rx_evidence *ev, int i)
     if (ev->r && rx_redact_contains_secret(ev->r, ev->buf[i], ev->blen[i])) {
         ev->failed = 1;
         rx_fail(&ev->err, REXEC_EAUDIT, "%s: %s still holds a secret value: refusing to write it",
-                ev->tmp, ev_files[i]);
+                ev->final, ev_files[i]);
     } else if (rx_fs_write_all(ev->fd[i], ev->buf[i], ev->blen[i]) != 0) {
         ev->failed = 1;
-        rx_fail(&ev->err, REXEC_EAUDIT, "%s/%s: cannot write: %s", ev->tmp, ev_files[i],
+        rx_fail(&ev->err, REXEC_EAUDIT, "%s/%s: cannot write: %s", ev->final, ev_files[i],
                 strerror(errno));
     } else {
         ev_write_behind(ev->fd[i], ev->flushed[i], ev->blen[i]);
@@ -470,15 +655,15 @@ void rx_evidence_append(rx_evidence *ev, int stream, const void *data, size_t le
 }
 
 /* ---- the commit's fsyncs, side by side ---------------------------------------------------------
- * A commit syncs two to four things (stdout when it has bytes, stderr likewise, meta.json, the
- * directory unless it came synced with a spare), each a wait for the disk; none depends on
- * another, only the rename must come after all of them. One after another they were about a
+ * A commit syncs one to three things (stdout when it has bytes, stderr likewise, meta.json),
+ * each a wait for the disk; none depends on another (the directory and its name were synced
+ * since the open, dirsync above). One after another they were about a
  * quarter of serve's time between a command's end and its answer (docs/PERFORMANCE.md). One helper
  * thread per process (started at the first commit) takes one of them while the committing
  * thread does the others; the disk serves both at once (on ext4 without a journal each fsync is
  * a cache flush of its own, and concurrent flushes are merged). When the helper is busy (commits
  * of a fan-out run side by side, recorder.c) or cannot be started, the caller does them all, as
- * before. Nothing changes in what is synced or in the order against the rename. */
+ * before. Nothing changes in what is synced. */
 typedef struct ev_syncer {
     pthread_mutex_t mu;
     pthread_cond_t want, done_cv;
@@ -490,12 +675,19 @@ typedef struct ev_syncer {
 
 static ev_syncer syncer = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
                            PTHREAD_COND_INITIALIZER, 0, 0, -1, 0, 0};
-static _Atomic unsigned long n_by_helper, n_dirs_at_commit;
 
 void rx_evidence_sync_counts(unsigned long *by_helper, unsigned long *dirs_at_commit)
 {
     *by_helper = n_by_helper;
     *dirs_at_commit = n_dirs_at_commit;
+}
+
+void rx_evidence_counts_get(rx_evidence_counts *c)
+{
+    c->by_helper = n_by_helper;
+    c->dirs_at_commit = n_dirs_at_commit;
+    c->parents_at_commit = n_parent_at_commit;
+    c->early_syncs = n_early_syncs;
 }
 
 static void *syncer_main(void *arg)
@@ -557,7 +749,7 @@ static int syncer_wait(void)
 }
 
 /* fsyncs fds[0..n) (n <= 4), the last by the helper when it is free; fails naming the first
- * that failed (names[i] under ev->tmp). */
+ * that failed (names[i] under ev->final). */
 static int ev_fsync_all(rx_evidence *ev, const int *fds, const char *const *names, size_t n,
                         rexec_error *err)
 {
@@ -571,41 +763,39 @@ static int ev_fsync_all(rx_evidence *ev, const int *fds, const char *const *name
     }
     for (size_t i = 0; i < n; i++)
         if (errs[i] != 0)
-            return names[i] ? rx_fail(err, REXEC_EAUDIT, "%s/%s: cannot write: %s", ev->tmp,
+            return names[i] ? rx_fail(err, REXEC_EAUDIT, "%s/%s: cannot write: %s", ev->final,
                                       names[i], strerror(errs[i]))
-                            : rx_fail(err, REXEC_EAUDIT, "%s: fsync: %s", ev->tmp,
+                            : rx_fail(err, REXEC_EAUDIT, "%s: fsync: %s", ev->final,
                                       strerror(errs[i]));
     return 0;
 }
 
 /* Every file written (their writeback started as they were written, so the data of all of
- * them goes to the disk at once), then every file and the directory fsynced side by side
- * (above). Then the rename into place (never over an existing one), made durable by its
- * parent's fsync. */
+ * them goes to the disk at once), then every file fsynced side by side (above). No rename and
+ * no directory fsync: the name and the entries were made durable since the open (dirsync,
+ * waited for by ev_finish); the outcome record appended after the commit is what says the
+ * evidence is whole. */
 static int ev_sync_files(rx_evidence *ev, const char *mtext, int *mfd, rexec_error *err)
 {
-    int r = 0;
     for (int i = 0; i < 2; i++)
         ev_flush(ev, i); /* each piece's writeback is started as it is written */
     if (ev->failed)
         return *err = ev->err, err->code;
     if (ev->r && rx_redact_contains_secret(ev->r, mtext, strlen(mtext)))
         return rx_fail(err, REXEC_EAUDIT, "%s: meta.json still holds a secret value: refusing "
-                       "to write it", ev->tmp);
-    if (ev->mfd >= 0) { /* created empty with the spare directory */
-        *mfd = ev->mfd;
-        ev->mfd = -1;
-        if (rx_fs_write_all(*mfd, mtext, strlen(mtext)) != 0)
-            return rx_fail(err, REXEC_EAUDIT, "%s/%s: cannot write: %s", ev->tmp, ev_files[2],
-                           strerror(errno));
-        (void)sync_file_range(*mfd, 0, 0, SYNC_FILE_RANGE_WRITE);
-    } else if ((r = ev_write_meta(ev->dfd, ev->tmp, ev_files[2], mtext, strlen(mtext), mfd,
-                                  err)) != 0) {
-        return r;
-    }
-    /* An empty stream has no data to sync: the directory's fsync makes its entry durable
-     * (saves a cache flush of the disk a call, stderr being empty most of the time); a spare's
-     * directory was synced when it was made (its entries have not changed since). */
+                       "to write it", ev->final);
+    /* meta.json was created empty at the open (its entry is synced by then): written now, it
+     * is what makes the directory complete (readers: evidence_prune.c). */
+    *mfd = ev->mfd;
+    ev->mfd = -1;
+    if (rx_fs_write_all(*mfd, mtext, strlen(mtext)) != 0)
+        return rx_fail(err, REXEC_EAUDIT, "%s/%s: cannot write: %s", ev->final, ev_files[2],
+                       strerror(errno));
+    (void)sync_file_range(*mfd, 0, 0, SYNC_FILE_RANGE_WRITE); /* a hint: errors come at fsync */
+    /* An empty stream has no data to sync: the directory's fsync (at the open, dirsync above)
+     * makes its entry durable (saves a cache flush of the disk a call, stderr being empty most
+     * of the time); a spare's directory was synced when it was made (its entries have not
+     * changed since). */
     int fds[4];
     const char *names[4];
     size_t n = 0;
@@ -613,10 +803,6 @@ static int ev_sync_files(rx_evidence *ev, const char *mtext, int *mfd, rexec_err
         if (ev->stored[i] > 0)
             fds[n] = ev->fd[i], names[n++] = ev_files[i];
     fds[n] = *mfd, names[n++] = ev_files[2];
-    if (!ev->dir_synced) {
-        fds[n] = ev->dfd, names[n++] = NULL;
-        n_dirs_at_commit++;
-    }
     return ev_fsync_all(ev, fds, names, n, err);
 }
 
@@ -624,19 +810,16 @@ static int ev_finish(rx_evidence *ev, const char *mtext, rexec_error *err)
 {
     int mfd = -1, r = ev_sync_files(ev, mtext, &mfd, err);
     if (mfd >= 0 && close(mfd) != 0 && r == 0)
-        r = rx_fail(err, REXEC_EAUDIT, "%s/%s: cannot write: %s", ev->tmp, ev_files[2],
+        r = rx_fail(err, REXEC_EAUDIT, "%s/%s: cannot write: %s", ev->final, ev_files[2],
                     strerror(errno));
     for (int i = 0; i < 2; i++) {
         if (ev->fd[i] >= 0 && close(ev->fd[i]) != 0 && r == 0)
-            r = rx_fail(err, REXEC_EAUDIT, "%s/%s: cannot write: %s", ev->tmp, ev_files[i],
+            r = rx_fail(err, REXEC_EAUDIT, "%s/%s: cannot write: %s", ev->final, ev_files[i],
                         strerror(errno));
         ev->fd[i] = -1;
     }
-    if (r == 0 && renameat2(AT_FDCWD, ev->tmp, AT_FDCWD, ev->final, RENAME_NOREPLACE) != 0)
-        r = rx_fail(err, REXEC_EAUDIT, "%s: cannot rename to %s: %s", ev->tmp, ev->final,
-                    strerror(errno));
-    if (r == 0)
-        r = rx_fs_fsync_dir(ev->edir, REXEC_EAUDIT, err);
+    if (r == 0) /* the name, made durable off the call's path since the open */
+        r = dirsync_wait(ev, err);
     return r;
 }
 

@@ -1,5 +1,8 @@
-/* Evidence per executed run: <workspace>/evidence/<run_id>/{stdout,stderr,meta.json}, written
- * into a temporary directory and renamed into place, so a crash leaves no half record. */
+/* Evidence per executed run: <workspace>/evidence/<run_id>/{stdout,stderr,meta.json}. The
+ * directory has its final name from the open on (locked by its writer until the commit or abort);
+ * it is evidence once meta.json is complete, and vouched for by the outcome record that names it
+ * (appended after the commit). A crash leaves no directory taken for evidence with half a record
+ * (docs/audit.md, "Evidence"). */
 #ifndef RX_EVIDENCE_H
 #define RX_EVIDENCE_H
 
@@ -18,8 +21,9 @@ void rx_run_id_new(char out[RX_RUN_ID_LEN]);
 
 /* Evidence written as the output arrives (call.c): open before the run, append the redacted,
  * capped streams piece by piece (a fixed buffer per stream, each flush scanned by r for a
- * handed-out secret first), then commit (meta.json, fsync, rename into place) or abort (the
- * .tmp- directory is removed). Memory stays fixed whatever the output size. */
+ * handed-out secret first), then commit (meta.json, the files' fsyncs; the directory's name was
+ * made durable off the call's path since the open, the commit waits for it) or abort (the
+ * directory is removed). Memory stays fixed whatever the output size. */
 typedef struct rx_evidence rx_evidence;
 
 int rx_evidence_open(rx_evidence **out, const char *ws_dir, const char *run_id,
@@ -41,8 +45,16 @@ void rx_evidence_spare_drop(void);
  * side with the committing thread's (evidence.c), and directories synced at a commit (not a
  * synced spare's). For the tests. */
 void rx_evidence_sync_counts(unsigned long *by_helper, unsigned long *dirs_at_commit);
+/* More of the same, for the tests: directory fsyncs at commits (the run's directory, evidence/:
+ * only when the dirsync thread could not be started) and the dirsync thread's fsyncs (the name's
+ * and the directory's, off the call's path). */
+typedef struct rx_evidence_counts {
+    unsigned long by_helper, dirs_at_commit, parents_at_commit, early_syncs;
+} rx_evidence_counts;
+void rx_evidence_counts_get(rx_evidence_counts *c);
 
-/* Where the evidence will be once committed: <workspace>/evidence/<run_id>. */
+/* The evidence's directory, under its final name from the open on: <workspace>/evidence/<run_id>
+ * (complete once committed). */
 const char *rx_evidence_path(const rx_evidence *ev);
 
 /* Writes the evidence of one run in one go (open, append, commit). out/err are the redacted, capped streams; meta is completed

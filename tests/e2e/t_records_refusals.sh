@@ -82,14 +82,21 @@ refused 64 "evidence prune: --older-than needs a value" evidence prune --older-t
 refused 64 'evidence prune: unknown argument "--bogus"' evidence prune --bogus
 refused 64 'evidence prune: --older-than "soon": expected an age like 30d' evidence prune --older-than soon
 EV=$WS/evidence
-# a run directory whose name is no time is aged by its mtime: an old one goes, the runs stay
-mkdir -m 700 "$EV/junk"
-touch -d 2020-01-01T00:00:00Z "$EV/junk"
+# a run directory whose name is no time is aged by its mtime: an old one goes, the runs stay;
+# one without a complete meta.json (a crash's leftover) goes too, but is no run
 runs=$(find "$EV" -mindepth 1 -maxdepth 1 -type d -name '2*' | wc -l)
+e0=e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855
+mkdir -m 700 "$EV/junk" "$EV/20200101T000000Z-0000000000000000"
+: >"$EV/junk/stdout"; : >"$EV/junk/stderr"
+printf '{"run_id":"junk","stdout_sha256":"%s","stderr_sha256":"%s","stdout_bytes_stored":0,"stderr_bytes_stored":0}' \
+    $e0 $e0 >"$EV/junk/meta.json"
+: >"$EV/20200101T000000Z-0000000000000000/meta.json"
+touch -d 2020-01-01T00:00:00Z "$EV/junk"
 assert_exit 0 rx evidence prune --older-than 1d
 assert_contains "$OUT" "evidence: removed 1 run(s)"
 assert_contains "$OUT" "kept $runs"
 [[ ! -e $EV/junk ]] || fail "evidence prune left the old junk directory"
+[[ ! -e $EV/20200101T000000Z-0000000000000000 ]] || fail "evidence prune left an incomplete directory"
 # a stray file where a run directory belongs cannot be removed as one: refused, named
 : >"$EV/20200101T000000Z-stray"
 refused 74 "$EV/20200101T000000Z-stray: cannot remove: Not a directory" evidence prune --older-than 1d

@@ -10,7 +10,7 @@
 #     disk is writable again, `audit verify` names the run that has no outcome (exit 2).
 #  4. evidence/ full: the command runs (its evidence directory is made before, its files after),
 #     the files cannot be written: 74 with executed true, the system error named; the outcome
-#     record is written, no half-written evidence (.tmp-) is left.
+#     record is written, no half-written evidence (.tmp-, or the run's directory) is left.
 #  5. evidence/ read-only: the evidence directory cannot be made, so nothing runs: 74 naming it.
 tid="faults: audit and evidence directories full or read-only"
 . "${REXEC_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/e2e/lib.sh"
@@ -96,6 +96,7 @@ assert_contains "$OUT" "No space left on device"
 run4=$(json run_id)
 [[ -e ${M}4 ]] || fail "the command did not run"
 [[ -z $(find "$WS/evidence" -name '.tmp-*') ]] || fail "half-written evidence left"
+[[ ! -e $WS/evidence/$run4 ]] || fail "the failed commit left its directory (evidence/$run4)"
 rm -f "$WS/evidence/filler"
 
 # ---- 5. evidence/ read-only -------------------------------------------------------------------

@@ -14,7 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -23,6 +26,7 @@
 #include <openssl/evp.h>
 
 #include "evidence.h"
+#include "evidence_prune.h"
 #include "fsutil.h"
 #include "redact.h"
 
@@ -382,9 +386,10 @@ static size_t spares_in(const char *dir)
 }
 
 /* A spare directory (made after a process's second commit) is synced when it is made: the
- * commit that takes it syncs its files but not the directory; a commit without a spare syncs
- * its directory. Each commit with more than one thing to sync hands one to the helper thread
- * (side by side), and the evidence is whole either way. */
+ * commit that takes it syncs its files but not the directory; without a spare the directory is
+ * synced off the call's path since the open, never at the commit. Each commit with more than
+ * one thing to sync hands one to the helper thread (side by side), and the evidence is whole
+ * either way. */
 static void test_spare_and_side_by_side_syncs(void **state)
 {
     fixture *f = *state;
@@ -407,8 +412,8 @@ static void test_spare_and_side_by_side_syncs(void **state)
         cJSON_Delete(m);
     }
     rx_evidence_sync_counts(&h1, &d1);
-    assert_int_equal(d1 - d0, 2); /* no spare yet: each synced its own directory */
-    assert_int_equal(h1 - h0, 2); /* one of the four fsyncs each by the helper */
+    assert_int_equal(d1 - d0, 0); /* no spare yet: synced since the open, not at the commit */
+    assert_int_equal(h1 - h0, 2); /* one of the three fsyncs each by the helper */
 
     rx_evidence_spare_fill();
     assert_int_equal(spares_in(f->ev), 1);
@@ -429,6 +434,214 @@ static void test_spare_and_side_by_side_syncs(void **state)
     free(path);
     rx_evidence_spare_drop();
     cJSON_Delete(meta);
+}
+
+
+/* The directory has its final name from the open on (the commit renames nothing): locked by
+ * its writer, with its three files, meta.json empty; it is "in progress" to a reader meanwhile.
+ * An abort removes it. */
+static void test_final_name_at_open_and_abort(void **state)
+{
+    fixture *f = *state;
+    rexec_error e = {0};
+    rx_evidence *ev = NULL;
+    char p[PATH_MAX + 64];
+    struct stat st;
+    int lock_fd;
+    rx_evidence_spare_drop();
+    assert_int_equal(rx_evidence_open(&ev, f->ws, "run-open", NULL, &e), 0);
+    snprintf(p, sizeof(p), "%s/run-open", f->ev);
+    assert_string_equal(rx_evidence_path(ev), p);
+    assert_int_equal(stat(p, &st), 0); /* the final name, at the open */
+    assert_mode(p, 0700);
+    assert_int_equal(entries(p), 3);
+    assert_int_equal(entries(f->ev), 1); /* no .tmp- beside it */
+    snprintf(p, sizeof(p), "%s/run-open/meta.json", f->ev);
+    assert_int_equal(stat(p, &st), 0);
+    assert_int_equal(st.st_size, 0);
+    int dfd = open(f->ev, O_RDONLY | O_DIRECTORY);
+    assert_true(dfd >= 0);
+    assert_int_equal(rx_evidence_dir_state_at(dfd, "run-open", &lock_fd), RX_EV_IN_PROGRESS);
+    assert_int_equal(lock_fd, -1);
+    rx_evidence_append(ev, 0, "partial\n", 8);
+    rx_evidence_abort(ev);
+    assert_int_equal(entries(f->ev), 0); /* the aborted directory is gone */
+    close(dfd);
+}
+
+/* The commit does no directory fsync and no rename: the run's directory and evidence/ are
+ * synced by the dirsync thread since the open (two without a spare, evidence/ alone with one),
+ * and the commit only syncs the files; once it returns, the evidence is complete to a reader. */
+static void test_commit_syncs_no_directory(void **state)
+{
+    fixture *f = *state;
+    rexec_error e = {0};
+    rx_evidence *ev = NULL;
+    rx_evidence_counts c0, c1;
+    char sa[65], sc[65], se[65];
+    sha256_hex("a\n", 2, sa);
+    sha256_hex("c\n", 2, sc);
+    sha256_hex("", 0, se);
+    const char *sha[2] = {sa, se}, *shc[2] = {se, sc};
+    cJSON *meta = mkmeta();
+    int lock_fd;
+    rx_evidence_spare_drop();
+    /* a commit first: every earlier request of the dirsync thread (other tests' aborts) was
+     * counted before its own was done */
+    cJSON *m0 = mkmeta();
+    assert_int_equal(rx_evidence_write(f->ws, "run-0", (const unsigned char *)"0", 1, NULL, 0,
+                                       m0, NULL, NULL, &e), 0);
+    cJSON_Delete(m0);
+    rx_evidence_spare_drop();
+    rx_evidence_counts_get(&c0);
+    assert_int_equal(rx_evidence_open(&ev, f->ws, "run-a", NULL, &e), 0);
+    rx_evidence_append(ev, 0, "a\n", 2);
+    assert_int_equal(rx_evidence_commit(ev, meta, sha, NULL, &e), 0);
+    rx_evidence_counts_get(&c1);
+    assert_int_equal(c1.dirs_at_commit - c0.dirs_at_commit, 0);
+    assert_int_equal(c1.parents_at_commit - c0.parents_at_commit, 0);
+    assert_int_equal(c1.early_syncs - c0.early_syncs, 2); /* its directory and evidence/ */
+    int dfd = open(f->ev, O_RDONLY | O_DIRECTORY);
+    assert_true(dfd >= 0);
+    assert_int_equal(rx_evidence_dir_state_at(dfd, "run-a", &lock_fd), RX_EV_COMPLETE);
+    close(lock_fd);
+
+    /* from a spare (made after the second commit): evidence/ only, off the path too */
+    cJSON *m2 = mkmeta();
+    assert_int_equal(rx_evidence_write(f->ws, "run-b", (const unsigned char *)"b", 1, NULL, 0,
+                                       m2, NULL, NULL, &e), 0);
+    rx_evidence_spare_fill();
+    rx_evidence_counts_get(&c0);
+    assert_int_equal(rx_evidence_open(&ev, f->ws, "run-c", NULL, &e), 0);
+    assert_int_equal(entries(f->ev), 4); /* run-0, -a, -b, -c: the spare was renamed */
+    rx_evidence_append(ev, 1, "c\n", 2);
+    cJSON *m3 = mkmeta();
+    assert_int_equal(rx_evidence_commit(ev, m3, shc, NULL, &e), 0);
+    rx_evidence_counts_get(&c1);
+    assert_int_equal(c1.dirs_at_commit - c0.dirs_at_commit, 0);
+    assert_int_equal(c1.parents_at_commit - c0.parents_at_commit, 0);
+    assert_int_equal(c1.early_syncs - c0.early_syncs, 1); /* evidence/ */
+    assert_int_equal(rx_evidence_dir_state_at(dfd, "run-c", &lock_fd), RX_EV_COMPLETE);
+    close(lock_fd);
+    close(dfd);
+    rx_evidence_spare_drop();
+    cJSON_Delete(meta);
+    cJSON_Delete(m2);
+    cJSON_Delete(m3);
+}
+
+/* A directory under a run's name as a crash can leave it (files but meta.json given). */
+static void leftover(const fixture *f, const char *name, const char *meta, const char *out)
+{
+    char p[PATH_MAX + 128];
+    snprintf(p, sizeof(p), "%s/%s", f->ev, name);
+    assert_int_equal(mkdir(p, 0700), 0);
+    const char *files[3] = {"stdout", "stderr", "meta.json"}, *data[3] = {out, "", meta};
+    for (int i = 0; i < 3; i++) {
+        snprintf(p, sizeof(p), "%s/%s/%s", f->ev, name, files[i]);
+        FILE *fp = fopen(p, "w");
+        assert_non_null(fp);
+        fputs(data[i], fp);
+        fclose(fp);
+    }
+}
+
+#define EMPTY_SHA "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+#define META_OF(id, n) "{\"run_id\":\"" id "\",\"stdout_sha256\":\"" EMPTY_SHA "\"," \
+    "\"stderr_sha256\":\"" EMPTY_SHA "\",\"stdout_bytes_stored\":" #n ",\"stderr_bytes_stored\":0}"
+
+/* Incomplete directories under a run's name are never taken for evidence: a crashed call's
+ * (meta.json empty), a commit cut short (meta.json cut), stale blocks (another run's meta), a
+ * stream short of what meta says. prune removes them (not counted as runs, not kept by
+ * --keep) once old and unlocked; a live call's directory (locked) stays; a whole one is a run. */
+static void test_incomplete_skipped_and_pruned(void **state)
+{
+    fixture *f = *state;
+    rexec_error e = {0};
+    rx_evidence *live = NULL;
+    rx_evidence_prune_stats st;
+    int lock_fd;
+    cJSON *meta = mkmeta();
+    const char *whole = "20200101T000000Z-aaaaaaaaaaaaaaaa";
+    assert_int_equal(rx_evidence_write(f->ws, whole, (const unsigned char *)"x", 1, NULL, 0, meta,
+                                       NULL, NULL, &e), 0);
+    leftover(f, "20200101T000001Z-bbbbbbbbbbbbbbbb", "", "");
+    leftover(f, "20200101T000002Z-cccccccccccccccc", "{\"run_id\":\"20200101T000002Z-cccc", "");
+    leftover(f, "20200101T000003Z-dddddddddddddddd", META_OF("20200101T000000Z-aaaaaaaaaaaaaaaa", 0), "");
+    leftover(f, "20200101T000004Z-eeeeeeeeeeeeeeee", META_OF("20200101T000004Z-eeeeeeeeeeeeeeee", 5), "ab");
+    leftover(f, "20200101T000005Z-ffffffffffffffff", META_OF("20200101T000005Z-ffffffffffffffff", 2), "ab");
+    const char *in_progress = "20200101T000006Z-0123456789abcdef";
+    assert_int_equal(rx_evidence_open(&live, f->ws, in_progress, NULL, &e), 0);
+
+    int dfd = open(f->ev, O_RDONLY | O_DIRECTORY);
+    assert_true(dfd >= 0);
+    static const struct { const char *name; rx_evidence_dir_state want; } cases[] = {
+        {"20200101T000000Z-aaaaaaaaaaaaaaaa", RX_EV_COMPLETE},
+        {"20200101T000001Z-bbbbbbbbbbbbbbbb", RX_EV_INCOMPLETE},
+        {"20200101T000002Z-cccccccccccccccc", RX_EV_INCOMPLETE},
+        {"20200101T000003Z-dddddddddddddddd", RX_EV_INCOMPLETE},
+        {"20200101T000004Z-eeeeeeeeeeeeeeee", RX_EV_INCOMPLETE},
+        {"20200101T000005Z-ffffffffffffffff", RX_EV_COMPLETE}, /* a hand-made whole one */
+        {"20200101T000006Z-0123456789abcdef", RX_EV_IN_PROGRESS},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        rx_evidence_dir_state got = rx_evidence_dir_state_at(dfd, cases[i].name, &lock_fd);
+        if (got != cases[i].want)
+            fail_msg("%s: state %d, want %d", cases[i].name, got, cases[i].want);
+        if (lock_fd >= 0)
+            close(lock_fd);
+    }
+    /* --keep 1 keeps the newest whole run, not a newer leftover */
+    assert_int_equal(rx_evidence_prune(f->ws, time(NULL), 1, &st, &e), 0);
+    assert_int_equal(st.kept, 1);
+    assert_int_equal(st.removed, 1);
+    assert_int_equal(st.incomplete, 4);
+    assert_int_equal(entries(f->ev), 2); /* ...-ffff (kept) and the live call's */
+    assert_int_equal(rx_evidence_dir_state_at(dfd, in_progress, &lock_fd), RX_EV_IN_PROGRESS);
+    rx_evidence_abort(live);
+    assert_int_equal(rx_evidence_prune(f->ws, time(NULL), 0, &st, &e), 0);
+    assert_int_equal(st.removed, 1);
+    assert_int_equal(entries(f->ev), 0);
+    close(dfd);
+    cJSON_Delete(meta);
+}
+
+/* A crashed call's directory (its writer gone: the lock with it) is removed by prune even
+ * though the files were opened by rx_evidence_open; one still open stays. */
+static void test_prune_after_writer_gone(void **state)
+{
+    fixture *f = *state;
+    rexec_error e = {0};
+    rx_evidence_prune_stats st;
+    const char *run = "20200101T000000Z-feedfacefeedface";
+    int pfd[2];
+    assert_int_equal(pipe(pfd), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) { /* the writer: opens, writes a little, dies without commit or abort */
+        rx_evidence *ev = NULL;
+        close(pfd[0]);
+        if (rx_evidence_open(&ev, f->ws, run, NULL, &e) != 0)
+            _exit(1);
+        rx_evidence_append(ev, 0, "half", 4);
+        if (write(pfd[1], "x", 1) != 1)
+            _exit(1);
+        for (;;)
+            pause(); /* killed here */
+    }
+    close(pfd[1]);
+    char c;
+    assert_int_equal(read(pfd[0], &c, 1), 1);
+    assert_int_equal(rx_evidence_prune(f->ws, time(NULL), 0, &st, &e), 0);
+    assert_int_equal(entries(f->ev), 1); /* the writer lives: its directory stays */
+    kill(pid, SIGKILL);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    close(pfd[0]);
+    assert_int_equal(rx_evidence_prune(f->ws, time(NULL), 0, &st, &e), 0);
+    assert_int_equal(st.removed, 0);
+    assert_int_equal(st.incomplete, 1);
+    assert_int_equal(entries(f->ev), 0);
 }
 
 /* The file helpers the evidence and audit code stand on. */
@@ -486,6 +699,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_disk_full, setup, teardown),
         cmocka_unit_test_setup_teardown(test_streamed_pieces, setup, teardown),
         cmocka_unit_test_setup_teardown(test_spare_and_side_by_side_syncs, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_final_name_at_open_and_abort, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_commit_syncs_no_directory, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_incomplete_skipped_and_pruned, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_prune_after_writer_gone, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fsutil, setup, teardown),
     };
     return cmocka_run_group_tests_name("evidence", tests, NULL, NULL);

@@ -25,6 +25,7 @@
 #include "audit.h"
 #include "evidence.h"
 #include "recorder.h"
+#include "redact.h"
 
 #define NJOBS 20
 
@@ -186,10 +187,11 @@ static void test_evidence_job(void **state)
 /* Evidence and the record behind it in one job: the record is appended once the evidence is in
  * place; when the evidence cannot be committed, the record is not appended (it would name
  * evidence that is not there) and the job says why. */
-static void evidence_and_text(fixture *f, tjob *t, const char *run, rx_evidence **evp)
+static void evidence_and_text(fixture *f, tjob *t, const char *run, rx_evidence **evp,
+                              const rx_redactor *red)
 {
     rexec_error e = {0};
-    assert_int_equal(rx_evidence_open(evp, f->ws, run, NULL, &e), 0);
+    assert_int_equal(rx_evidence_open(evp, f->ws, run, red, &e), 0);
     rx_evidence_append(*evp, 0, "out\n", 4);
     memset(t, 0, sizeof(*t));
     t->f = f;
@@ -208,9 +210,15 @@ static void test_evidence_with_record(void **state)
     char run[RX_RUN_ID_LEN];
     tjob t;
     rx_run_id_new(run);
-    evidence_and_text(f, &t, run, &ev);
+    rx_evidence_counts c0, c1;
+    evidence_and_text(f, &t, run, &ev, NULL);
+    rx_evidence_counts_get(&c0);
     rx_recorder_submit(f->rec, &t.job);
     uv_run(&f->loop, UV_RUN_DEFAULT);
+    rx_evidence_counts_get(&c1);
+    /* the commit synced no directory: the name was made durable since the open */
+    assert_int_equal(c1.dirs_at_commit - c0.dirs_at_commit, 0);
+    assert_int_equal(c1.parents_at_commit - c0.parents_at_commit, 0);
     assert_int_equal(f->n_done, 1);
     assert_int_equal(t.job.ev_rc, 0);
     assert_int_equal(t.job.rc, 0);
@@ -225,19 +233,28 @@ static void test_evidence_failure_drops_record(void **state)
     fixture *f = *state;
     rx_evidence *ev;
     char run[RX_RUN_ID_LEN], final[PATH_MAX];
+    struct stat st;
     tjob t;
+    rx_redactor *red = NULL;
+    rexec_error e = {0};
+    static const char secret[] = "s3cr3t-T0KEN-value-42";
+    rx_secret sec = {"T", (const unsigned char *)secret, sizeof(secret) - 1};
+    assert_int_equal(rx_redactor_new(&red, &sec, 1, &e), 0);
     rx_run_id_new(run);
-    evidence_and_text(f, &t, run, &ev);
+    evidence_and_text(f, &t, run, &ev, red);
+    rx_evidence_append(ev, 0, secret, sizeof(secret) - 1); /* the commit refuses it */
     snprintf(final, sizeof(final), "%s/evidence/%s", f->ws, run);
-    assert_int_equal(mkdir(final, 0700), 0); /* the rename into place will refuse */
+    assert_int_equal(stat(final, &st), 0); /* under its final name from the open on */
     rx_recorder_submit(f->rec, &t.job);
     uv_run(&f->loop, UV_RUN_DEFAULT);
     assert_int_equal(f->n_done, 1);
     assert_int_equal(t.job.ev_rc, REXEC_EAUDIT);
-    assert_non_null(strstr(t.job.ev_err.msg, "cannot rename"));
+    assert_non_null(strstr(t.job.ev_err.msg, "still holds a secret"));
     assert_null(t.job.ev_path);
     assert_int_equal(log_lines(f), 0);
+    assert_int_equal(stat(final, &st), -1); /* the failed commit removed it */
     cJSON_Delete(t.job.ev_meta);
+    rx_redactor_free(red);
 }
 
 /* The head is written after the records are reported, by a work of its own: once the loop has
