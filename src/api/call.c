@@ -578,8 +578,11 @@ static long call_stdin_pull(void *ud, unsigned char *buf, size_t n, char *msg, s
     char hex[65];
     unsigned int mdlen = 0;
     ssize_t got;
-    if (c->stdin_sent >= c->stdin_len) /* a put's file is sent: its trailer (call_put.c) */
+    if (c->stdin_sent >= c->stdin_len) { /* a put's file is sent (or empty): its trailer */
+        if (rx_put_file_done(c, msg, cap) != 0)
+            return -1;
         return (long)rx_put_trailer_next(c, buf, n);
+    }
     n = rx_put_file_room(c, n);
     do
         got = read(c->stdin_fd, buf, n);

@@ -91,6 +91,11 @@ assert_exit 4 rx run lab1 t.put --stdin "$loc/fake" --param name=d --param conte
 assert_contains "$ERR" "not the controller's 0000"
 keep_old "a put whose trailer was not the hash"
 
+# an empty file: nothing but the trailer (the hash of nothing)
+: >"$loc/empty"
+assert_exit 0 rx put lab1 t.put "$loc/empty" --param name=d
+assert_eq 0 "$(stat -c %s "$vm/d")" "the size of an empty file put"
+assert_contains "$ERR" "0 bytes, sha256 $(sha "$loc/empty")"
 # a pipe into a put action: the trailer goes in a frame of its own after the pipe's end
 printf 'old\n' >"$vm/d"
 assert_exit 0 rx run lab1 t.put --stdin - --param name=d --param content_size=100000 < <(cat "$loc/a")
