@@ -9,7 +9,8 @@
 #  - through rexec: a pipe (the trailer in a frame of its own), a pipe with fewer bytes than
 #    content_size (4); a "trailer" that is not the hash (content_size short of the file, so that
 #    the file's own last 65 bytes stand where the trailer goes): 4;
-#  - a local file that grows while it is sent: the call fails naming it, nothing renamed;
+#  - a local file that grows or shrinks while it is sent: the call fails naming it, nothing
+#    renamed;
 #  - an approval-bound put (a grant): the hash is taken before (the challenge shows it, the
 #    intent record has it), the trailer still goes; the file changed after the approval: 77 by
 #    the gate; changed while it is sent: the call fails naming the approval, nothing renamed.
@@ -120,7 +121,8 @@ sending() {
     done
     return 1
 }
-# grow_while_sent ACTION [ARGS...]: the put of $loc/big, stopped while it sends, the file grown;
+# grow_while_sent ACTION [ARGS...]: the put of $loc/big, stopped while it sends, the file changed
+# by $change (grown unless set);
 # its status in grow_rc. A machine that sends it all before the stop: a skip, never a false failure.
 grow_while_sent() {
     local rpid
@@ -136,7 +138,7 @@ grow_while_sent() {
         wait "$rpid" || true
         skip "the put of 128 MiB ended before it could be stopped"
     fi
-    printf 'more' >>"$loc/big"
+    if [[ -n ${change:-} ]]; then "$change"; else printf 'more' >>"$loc/big"; fi
     kill -CONT "$rpid"
     wait "$rpid" || grow_rc=$?
 }
@@ -145,6 +147,11 @@ grow_while_sent t.put
 assert_eq 65 "$grow_rc" "status of a put whose file grew while it was sent"
 assert_contains "$RX_TMP/g.err" "$loc/big changed while it was sent"
 keep_old "a put whose file grew while it was sent"
+shrink_big() { truncate -s 64M "$loc/big"; }
+change=shrink_big grow_while_sent t.put
+assert_eq 65 "$grow_rc" "status of a put whose file shrank while it was sent"
+assert_contains "$RX_TMP/g.err" "$loc/big: the file shrank while it was sent"
+keep_old "a put whose file shrank while it was sent"
 
 # ---- an approval binds the hash ---------------------------------------------------------------
 printf 'old\n' >"$vm/d"
