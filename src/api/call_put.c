@@ -118,8 +118,10 @@ long rx_put_file_done(rexec_call *c, char *msg, size_t cap)
     if (p == NULL || p->final)
         return 0;
     /* A file written to while it was sent: what went may be a mix of two versions; its end
-     * (grown) or a change in place would go unnoticed by the hash, its times do not. */
-    if (fstat(c->stdin_fd, &st) != 0 || st.st_size != p->size || !ts_eq(st.st_mtim, p->mtime) ||
+     * (grown) or a change in place would go unnoticed by the hash, its times do not. Its size
+     * must still be the one announced (content_size, stdin_len: taken when it was opened). */
+    if (fstat(c->stdin_fd, &st) != 0 || st.st_size != p->size ||
+        (uint64_t)st.st_size != (uint64_t)c->stdin_len || !ts_eq(st.st_mtim, p->mtime) ||
         !ts_eq(st.st_ctim, p->ctime)) {
         snprintf(msg, cap, "%s changed %s (its size or modification time moved while it was "
                            "sent): nothing was put", c->stdin_path,
