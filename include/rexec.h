@@ -213,6 +213,10 @@ typedef struct rexec_result {
     /* Calls made for this host, retries included, when the front end counts them (a fan-out with
      * retries); 0: not counted. In the JSON as "tries" when not 0. */
     unsigned tries;
+    /* A put (a file action's upload): the SHA-256 of the file as it was sent, once all of it
+     * went (docs/remote-contract.md, "Files: put and get"); else NULL. Not in the JSON: the
+     * audit record's transfer holds it. */
+    const char *put_sha256;
 } rexec_result;
 
 enum { REXEC_STDOUT = 1, REXEC_STDERR = 2 };

@@ -2,15 +2,18 @@
 # The renderer puts this file before the catalog's fixed line
 #   __rx_put "PATH" "$content_sha256" "$content_size" 'MODE' 'OWNER'
 # in the call's shell; PATH's placeholders and the two content values are bound as data like
-# every parameter. Its stdin is the file's bytes, piped as they arrive.
+# every parameter. Its stdin is the file's bytes (content_size of them), piped as they arrive,
+# then a trailer: their SHA-256 as the controller took it while sending them, 64 lowercase hex
+# and a newline (src/api/call_put.c). content_sha256 may be empty (rexec put sends none: it
+# hashes the file on the one pass that sends it); when given, the trailer must equal it.
 # The bytes go to a temporary file in the destination's directory; its size and SHA-256 are
-# checked against the controller's, its owner and mode set, it is synced, and only then renamed
+# checked against the controller's trailer (and content_sha256), its owner and mode set, it is synced, and only then renamed
 # over the destination (rename(2) is atomic and replaces the name, never what a link points
 # to). A failure, or a stop (TERM from timeout, a cancel, a lost connection), removes the
 # temporary file and leaves the destination as it was.
 # Exit codes: 0 done; 2 refused (the path, or what is at the destination); 3 cannot write
 # (directory missing or not writable, disk full, owner or mode refused, sync failed); 4 the
-# bytes that arrived are not the controller's (size or SHA-256).
+# bytes that arrived are not the controller's (size, SHA-256, or no trailer after them).
 
 # The SHA-256 of stdin, hex first on the line: OpenSSL's where the VM has it (it uses the CPU's
 # SHA instructions: a quarter of sha256sum's CPU time), else coreutils'.
@@ -21,24 +24,25 @@ __rx_put_hash() {
 # Writes stdin to the temporary file ($1) and the same bytes to stdout (the hash), as tee does,
 # but without copying them through its own memory where the VM allows: tee(2) duplicates what
 # is in the stdin pipe into the hash's pipe, splice(2) moves the same bytes into the file (the
-# one copy a file write needs), and every 8 MiB sync_file_range(2) starts their writeback, so
+# one copy a file write needs), never more than the file's size (the trailer follows), and every 8 MiB sync_file_range(2) starts their writeback, so
 # that the sync before the rename has little left to wait for. tee(2) refusing (EINVAL: stdin
 # is not a pipe) falls back to read/write. Exit 0 when stdin ended, 1 on an error. ARGV: the
-# file, then the syscall numbers of splice, tee and sync_file_range. The pipe to the hash is
+# file, the file's size, then the syscall numbers of splice, tee and sync_file_range. The pipe to the hash is
 # grown to 1 MiB as remote/copier.sh grows its own.
-__rx_put_plcopy='binmode STDIN; binmode STDOUT; fcntl(STDOUT, 1031, 1048576); my ($f, $sp, $te, $sf) = @ARGV; $sp += 0; $te += 0; $sf += 0;
+__rx_put_plcopy='binmode STDIN; binmode STDOUT; fcntl(STDOUT, 1031, 1048576); my ($f, $max, $sp, $te, $sf) = @ARGV; $max += 0; $sp += 0; $te += 0; $sf += 0;
 open(my $o, "+<", $f) or exit 1; binmode $o; my $fd = fileno $o; my ($off, $done, $b) = (0, 0);
-while (1) { my $r;
-if ($te) { $r = syscall($te, 0, 1, 1048576, 0); if ($r < 0) { exit 1 unless $! == 22 && !$off; $te = 0; next }
+while ($off < $max) { my $r; my $w = $max - $off; $w = 1048576 if $w > 1048576;
+if ($te) { $r = syscall($te, 0, 1, $w, 0); if ($r < 0) { exit 1 unless $! == 22 && !$off; $te = 0; next }
 for (my $k = $r; $k > 0;) { my $s = syscall($sp, 0, 0, $fd, 0, $k, 0); exit 1 if $s <= 0; $k -= $s } }
-else { $r = sysread(STDIN, $b, 1048576); exit 1 unless defined $r;
+else { $r = sysread(STDIN, $b, $w); exit 1 unless defined $r;
 for my $h ($o, *STDOUT) { for (my $w = 0; $w < $r;) { my $n = syswrite($h, $b, $r - $w, $w); exit 1 unless $n; $w += $n } } }
 last unless $r; $off += $r;
 if ($sf && $off - $done >= 8388608) { syscall($sf, $fd, $done, $off - $done, 2); $done = $off } }
 close $o or exit 1; exit 0'
 
-# tee into the file, with the perl above where it runs (tried first on nothing: a perl that
-# cannot must not take the bytes), else coreutils' tee.
+# tee the file's SIZE ($1) bytes into it, with the perl above where it runs (tried first on
+# nothing: a perl that cannot must not take the bytes), else head (which reads no more than
+# it must) and coreutils' tee.
 __rx_put_write() {
     local sys=
     case $HOSTTYPE in
@@ -46,10 +50,10 @@ __rx_put_write() {
     aarch64) sys='76 77 84' ;;
     esac
     if [ -n "$sys" ] && command -v perl >/dev/null 2>&1 &&
-        (unset PERL5OPT; exec perl -e "$__rx_put_plcopy" -- "$__rx_put_tmp" $sys) </dev/null >/dev/null 2>&1; then
-        (unset PERL5OPT; exec perl -e "$__rx_put_plcopy" -- "$__rx_put_tmp" $sys)
+        (unset PERL5OPT; exec perl -e "$__rx_put_plcopy" -- "$__rx_put_tmp" 0 $sys) </dev/null >/dev/null 2>&1; then
+        (unset PERL5OPT; exec perl -e "$__rx_put_plcopy" -- "$__rx_put_tmp" "$1" $sys)
     else
-        tee -- "$__rx_put_tmp"
+        head -c "$1" | tee -- "$__rx_put_tmp"
     fi
 }
 
@@ -81,17 +85,33 @@ __rx_put_attrs() { # dest mode owner
     chmod -- "$m" "$__rx_put_tmp" || { __rx_xfer_fail 3 "cannot set the mode $m"; return; }
 }
 
-# The bytes that arrived must be the controller's: their size on disk, and the SHA-256 that
-# __rx_put_hash took of them on their way in (__rx_put_sha).
+# The bytes that arrived must be the controller's: their size on disk, then the trailer that
+# follows them must be the SHA-256 that __rx_put_hash took of them on their way in
+# (__rx_put_sha), and content_sha256 when the caller gave one. The trailer is read in the C
+# locale, so that read -N counts bytes.
 __rx_put_verify() { # dest sha256 size
-    local got
+    local got t LC_ALL=C
     got=$(stat -c %s -- "$__rx_put_tmp") || { __rx_xfer_fail 3 "cannot stat what was written"; return; }
     if [ "$got" != "$3" ]; then
         __rx_xfer_fail 4 "received $got bytes, expected $3: $1 left as it was"; return
     fi
     got=${__rx_put_sha%% *}
-    if [ "$got" != "$2" ]; then
-        __rx_xfer_fail 4 "the SHA-256 of what arrived is $got, not the controller's $2: $1 left as it was"
+    IFS= read -r -N 65 t || :
+    if [ "${#t}" != 65 ] && [[ $t =~ ^[0-9a-f]*$ ]]; then
+        __rx_xfer_fail 4 "the stream ended before the file's SHA-256 trailer (the controller stopped sending: the file changed, or the connection was lost): $1 left as it was"
+        return
+    fi
+    if ! [[ $t =~ ^[0-9a-f]{64}$'\n'$ ]]; then
+        __rx_xfer_fail 4 "what followed the $3 bytes is not the SHA-256 trailer (more bytes than content_size arrived?): $1 left as it was"
+        return
+    fi
+    t=${t%$'\n'}
+    if [ "$got" != "$t" ]; then
+        __rx_xfer_fail 4 "the SHA-256 of what arrived is $got, not the controller's $t: $1 left as it was"
+        return
+    fi
+    if [ -n "$2" ] && [ "$2" != "$t" ]; then
+        __rx_xfer_fail 4 "the SHA-256 of what arrived is $t, not the controller's content_sha256 $2: $1 left as it was"
         return
     fi
 }
@@ -116,7 +136,7 @@ __rx_put() { # path sha256 size mode owner
     }
     # tee writes the file and hands the same bytes to the hash, which takes them as they arrive
     # (on another CPU) instead of reading the whole file again afterwards.
-    if ! __rx_put_sha=$(__rx_put_write | __rx_put_hash; exit "${PIPESTATUS[0]}"); then
+    if ! __rx_put_sha=$(__rx_put_write "$3" | __rx_put_hash; exit "${PIPESTATUS[0]}"); then
         __rx_put_clean
         __rx_xfer_fail 3 "writing the file in $dir failed (disk full?): $dest left as it was"
         return

@@ -204,6 +204,7 @@ static void call_free(rexec_call *c)
     if (c->stdin_fd >= 0)
         close(c->stdin_fd);
     EVP_MD_CTX_free(c->stdin_sha);
+    rx_put_free(c);
     free(c->stdin_path);
     rx_buf_free(&c->rendered);
     rx_buf_free(&c->xfer_path);
@@ -577,6 +578,12 @@ static long call_stdin_pull(void *ud, unsigned char *buf, size_t n, char *msg, s
     char hex[65];
     unsigned int mdlen = 0;
     ssize_t got;
+    if (c->stdin_sent >= c->stdin_len) { /* a put's file is sent (or empty): its trailer */
+        if (rx_put_file_done(c, msg, cap) != 0)
+            return -1;
+        return (long)rx_put_trailer_next(c, buf, n);
+    }
+    n = rx_put_file_room(c, n);
     do
         got = read(c->stdin_fd, buf, n);
     while (got < 0 && errno == EINTR);
@@ -586,6 +593,9 @@ static long call_stdin_pull(void *ud, unsigned char *buf, size_t n, char *msg, s
         return -1;
     }
     c->stdin_sent += (uint64_t)got;
+    rx_put_hashed(c, buf, (size_t)got);
+    if (c->stdin_sent >= c->stdin_len && rx_put_file_done(c, msg, cap) != 0)
+        return -1;
     if (c->stdin_sha == NULL) /* nothing binds the content: it goes as it is read */
         return got;
     EVP_DigestUpdate(c->stdin_sha, buf, (size_t)got);
@@ -593,11 +603,22 @@ static long call_stdin_pull(void *ud, unsigned char *buf, size_t n, char *msg, s
         return got;
     EVP_DigestFinal_ex(c->stdin_sha, md, &mdlen);
     rx_hex_encode(md, 32, hex);
+    if (strcmp(hex, c->stdin_hex) != 0 && c->put != NULL) {
+        snprintf(msg, cap, "%s changed since it was approved (its SHA-256 is not the approved "
+                           "one): nothing was put", c->stdin_path);
+        return -1;
+    }
     if (strcmp(hex, c->stdin_hex) != 0) {
         snprintf(msg, cap, "%s changed while it was sent: nothing ran", c->stdin_path);
         return -1;
     }
     return got;
+}
+
+/* A put's trailer follows its file on the wire; a framed stream carries it in a frame. */
+static size_t call_wire_extra(const rexec_call *c)
+{
+    return c->stdin_stream ? 0 : rx_put_wire_extra(c);
 }
 
 /* The effective timeout: the caller may shorten the action's, never lengthen it. */
@@ -744,8 +765,8 @@ static void on_intent_done(rx_record_job *j)
         rx_fail(&c->err, REXEC_ECANCELLED, "%s: cancelled before it started", c->host->name);
     } else {
         rx_exec_opts xo = {.script = c->script.data, .script_len = c->script.len,
-                           .stdin_data = c->stdin_data, .stdin_len = c->stdin_len,
-                           .nonce = c->nonce,
+                           .stdin_data = c->stdin_data,
+                           .stdin_len = c->stdin_len + call_wire_extra(c), .nonce = c->nonce,
                            .backstop_s = c->timeout_s + l->kill_after_s + CALL_BACKSTOP_SLACK_S,
                            .drain_s = CALL_DRAIN_S, .setup_s = l->connect_timeout_s,
                            .runner_code = c->code.data, .runner_code_len = c->code.len,
@@ -788,6 +809,8 @@ static int call_send(rexec_call *c, rexec_error *err)
      * grant binds is checked only once all of it is read (call_stdin_pull), so it is staged:
      * the command then never sees a byte of a file that changed. */
     c->stdin_piped = c->action->stdin_piped && c->stdin_sha == NULL;
+    if ((r = rx_put_begin(c, err)) != 0)
+        return r;
     /* What is sent holds no value as text: placeholders are expansions of variables that
      * bindings assigns (render_params.c). c->rendered, with the values quoted in place, is what
      * the records, the approver and the caller see. */
@@ -803,7 +826,8 @@ static int call_send(rexec_call *c, rexec_error *err)
                        .secrets = c->secrets,
                        .n_secrets = c->n_secrets, .cwd = c->action->cwd,
                        .timeout_s = c->timeout_s, .kill_after_s = l->kill_after_s,
-                       .stdin_len = c->stdin_data || c->stdin_path ? (long long)c->stdin_len : -1,
+                       .stdin_len = c->stdin_data || c->stdin_path
+                                        ? (long long)(c->stdin_len + call_wire_extra(c)) : -1,
                        .stdin_framed = c->stdin_stream,
                        .min_containment = c->action->containment,
                        .max_containment = c->host->max_containment, .nonce = c->nonce,

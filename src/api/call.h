@@ -150,6 +150,7 @@ struct rexec_call {
     EVP_MD_CTX *stdin_sha; /* of what was sent, checked against the gate's; NULL when the gate
                             * never hashed stdin_path (nothing binds its content) */
     char stdin_hex[65];    /* the gate's hash of stdin_path, when it asked for one */
+    struct rx_put_state *put; /* a put: its stream's hash and trailer (call_put.c); NULL */
     int stdin_piped;       /* the command reads stdin as it arrives (the action's "stdin") */
     int stdin_stream;      /* stdin_path is a pipe (or FIFO, tty): sent in frames as read, its
                             * length unknown until its end (call_stdin.c) */
@@ -195,6 +196,36 @@ long rx_call_stdin_stream_pull(void *ud, unsigned char *buf, size_t n, char *msg
  * spools a streamed stdin) and makes that the call's stdin: a regular file of known length and
  * hash, sent as --stdin FILE is. For the gate, when an approval or a grant binds the stdin. */
 int rx_call_stdin_spool(rexec_call *c, rexec_error *err);
+/* call_put.c: the trailer of a put's stream (docs/remote-contract.md, "Files: put and get").
+ * A put action's stdin is the file's bytes, hashed as they are sent, then a trailer: the
+ * SHA-256 of exactly those bytes as 64 lowercase hex and a newline. The VM writes the first
+ * content_size bytes, hashes them on the way in, and renames the file into place only when the
+ * trailer is its own hash (and content_sha256, when given, too). So `rexec put` needs no pass
+ * over the file before it sends: the hash is taken on the one pass that sends it. */
+#define RX_PUT_TRAILER_LEN 65 /* 64 hex + "\n" */
+
+/* A put call gets its trailer state (c->put; nothing for any other action): the hash of the
+ * bytes sent starts; an in-memory stdin is hashed now and gets its trailer appended. 0, or the
+ * error. */
+int rx_put_begin(rexec_call *c, rexec_error *err);
+/* The bytes on the wire after stdin_len: the trailer's for a put, else 0. */
+size_t rx_put_wire_extra(const rexec_call *c);
+/* The file's bytes due before the trailer, of the n a pull may give (all n when not a put). */
+size_t rx_put_file_room(const rexec_call *c, size_t n);
+/* got bytes of the file were read into buf: hashed. */
+void rx_put_hashed(rexec_call *c, const unsigned char *buf, size_t got);
+/* A --stdin file is all read (stdin_sent == stdin_len): the hash is final, unless the file
+ * changed while it was sent (its size, mtime or ctime moved since rx_put_begin's fstat):
+ * then -1, with msg saying so (the trailer never goes: the VM discards what it got). */
+long rx_put_file_done(rexec_call *c, char *msg, size_t cap);
+/* The file's end was reached (a pipe's EOF): the hash is final. */
+void rx_put_finish(rexec_call *c);
+/* Copies the next trailer bytes into buf (at most n): how many, 0 once it is all sent. */
+size_t rx_put_trailer_next(rexec_call *c, unsigned char *buf, size_t n);
+/* The SHA-256 of the file as sent, once all of it was hashed; else NULL. */
+const char *rx_put_sent_hex(const rexec_call *c);
+void rx_put_free(rexec_call *c);
+
 void rx_call_result(rexec_call *c, rexec_result *res);
 /* Counts the reported call in the metrics (src/base/metrics.h): its decision, how it ended,
  * its duration; an eval by its decision only. */

@@ -200,8 +200,20 @@ static void add_outcome(rexec_call *c, cJSON *o)
     rx_result_json_outcome(o, &r);
 }
 
-/* A put or get: the direction, the file's path, its size and SHA-256 (a put's are the
- * controller's, known before it runs; a get's are of what arrived, known at the outcome). */
+/* A put's SHA-256: content_sha256 when the caller gave it; else the gate's hash of the file
+ * when an approval or a grant bound it; else (rexec put: hashed as it is sent, call_put.c) the
+ * hash of what was sent, known at the outcome only, and only when all of it went. */
+static const char *put_sha256(const rexec_call *c, int is, int outcome)
+{
+    if (is >= 0 && c->values[is].value != NULL && c->values[is].value_len > 0)
+        return c->values[is].value;
+    if (c->stdin_sha != NULL && c->stdin_hex[0])
+        return c->stdin_hex;
+    return outcome ? rx_put_sent_hex(c) : NULL;
+}
+
+/* A put or get: the direction, the file's path, its size and SHA-256 (a put's size is the
+ * controller's, its hash as put_sha256 says; a get's are of what arrived, at the outcome). */
 static void add_transfer(rexec_call *c, cJSON *o, int outcome)
 {
     const rx_action *a = c->action;
@@ -217,7 +229,7 @@ static void add_transfer(rexec_call *c, cJSON *o, int outcome)
         int iz = rx_ws_param_index(a, RX_PUT_SIZE_PARAM, strlen(RX_PUT_SIZE_PARAM));
         cJSON_AddNumberToObject(t, "bytes", is >= 0 && iz >= 0 && c->values[iz].value
                                                 ? strtod(c->values[iz].value, NULL) : 0);
-        add_str_or_null(t, "sha256", is >= 0 ? c->values[is].value : NULL);
+        add_str_or_null(t, "sha256", put_sha256(c, is, outcome));
         return;
     }
     if (outcome) {
@@ -499,6 +511,7 @@ void rx_call_result(rexec_call *c, rexec_result *res)
         res->exit_status = 124;
     res->cap_killed = c->cap_killed;
     res->nothing_sent = call_nothing_sent(c);
+    res->put_sha256 = rx_put_sent_hex(c);
     if (c->capture && c->script_sent) {
         const call_stream *o = &c->out[0], *e = &c->out[1];
         res->stdout_data = o->result.data ? o->result.data : (const unsigned char *)"";

@@ -71,6 +71,10 @@ long rx_call_stdin_stream_pull(void *ud, unsigned char *buf, size_t n, char *msg
     double t0 = mono_now();
     if (c->stdin_last == 0)
         c->stdin_last = t0; /* the pause counts from the first pull */
+    if (c->stdin_eof) { /* a put's trailer, in a frame of its own, before the end frame */
+        rx_put_finish(c);
+        return (long)rx_put_trailer_next(c, buf, n);
+    }
     while (!c->stdin_eof && got < n) {
         if (got && mono_now() - t0 > STREAM_GATHER_MAX_S)
             break;
@@ -94,6 +98,7 @@ long rx_call_stdin_stream_pull(void *ud, unsigned char *buf, size_t n, char *msg
         }
         if (k == 0)
             c->stdin_eof = 1;
+        rx_put_hashed(c, buf + got, (size_t)k);
         got += (size_t)k;
         c->stdin_sent += (uint64_t)k;
         c->stdin_last = mono_now();
@@ -102,6 +107,10 @@ long rx_call_stdin_stream_pull(void *ud, unsigned char *buf, size_t n, char *msg
                      c->stdin_path, (unsigned long long)max);
             return -1;
         }
+    }
+    if (got == 0 && c->stdin_eof) { /* the end: a put's trailer first (call_put.c) */
+        rx_put_finish(c);
+        return (long)rx_put_trailer_next(c, buf, n);
     }
     return (long)got; /* 0: the end (the exec sends the end frame) */
 }

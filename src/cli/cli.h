@@ -160,6 +160,8 @@ void cli_sink_abort(void);
 /* cmd_put.c: `rexec put HOST ACTION LOCAL_FILE` and `rexec get HOST ACTION LOCAL_FILE`, calls
  * of a file action made through cli_run. */
 int cli_put(const cli_global *g, int argc, char **argv);
+/* A host's call is over: a put's hash of what it sent, for put's closing line. */
+void cli_put_sent(const rexec_result *res);
 
 /* Help text of a command (NULL for the overview); shared by `rexec help X` and `X --help`. */
 const char *cli_help_text(const char *command);

@@ -1,7 +1,10 @@
 /* `rexec put HOST ACTION LOCAL_FILE` and `rexec get HOST ACTION LOCAL_FILE`: a call of a file
  * action (docs/workspace.md, "put and get"), made by `rexec run` with what the file needs:
- *   put: --stdin LOCAL_FILE (streamed from the file, flat memory) and the two content parameters
- *        (the file's SHA-256 and size, taken here; the VM refuses bytes that differ from them);
+ *   put: --stdin LOCAL_FILE (streamed from the file, flat memory) and its size (content_size);
+ *        the call hashes the file on the one pass that sends it and the stream's trailer
+ *        carries the hash (src/api/call_put.c), so nothing reads the file before it goes.
+ *        Through serve (--socket) the file is hashed here first (content_sha256, as before):
+ *        serve spools the whole stream before sending it anyway;
  *   get: --output LOCAL_FILE (sink.c: a temporary file next to it, renamed once whole).
  * Every other option is run's, passed through. Through serve (--socket) the client reads and
  * writes the local file itself; serve never opens a path a client names. */
@@ -24,7 +27,7 @@ typedef struct put_args {
     int argc;
     char **argv; /* "run", then the caller's arguments without LOCAL_FILE, then ours */
     const char *local;
-    int json;
+    int json, via_socket;
     char sha[65];
     char size_param[64], sha_param[96];
 } put_args;
@@ -94,6 +97,8 @@ static int split_args(put_args *p, int argc, char **argv, const char *cmd)
                              (int)strcspn(a, "="), a, cmd, cmd);
         if (opt_is(a, OPT_JSON))
             p->json = 1;
+        if (opt_is(a, "socket"))
+            p->via_socket = 1;
         if (a[0] == '-' && a[1] != 0) {
             p->argv[p->argc++] = argv[i];
             if (strchr(a, '=') == NULL && cli_takes_value(a) && i + 1 < argc)
@@ -110,23 +115,51 @@ static int split_args(put_args *p, int argc, char **argv, const char *cmd)
     return 0;
 }
 
+/* The file's size (fstat), for a call that hashes it as it sends it. 0, or the exit code. */
+static int size_file(const char *path, unsigned long long *size)
+{
+    struct stat st;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return cli_error(65, "LOCAL_FILE %s: %s", cli_arg(path), strerror(errno));
+    int ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+    close(fd);
+    if (!ok)
+        return cli_error(65, "LOCAL_FILE %s: not a regular file", cli_arg(path));
+    *size = (unsigned long long)st.st_size;
+    return 0;
+}
+
+/* What the calls sent (cli_put_sent), for the closing line; empty until one sent it whole. */
+static char put_sent_sha[65];
+
+void cli_put_sent(const rexec_result *res)
+{
+    if (res->put_sha256 != NULL && put_sent_sha[0] == 0)
+        snprintf(put_sent_sha, sizeof(put_sent_sha), "%s", res->put_sha256);
+}
+
 static int do_put(const cli_global *g, put_args *p)
 {
     unsigned long long size = 0;
-    int rc = hash_file(p->local, p->sha, &size);
+    int via_socket = p->via_socket || g->socket != NULL;
+    int rc = via_socket ? hash_file(p->local, p->sha, &size) : size_file(p->local, &size);
     if (rc != 0)
         return rc;
-    snprintf(p->sha_param, sizeof(p->sha_param), "content_sha256=%s", p->sha);
     snprintf(p->size_param, sizeof(p->size_param), "content_size=%llu", size);
     p->argv[p->argc++] = "--stdin";
     p->argv[p->argc++] = (char *)p->local;
     p->argv[p->argc++] = "--param";
-    p->argv[p->argc++] = p->sha_param;
-    p->argv[p->argc++] = "--param";
     p->argv[p->argc++] = p->size_param;
+    if (via_socket) {
+        snprintf(p->sha_param, sizeof(p->sha_param), "content_sha256=%s", p->sha);
+        p->argv[p->argc++] = "--param";
+        p->argv[p->argc++] = p->sha_param;
+    }
     rc = cli_run(g, p->argc, p->argv);
     if (rc == 0 && !p->json)
-        dprintf(2, "rexec: put %s: %llu bytes, sha256 %s\n", cli_arg(p->local), size, p->sha);
+        dprintf(2, "rexec: put %s: %llu bytes, sha256 %s\n", cli_arg(p->local), size,
+                via_socket ? p->sha : put_sent_sha[0] ? put_sent_sha : "-");
     return rc;
 }
 

@@ -119,17 +119,19 @@ static int add_content_params(const char *path, rx_action *a, rexec_error *err)
         return REXEC_ENOMEM;
     rx_param_spec *sha = &a->params[a->n_params++];
     rx_param_spec *size = &a->params[a->n_params++];
-    *sha = (rx_param_spec){.type = RX_P_STRING, .required = 1, .max_len = 64};
+    /* content_sha256 is optional: rexec put hashes the file as it sends it and the stream's
+     * trailer carries the hash (call_put.c); a caller that has it may bind it beforehand */
+    *sha = (rx_param_spec){.type = RX_P_STRING, .required = 0, .max_len = 64};
     *size = (rx_param_spec){.type = RX_P_INT, .required = 1, .has_min = 1, .min = 0,
                             .has_max = 1, .max = (1LL << 53) - 1};
     if ((sha->name = strdup(RX_PUT_SHA_PARAM)) == NULL ||
-        (sha->pattern = strdup("^[0-9a-f]{64}$")) == NULL ||
+        (sha->pattern = strdup("^([0-9a-f]{64})?$")) == NULL ||
         (size->name = strdup(RX_PUT_SIZE_PARAM)) == NULL)
         return REXEC_ENOMEM;
     if (regcomp(&sha->re, sha->pattern, REG_EXTENDED | REG_NOSUB) != 0)
         return rx_fail(err, REXEC_EINTERNAL, "cannot compile the content_sha256 pattern");
     sha->has_re = 1;
-    sha->description = strdup("the file's SHA-256 (set by rexec put)");
+    sha->description = strdup("the file's SHA-256, when bound beforehand (optional)");
     size->description = strdup("the file's size in bytes (set by rexec put)");
     return sha->description && size->description ? 0 : REXEC_ENOMEM;
 }

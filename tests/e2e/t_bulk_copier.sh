@@ -89,21 +89,29 @@ got=$(PATH=$T/noperl:$PATH bash -c '. "$REXEC_SRC/remote/wrapper.sh"; . "$REXEC_
 assert_eq pl=0 "$got" "a failing perl"
 
 # ---- put's writer -------------------------------------------------------------------------------
-# put_write PATH_PREFIX STDIN_KIND: __rx_put_write of big.want into $T/put.tmp (an empty file, as
-# mktemp leaves it), its stdout hashed; prints that hash. STDIN_KIND pipe or file.
+# put_write PATH_PREFIX STDIN_KIND: __rx_put_write of big.want's size into $T/put.tmp (an empty
+# file, as mktemp leaves it) from big.want followed by a trailer, its stdout hashed; prints that
+# hash and what was left of stdin after the writer (the trailer: the writer stops at the size).
+# STDIN_KIND pipe or file.
+printf 'the-trailer\n' >"$T/trailer"
+cat "$T/big.want" "$T/trailer" >"$T/big.put"
 put_write() {
     : >"$T/put.tmp"
-    local cmd='. "$REXEC_SRC/remote/xfer.sh"; . "$REXEC_SRC/remote/put.sh"; __rx_put_tmp=$1; __rx_put_write | sha256sum'
+    local cmd='. "$REXEC_SRC/remote/xfer.sh"; . "$REXEC_SRC/remote/put.sh"; __rx_put_tmp=$1
+               h=$(__rx_put_write "$2" | sha256sum | cut -d" " -f1); echo "$h $(cat)"'
+    local size
+    size=$(stat -c %s "$T/big.want")
     if [[ $2 == pipe ]]; then
-        cat "$T/big.want" | PATH=$1:$PATH bash -c "$cmd" _ "$T/put.tmp"
+        cat "$T/big.put" | PATH=$1:$PATH bash -c "$cmd" _ "$T/put.tmp" "$size"
     else
-        PATH=$1:$PATH bash -c "$cmd" _ "$T/put.tmp" <"$T/big.want"
-    fi | cut -d' ' -f1
+        PATH=$1:$PATH bash -c "$cmd" _ "$T/put.tmp" "$size" <"$T/big.put"
+    fi
 }
 want=$(sha256sum <"$T/big.want" | cut -d' ' -f1)
 for v in "$T/notee pipe" "$T/notee file" "$T/noperl pipe"; do
     read -r prefix kind <<<"$v"
-    assert_eq "$want" "$(put_write "$prefix" "$kind")" "put's writer, the hashed bytes ($v)"
+    assert_eq "$want the-trailer" "$(put_write "$prefix" "$kind")" \
+        "put's writer, the hashed bytes and what it left of stdin ($v)"
     cmp -s "$T/put.tmp" "$T/big.want" || fail "put's writer ($v): the file differs"
 done
 pass
