@@ -325,6 +325,21 @@ lab_log() {
     echo "$LAB_DIR/hosts/lab$i/sshd.log"
 }
 
+# lab_set_tmpdir HOST DIR: HOST's sshd gives its sessions TMPDIR=DIR from now on (SetEnv, then a
+# HUP: sshd re-executes itself and reads its config), so the runners there keep their directory
+# (DIR/.rexec-<uid>) and sweep it apart from every other lab on the machine: runners of labs that
+# tests run in parallel would otherwise share /tmp/.rexec-<uid>, and sweep each other's planted
+# leftovers. DIR may be missing or hostile (tests of a runner that cannot start).
+lab_set_tmpdir() {
+    local cfg=$LAB_DIR/hosts/$1/sshd_config
+    sed -i "s|^SetEnv \(TMPDIR=[^ ]* \)\{0,1\}SHLVL=1 |SetEnv TMPDIR=$2 SHLVL=1 |" "$cfg"
+    grep -qF "SetEnv TMPDIR=$2 SHLVL=1 " "$cfg" || fail "$1's sshd_config has no SetEnv line to extend"
+    kill -HUP "$(cat "$LAB_DIR/hosts/$1/sshd.pid")"
+    wait_until 20 _lab_tmpdir_is "$1" "$2" || fail "$1's sessions did not get TMPDIR=$2"
+}
+# shellcheck disable=SC2016 # expanded on the VM
+_lab_tmpdir_is() { [[ $(lab_ssh "$1" 'echo $TMPDIR' 2>/dev/null) == "$2" ]]; }
+
 # lab_ssh HOST [SSH_OPTIONS...] [COMMAND...]: OpenSSH's ssh to HOST as LAB_USER with the workspace's
 # key and known_hosts (strict), ignoring ~/.ssh/config and agents. Leading options (-o X, -v, ...)
 # go before the defaults, so they override them (ssh keeps the first value it sees).

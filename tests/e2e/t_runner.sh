@@ -13,6 +13,10 @@ tid="runner: isolation, 300 calls, markers, death, runner:false"
 . "${REXEC_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/e2e/lib.sh"
 
 lab_start 1
+# The runners' directory of this test's own: its sweep checks below plant dead runners' leftovers
+# that a runner of another test's lab, started meanwhile, would otherwise sweep first.
+mkdir -m 700 "$RX_TMP/vmtmp"
+lab_set_tmpdir lab1 "$RX_TMP/vmtmp"
 ws_edit 'c.setdefault("limits", {})["connect_timeout_s"] = 60'
 
 SERVE_PIDS=()

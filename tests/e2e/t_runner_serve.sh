@@ -134,13 +134,7 @@ stop_gently "$SERVE_PID"
 SERVE_PID=
 mkdir -m 700 "$RX_TMP/vmtmp" "$RX_TMP/elsewhere"
 ln -s "$RX_TMP/elsewhere" "$RX_TMP/vmtmp/.rexec-$(id -u)"
-cfg=$LAB_DIR/hosts/lab1/sshd_config
-sed -i "s|^SetEnv SHLVL=1 |SetEnv TMPDIR=$RX_TMP/vmtmp SHLVL=1 |" "$cfg"
-grep -q "^SetEnv TMPDIR=" "$cfg" || fail "lab1's sshd_config has no SetEnv line to extend"
-kill -HUP "$(cat "$LAB_DIR/hosts/lab1/sshd.pid")" # sshd re-executes itself, reading the config
-# shellcheck disable=SC2016,SC2317 # expanded on the VM; called by wait_until
-tmpdir_is() { [[ $(lab_ssh lab1 'echo $TMPDIR' 2>/dev/null) == "$1" ]]; }
-wait_until 20 tmpdir_is "$RX_TMP/vmtmp"
+lab_set_tmpdir lab1 "$RX_TMP/vmtmp"
 : >"$RX_TMP/serve.err"
 start_serve
 # (runners start with a host's second call, and the runner's "none" comes while other calls

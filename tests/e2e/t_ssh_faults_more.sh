@@ -120,13 +120,7 @@ unset SSH_AUTH_SOCK SSH_AGENT_PID
 ws_edit 'c["hosts"]["lab1"]["key"] = "keys/id_ed25519"; del c["hosts"]["lab1"]["auth"]'
 
 # ---- a VM where no runner starts: lab2's sshd gives its sessions a TMPDIR that is missing -----
-cfg=$LAB_DIR/hosts/lab2/sshd_config
-sed -i "s|^SetEnv SHLVL=1 |SetEnv TMPDIR=$RX_TMP/no-tmp SHLVL=1 |" "$cfg"
-grep -q "^SetEnv TMPDIR=" "$cfg" || fail "lab2's sshd_config has no SetEnv line to extend"
-kill -HUP "$(cat "$LAB_DIR/hosts/lab2/sshd.pid")"  # sshd re-executes itself, reading the config
-# shellcheck disable=SC2016,SC2317 # expanded on the VM; called by wait_until
-tmpdir_is() { [[ $(lab_ssh lab2 'echo $TMPDIR' 2>/dev/null) == "$1" ]]; }
-wait_until 20 tmpdir_is "$RX_TMP/no-tmp"
+lab_set_tmpdir lab2 "$RX_TMP/no-tmp"
 
 SOCK=$RX_TMP/serve.sock
 start_serve() {
