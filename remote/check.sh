@@ -1,12 +1,12 @@
 # rexec remote probe: what `rexec check HOST` runs (after wrapper.sh, whose __rx_pick it shares).
 # Prints one "key=value" line per fact; the controller parses them.
 __rx_check() {
-    local t
+    local __rx_t
     printf 'bash=%s\n' "$BASH_VERSION"
     printf 'user=%s\n' "${USER:-$(id -un 2>/dev/null)}"
     printf 'uid=%s\n' "$EUID"
-    for t in timeout base64 head dd setsid unshare systemd-run; do
-        if command -v "$t" >/dev/null 2>&1; then printf '%s=yes\n' "$t"; else printf '%s=no\n' "$t"; fi
+    for __rx_t in timeout base64 head dd setsid unshare systemd-run; do
+        if command -v "$__rx_t" >/dev/null 2>&1; then printf '%s=yes\n' "$__rx_t"; else printf '%s=no\n' "$__rx_t"; fi
     done
     if [ -n "$EPOCHREALTIME" ]; then printf 'epochrealtime=yes\n'; else printf 'epochrealtime=no\n'; fi
     __rx_pick

@@ -36,15 +36,15 @@ aarch64) __rx_splice=76 ;;
 *) __rx_splice=0 ;;
 esac
 
-# Run as __rx_copy's body when __rx_pl=1, in the background as the dd it replaces ($c, so the
+# Run as __rx_copy's body when __rx_pl=1, in the background as the dd it replaces ($__rx_cp, so the
 # caller's TERM trap can KILL it); PERL5OPT could load anything, so it goes. $1: with frames,
 # the first frame's length when __rx_copy has read its header.
 __rx_copy_pl() {
-    local n=$__rx_stdin_len
-    [ "${__rx_stdin_framed:-0}" != 1 ] || n=-1
-    (unset PERL5OPT; exec perl -e "$__rx_plcopy" -- "$n" "$__rx_splice" "${1:-0}") <&7 &
-    c=$!
-    wait "$c"
+    local __rx_n=$__rx_stdin_len
+    [ "${__rx_stdin_framed:-0}" != 1 ] || __rx_n=-1
+    (unset PERL5OPT; exec perl -e "$__rx_plcopy" -- "$__rx_n" "$__rx_splice" "${1:-0}") <&7 &
+    __rx_cp=$!
+    wait "$__rx_cp"
 }
 
 # Picked once, before a byte of the stdin is copied: a perl that cannot run the copier (none,

@@ -21,20 +21,20 @@ __rx_get_bigpipe() { # size
 }
 
 __rx_get() { # path
-    local src=$1 before after
+    local __rx_src=$1 __rx_before __rx_after
     __rx_xfer_op='get'
-    __rx_xfer_path_ok "$src" || return
-    if [ -d "$src" ]; then __rx_xfer_fail 2 "$src is a directory"; return; fi
-    if [ ! -e "$src" ]; then __rx_xfer_fail 2 "$src: no such file"; return; fi
-    if [ ! -f "$src" ]; then __rx_xfer_fail 2 "$src is not a regular file"; return; fi
-    exec 3<"$src" || { __rx_xfer_fail 3 "cannot open $src (permission denied?)"; return; }
-    before=$(__rx_get_stat) || { __rx_xfer_fail 3 "cannot stat $src"; return; }
-    __rx_get_bigpipe "${before%% *}"
-    cat <&3 || { __rx_xfer_fail 3 "reading $src failed"; return; }
-    after=$(__rx_get_stat)
+    __rx_xfer_path_ok "$__rx_src" || return
+    if [ -d "$__rx_src" ]; then __rx_xfer_fail 2 "$__rx_src is a directory"; return; fi
+    if [ ! -e "$__rx_src" ]; then __rx_xfer_fail 2 "$__rx_src: no such file"; return; fi
+    if [ ! -f "$__rx_src" ]; then __rx_xfer_fail 2 "$__rx_src is not a regular file"; return; fi
+    exec 3<"$__rx_src" || { __rx_xfer_fail 3 "cannot open $__rx_src (permission denied?)"; return; }
+    __rx_before=$(__rx_get_stat) || { __rx_xfer_fail 3 "cannot stat $__rx_src"; return; }
+    __rx_get_bigpipe "${__rx_before%% *}"
+    cat <&3 || { __rx_xfer_fail 3 "reading $__rx_src failed"; return; }
+    __rx_after=$(__rx_get_stat)
     exec 3<&-
-    if [ "$before" != "$after" ]; then
-        __rx_xfer_fail 4 "$src changed while it was read (size, mtime, ctime before: $before; after: $after): the download is not whole"
+    if [ "$__rx_before" != "$__rx_after" ]; then
+        __rx_xfer_fail 4 "$__rx_src changed while it was read (size, mtime, ctime before: $__rx_before; after: $__rx_after): the download is not whole"
         return
     fi
 }

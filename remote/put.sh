@@ -44,14 +44,14 @@ close $o or exit 1; exit 0'
 # nothing: a perl that cannot must not take the bytes), else head (which reads no more than
 # it must) and coreutils' tee.
 __rx_put_write() {
-    local sys=
+    local __rx_sys=
     case $HOSTTYPE in
-    x86_64) sys='275 276 277' ;;
-    aarch64) sys='76 77 84' ;;
+    x86_64) __rx_sys='275 276 277' ;;
+    aarch64) __rx_sys='76 77 84' ;;
     esac
-    if [ -n "$sys" ] && command -v perl >/dev/null 2>&1 &&
-        (unset PERL5OPT; exec perl -e "$__rx_put_plcopy" -- "$__rx_put_tmp" 0 $sys) </dev/null >/dev/null 2>&1; then
-        (unset PERL5OPT; exec perl -e "$__rx_put_plcopy" -- "$__rx_put_tmp" "$1" $sys)
+    if [ -n "$__rx_sys" ] && command -v perl >/dev/null 2>&1 &&
+        (unset PERL5OPT; exec perl -e "$__rx_put_plcopy" -- "$__rx_put_tmp" 0 $__rx_sys) </dev/null >/dev/null 2>&1; then
+        (unset PERL5OPT; exec perl -e "$__rx_put_plcopy" -- "$__rx_put_tmp" "$1" $__rx_sys)
     else
         head -c "$1" | tee -- "$__rx_put_tmp"
     fi
@@ -72,17 +72,17 @@ __rx_put_dest_ok() {
 
 # Owner, then mode: the given mode, else the old file's, else what `cat > file` would give.
 __rx_put_attrs() { # dest mode owner
-    local m
+    local __rx_m
     if [ -n "$3" ] && ! chown -- "$3" "$__rx_put_tmp"; then
         __rx_xfer_fail 3 "cannot give $1 the owner $3"; return
     fi
     if [ -n "$2" ]; then
-        m=$2
+        __rx_m=$2
     elif [ -f "$1" ]; then
-        m=$(stat -c %a -- "$1") || m=
+        __rx_m=$(stat -c %a -- "$1") || __rx_m=
     fi
-    [ -n "$m" ] || printf -v m '%o' $((0666 & ~$(umask)))
-    chmod -- "$m" "$__rx_put_tmp" || { __rx_xfer_fail 3 "cannot set the mode $m"; return; }
+    [ -n "$__rx_m" ] || printf -v __rx_m '%o' $((0666 & ~$(umask)))
+    chmod -- "$__rx_m" "$__rx_put_tmp" || { __rx_xfer_fail 3 "cannot set the mode $__rx_m"; return; }
 }
 
 # The bytes that arrived must be the controller's: their size on disk, then the trailer that
@@ -90,75 +90,75 @@ __rx_put_attrs() { # dest mode owner
 # (__rx_put_sha), and content_sha256 when the caller gave one. The trailer is read in the C
 # locale, so that read -N counts bytes.
 __rx_put_verify() { # dest sha256 size
-    local got t LC_ALL=C
-    got=$(stat -c %s -- "$__rx_put_tmp") || { __rx_xfer_fail 3 "cannot stat what was written"; return; }
-    if [ "$got" != "$3" ]; then
-        __rx_xfer_fail 4 "received $got bytes, expected $3: $1 left as it was"; return
+    local __rx_got __rx_t LC_ALL=C
+    __rx_got=$(stat -c %s -- "$__rx_put_tmp") || { __rx_xfer_fail 3 "cannot stat what was written"; return; }
+    if [ "$__rx_got" != "$3" ]; then
+        __rx_xfer_fail 4 "received $__rx_got bytes, expected $3: $1 left as it was"; return
     fi
-    got=${__rx_put_sha%% *}
-    IFS= read -r -N 65 t || :
-    if [ "${#t}" != 65 ] && [[ $t =~ ^[0-9a-f]*$ ]]; then
+    __rx_got=${__rx_put_sha%% *}
+    IFS= read -r -N 65 __rx_t || :
+    if [ "${#__rx_t}" != 65 ] && [[ $__rx_t =~ ^[0-9a-f]*$ ]]; then
         __rx_xfer_fail 4 "the stream ended before the file's SHA-256 trailer (the controller stopped sending: the file changed, or the connection was lost): $1 left as it was"
         return
     fi
-    if ! [[ $t =~ ^[0-9a-f]{64}$'\n'$ ]]; then
+    if ! [[ $__rx_t =~ ^[0-9a-f]{64}$'\n'$ ]]; then
         __rx_xfer_fail 4 "what followed the $3 bytes is not the SHA-256 trailer (more bytes than content_size arrived?): $1 left as it was"
         return
     fi
-    t=${t%$'\n'}
-    if [ "$got" != "$t" ]; then
-        __rx_xfer_fail 4 "the SHA-256 of what arrived is $got, not the controller's $t: $1 left as it was"
+    __rx_t=${__rx_t%$'\n'}
+    if [ "$__rx_got" != "$__rx_t" ]; then
+        __rx_xfer_fail 4 "the SHA-256 of what arrived is $__rx_got, not the controller's $__rx_t: $1 left as it was"
         return
     fi
-    if [ -n "$2" ] && [ "$2" != "$t" ]; then
-        __rx_xfer_fail 4 "the SHA-256 of what arrived is $t, not the controller's content_sha256 $2: $1 left as it was"
+    if [ -n "$2" ] && [ "$2" != "$__rx_t" ]; then
+        __rx_xfer_fail 4 "the SHA-256 of what arrived is $__rx_t, not the controller's content_sha256 $2: $1 left as it was"
         return
     fi
 }
 
 __rx_put() { # path sha256 size mode owner
-    local dest=$1 dir rc
+    local __rx_put_dest=$1 __rx_put_dir __rx_put_rc
     __rx_xfer_op='put'
-    __rx_xfer_path_ok "$dest" || return
-    __rx_put_dest_ok "$dest" || return
-    dir=${dest%/*}
-    [ -n "$dir" ] || dir=/
-    [ -d "$dir" ] || { __rx_xfer_fail 2 "directory $dir does not exist"; return; }
+    __rx_xfer_path_ok "$__rx_put_dest" || return
+    __rx_put_dest_ok "$__rx_put_dest" || return
+    __rx_put_dir=${__rx_put_dest%/*}
+    [ -n "$__rx_put_dir" ] || __rx_put_dir=/
+    [ -d "$__rx_put_dir" ] || { __rx_xfer_fail 2 "directory $__rx_put_dir does not exist"; return; }
     # A lost connection leaves stderr a broken pipe: bash's own note that cat was terminated
     # would kill it with SIGPIPE before its TERM trap removed the temporary file.
     trap '' PIPE
     trap '__rx_put_clean; exit 143' TERM
     trap '__rx_put_clean; exit 129' HUP
     trap '__rx_put_clean; exit 130' INT
-    __rx_put_tmp=$(mktemp -- "$dir/.rexec-put.XXXXXXXXXX" 2>/dev/null) || {
+    __rx_put_tmp=$(mktemp -- "$__rx_put_dir/.rexec-put.XXXXXXXXXX" 2>/dev/null) || {
         __rx_put_tmp=
-        __rx_xfer_fail 3 "cannot create a file in $dir (not writable?)"; return
+        __rx_xfer_fail 3 "cannot create a file in $__rx_put_dir (not writable?)"; return
     }
     # tee writes the file and hands the same bytes to the hash, which takes them as they arrive
     # (on another CPU) instead of reading the whole file again afterwards.
     if ! __rx_put_sha=$(__rx_put_write "$3" | __rx_put_hash; exit "${PIPESTATUS[0]}"); then
         __rx_put_clean
-        __rx_xfer_fail 3 "writing the file in $dir failed (disk full?): $dest left as it was"
+        __rx_xfer_fail 3 "writing the file in $__rx_put_dir failed (disk full?): $__rx_put_dest left as it was"
         return
     fi
-    __rx_put_verify "$dest" "$2" "$3" && __rx_put_attrs "$dest" "$4" "$5"
-    rc=$?
-    if [ "$rc" != 0 ]; then
+    __rx_put_verify "$__rx_put_dest" "$2" "$3" && __rx_put_attrs "$__rx_put_dest" "$4" "$5"
+    __rx_put_rc=$?
+    if [ "$__rx_put_rc" != 0 ]; then
         __rx_put_clean
-        return "$rc"
+        return "$__rx_put_rc"
     fi
     if ! sync -- "$__rx_put_tmp"; then
         __rx_put_clean
-        __rx_xfer_fail 3 "cannot sync the file in $dir: $dest left as it was"; return
+        __rx_xfer_fail 3 "cannot sync the file in $__rx_put_dir: $__rx_put_dest left as it was"; return
     fi
-    __rx_put_dest_ok "$dest" || { rc=$?; __rx_put_clean; return "$rc"; }
-    if ! mv -T -f -- "$__rx_put_tmp" "$dest"; then
+    __rx_put_dest_ok "$__rx_put_dest" || { __rx_put_rc=$?; __rx_put_clean; return "$__rx_put_rc"; }
+    if ! mv -T -f -- "$__rx_put_tmp" "$__rx_put_dest"; then
         __rx_put_clean
-        __rx_xfer_fail 3 "cannot rename the file into $dest: left as it was"; return
+        __rx_xfer_fail 3 "cannot rename the file into $__rx_put_dest: left as it was"; return
     fi
     __rx_put_tmp=
     trap - TERM HUP INT
     # the rename itself is durable once the directory is synced
-    sync -- "$dir" 2>/dev/null
+    sync -- "$__rx_put_dir" 2>/dev/null
     return 0
 }

@@ -51,7 +51,7 @@
 # the same way). The fds are closed and the nonce unset before the code runs: its variables,
 # traps, options, functions, cwd and umask are a fresh bash's.
 # (One line: it is the shell's command line, which process listings show.)
-__rx_ns='IFS= read -r -N 33 -u 7 __g && IFS= read -r -N 44 -u 9 __h && [ "${__h:0:32}" = "${__g:0:32}" ] && LC_ALL=C IFS= read -r -N "${__h:33:10}" -u 9 __c || exit 125; exec 7<&- 9<&-; unset __g __h; set --; eval "$__c"'
+__rx_ns='IFS= read -r -N 33 -u 7 __rx_g && IFS= read -r -N 44 -u 9 __rx_h && [ "${__rx_h:0:32}" = "${__rx_g:0:32}" ] && LC_ALL=C IFS= read -r -N "${__rx_h:33:10}" -u 9 __rx_c || exit 125; exec 7<&- 9<&-; unset __rx_g __rx_h; set --; eval "$__rx_c"'
 
 # A oneshot call ("o <nonce>" on n<k>: the controller found its command one that `exec` runs
 # and that reads no variable a fork of the slot would give another value than a fresh bash;
@@ -69,11 +69,11 @@ __rx_ns='IFS= read -r -N 33 -u 7 __g && IFS= read -r -N 44 -u 9 __h && [ "${__h:
 # function is one line, read by the slot from the file "rexec" in the runner's directory: bash
 # names a function's file and the line in its messages (`rexec: line 3: exec: jq: not found`),
 # as it names a fresh call's shell by $0 and counts its lines from its one-line command.
-__rx_fk='__rx_slot_fork() { { exec 2>&8 3<&- 4<&- 5<&- 6<&- 8>&- || exit 125; BASH_ARGV0=rexec; IFS= read -r -N 33 -u 7 __g && IFS= read -r -N 44 -u 9 __h && [ "${__h:0:32}" = "${__g:0:32}" ] && LC_ALL=C IFS= read -r -N "${__h:33:10}" -u 9 __c || exit 125; exec 7<&- 9<&-; trap - USR1; unset -f $__rx_sf __rx_slot_fork; unset -v $__rx_sv __g __h REPLY "${!__rx_@}"; set --; eval "$__c"; } & }'
+__rx_fk='__rx_slot_fork() { { exec 2>&8 3<&- 4<&- 5<&- 6<&- 8>&- || exit 125; BASH_ARGV0=rexec; IFS= read -r -N 33 -u 7 __rx_g && IFS= read -r -N 44 -u 9 __rx_h && [ "${__rx_h:0:32}" = "${__rx_g:0:32}" ] && LC_ALL=C IFS= read -r -N "${__rx_h:33:10}" -u 9 __rx_c || exit 125; exec 7<&- 9<&-; trap - USR1; unset -f $__rx_sf __rx_slot_fork; unset -v $__rx_sv __rx_g __rx_h REPLY; set --; eval "unset -v \"\${!__rx_@}\"; $__rx_c"; } & }'
 # The slot's functions (written to its file) and its variables (one list: __rx_slot declares
 # them local with it, the fork unsets them with it).
 __rx_sf='__rx_slot __rx_slot_take __rx_slot_clean __rx_slot_refuse __rx_slot_end __rx_slot_kill __rx_slot_reap __rx_slot_envok __rx_slot_src'
-__rx_sv='e d k cont line c nonce st rc killed incall phase started bad desync kind fk wk'
+__rx_sv='__rx_s_e __rx_s_d __rx_s_k __rx_s_cont __rx_s_line __rx_s_c __rx_s_nonce __rx_s_st __rx_s_rc __rx_s_killed __rx_s_incall __rx_s_phase __rx_s_started __rx_s_bad __rx_s_desync __rx_s_kind __rx_s_fk __rx_s_wk'
 
 # The slot: `bash DIR/slot DIR K CONTAINMENT [PREFIX...]` (DIR/slot holds these functions,
 # __rx_ns, __rx_sf and __rx_sv, and calls __rx_slot_envok and __rx_slot), where PREFIX starts
@@ -85,71 +85,71 @@ __rx_sv='e d k cont line c nonce st rc killed incall phase started bad desync ki
 # runner's death (or its exit before this slot got going) reads as EOF, and the slot goes.
 __rx_slot() { # envok (__rx_slot_envok's status, taken before these locals hide the environment) DIR K CONTAINMENT [PREFIX...]
     local $__rx_sv
-    e=$1 d=$2 k=$3 cont=$4
+    __rx_s_e=$1 __rx_s_d=$2 __rx_s_k=$3 __rx_s_cont=$4
     shift 4
-    trap '[ -z "$incall" ] || { killed=1; __rx_slot_kill "$c"; }' USR1
+    trap '[ -z "$__rx_s_incall" ] || { __rx_s_killed=1; __rx_slot_kill "$__rx_s_c"; }' USR1
     # fd 8 is the channel's stderr (the call's, and the end marker's); the slot's own stderr is
     # /dev/null, so its kill and wait need no redirection each (each costs syscalls a call).
-    exec </dev/null 8>&2 2>/dev/null 3<>"$d/c$k" 4<>"$d/n$k" 5<>"$d/s$k" 6<>"$d/g$k" || exit 0
-    exec 4<"$d/n$k" 7<"$d/g$k" 9<"$d/c$k" || exit 0
+    exec </dev/null 8>&2 2>/dev/null 3<>"$__rx_s_d/c$__rx_s_k" 4<>"$__rx_s_d/n$__rx_s_k" 5<>"$__rx_s_d/s$__rx_s_k" 6<>"$__rx_s_d/g$__rx_s_k" || exit 0
+    exec 4<"$__rx_s_d/n$__rx_s_k" 7<"$__rx_s_d/g$__rx_s_k" 9<"$__rx_s_d/c$__rx_s_k" || exit 0
     # Held open, the FIFOs that carry calls need no name: without one, nothing can be written
     # into them by path (the runner holds n<k> and c<k> already; s<k> keeps its name, which
     # the call's code writes its status to).
-    rm -f -- "$d/c$k" "$d/n$k" "$d/g$k"
+    rm -f -- "$__rx_s_d/c$__rx_s_k" "$__rx_s_d/n$__rx_s_k" "$__rx_s_d/g$__rx_s_k"
     # Oneshot calls run in a fork only as PID 1 (its reap ends whatever the fork left) and when
     # nothing in the environment makes a fork differ from a fresh bash (__rx_slot_envok).
-    [ "$$/$e" != 1/0 ] || ! __rx_slot_src "$d" || fk=1
-    wk=b
+    [ "$$/$__rx_s_e" != 1/0 ] || ! __rx_slot_src "$__rx_s_d" || __rx_s_fk=1
+    __rx_s_wk=b
     while :; do
-        nonce= kind=
+        __rx_s_nonce= __rx_s_kind=
         # The next call's shell, started in advance: a fresh bash, or after a oneshot call a
         # fork of the slot (wk f), as the next call is likely the same action.
-        if [ "$wk" = f ]; then
+        if [ "$__rx_s_wk" = f ]; then
             __rx_slot_fork
         else
-            "$@" bash -c "$__rx_ns" rexec "$d" 2>&8 3<&- 4<&- 5<&- 6<&- 8>&- &
+            "$@" bash -c "$__rx_ns" rexec "$__rx_s_d" 2>&8 3<&- 4<&- 5<&- 6<&- 8>&- &
         fi
-        c=$!
-        if ! __rx_slot_take; then __rx_slot_kill "$c"; return 0; fi
-        if [ -n "$bad" ]; then __rx_slot_refuse "$c"; continue; fi
+        __rx_s_c=$!
+        if ! __rx_slot_take; then __rx_slot_kill "$__rx_s_c"; return 0; fi
+        if [ -n "$__rx_s_bad" ]; then __rx_slot_refuse "$__rx_s_c"; continue; fi
         # A fork waits for a oneshot call only: any other gets a fresh bash in its place (the
         # fork has read nothing yet: its go-ahead comes below).
-        if [ "$wk/$kind" = f/n ]; then
-            kill -KILL "$c"
-            wait "$c"
-            "$@" bash -c "$__rx_ns" rexec "$d" 2>&8 3<&- 4<&- 5<&- 6<&- 8>&- &
-            c=$!
+        if [ "$__rx_s_wk/$__rx_s_kind" = f/n ]; then
+            kill -KILL "$__rx_s_c"
+            wait "$__rx_s_c"
+            "$@" bash -c "$__rx_ns" rexec "$__rx_s_d" 2>&8 3<&- 4<&- 5<&- 6<&- 8>&- &
+            __rx_s_c=$!
         fi
-        wk=b
-        [ "$kind/$fk" != o/1 ] || wk=f
-        incall=1 killed=0 st= started=0 desync=0
+        __rx_s_wk=b
+        [ "$__rx_s_kind/$__rx_s_fk" != o/1 ] || __rx_s_wk=f
+        __rx_s_incall=1 __rx_s_killed=0 __rx_s_st= __rx_s_started=0 __rx_s_desync=0
         # A status line on s<k> now is not this call's (a command wrote it).
         while read -r -t 0 -u 5; do read -r -t 0.01 -u 5 _ || break; done
         # A kill sent before incall was set has left its "k" line behind.
-        if read -r -t 0 -u 4; then killed=1; __rx_slot_kill "$c"; else printf '%s\n' "$nonce" >&6; fi
+        if read -r -t 0 -u 4; then __rx_s_killed=1; __rx_slot_kill "$__rx_s_c"; else printf '%s\n' "$__rx_s_nonce" >&6; fi
         # wait returns early when a trapped signal came (the USR1 trap: killed 1); the call is
         # over only once kill -0 fails: until then its shell may still read the frame, and the
         # slot must not read off or report anything.
-        wait "$c"; rc=$?
-        while kill -0 "$c"; do wait "$c"; rc=$?; done
-        [ "$killed/$rc" != 1/138 ] || { wait "$c"; rc=$?; }
-        incall=
+        wait "$__rx_s_c"; __rx_s_rc=$?
+        while kill -0 "$__rx_s_c"; do wait "$__rx_s_c"; __rx_s_rc=$?; done
+        [ "$__rx_s_killed/$__rx_s_rc" != 1/138 ] || { wait "$__rx_s_c"; __rx_s_rc=$?; }
+        __rx_s_incall=
         # The status is "ok", "cd" or "stdin" and a newline: three bytes in one read (the rest
         # of "stdin" read off), where a line read would take one read() and a select per byte.
-        read -r -t 0 -u 5 && read -r -N 3 -t 1 -u 5 st && st=${st%$'\n'} &&
-            { [ "$st" != std ] || { read -r -t 1 -u 5 _; st=stdin; }; }
-        __rx_slot_reap "$c"
-        [ ! -s "$d/in" ] || : >"$d/in" # its stdin is not left for the next call
-        __rx_slot_clean || desync=1
-        case $st in
-        ok) phase=cmd started=1 ;;
-        cd | stdin) phase=$st ;;
-        *) phase=setup ;;
+        read -r -t 0 -u 5 && read -r -N 3 -t 1 -u 5 __rx_s_st && __rx_s_st=${__rx_s_st%$'\n'} &&
+            { [ "$__rx_s_st" != std ] || { read -r -t 1 -u 5 _; __rx_s_st=stdin; }; }
+        __rx_slot_reap "$__rx_s_c"
+        [ ! -s "$__rx_s_d/in" ] || : >"$__rx_s_d/in" # its stdin is not left for the next call
+        __rx_slot_clean || __rx_s_desync=1
+        case $__rx_s_st in
+        ok) __rx_s_phase=cmd __rx_s_started=1 ;;
+        cd | stdin) __rx_s_phase=$__rx_s_st ;;
+        *) __rx_s_phase=setup ;;
         esac
         # 125 before any status, not killed: the call's shell refused a frame not its call's
-        [ "$phase/$rc/$killed" != setup/125/0 ] || phase=desync desync=1
-        [ "$desync" = 0 ] || bad=1
-        __rx_slot_end "$nonce" "$phase" "$rc" "$killed" "$started" "$desync"
+        [ "$__rx_s_phase/$__rx_s_rc/$__rx_s_killed" != setup/125/0 ] || __rx_s_phase=desync __rx_s_desync=1
+        [ "$__rx_s_desync" = 0 ] || __rx_s_bad=1
+        __rx_slot_end "$__rx_s_nonce" "$__rx_s_phase" "$__rx_s_rc" "$__rx_s_killed" "$__rx_s_started" "$__rx_s_desync"
     done
 }
 
@@ -160,33 +160,33 @@ __rx_slot() { # envok (__rx_slot_envok's status, taken before these locals hide 
 # the first two bytes, then the nonce's 33, two read()s where a line read takes one a byte.
 # Once anything else was found the lines are read as lines (no length can be trusted then).
 __rx_slot_take() {
-    while [ -z "$bad" ]; do
-        IFS= read -r -N 2 -u 4 line || return 1
-        case $line in
+    while [ -z "$__rx_s_bad" ]; do
+        IFS= read -r -N 2 -u 4 __rx_s_line || return 1
+        case $__rx_s_line in
         $'k\n') continue ;; # a kill that came after its call had ended
         qu) return 1 ;;
         "n " | "o ")
-            kind=${line:0:1}
-            IFS= read -r -N 33 -u 4 line || return 1
-            nonce=${line%$'\n'}
-            case $nonce in
+            __rx_s_kind=${__rx_s_line:0:1}
+            IFS= read -r -N 33 -u 4 __rx_s_line || return 1
+            __rx_s_nonce=${__rx_s_line%$'\n'}
+            case $__rx_s_nonce in
             *[!0-9a-f]*) ;;
-            *) [ "${#nonce}/${#line}" != 32/33 ] || return 0 ;;
+            *) [ "${#__rx_s_nonce}/${#__rx_s_line}" != 32/33 ] || return 0 ;;
             esac
-            bad=1 nonce=
+            __rx_s_bad=1 __rx_s_nonce=
             ;;
-        *) bad=1 ;;
+        *) __rx_s_bad=1 ;;
         esac
         # out of step: the rest of this line is read off; lines are read as lines from now on
-        case $line in *$'\n') ;; *) IFS= read -r -u 4 _ ;; esac
+        case $__rx_s_line in *$'\n') ;; *) IFS= read -r -u 4 _ ;; esac
     done
-    while IFS= read -r -u 4 line; do
-        case $line in
+    while IFS= read -r -u 4 __rx_s_line; do
+        case $__rx_s_line in
         k) ;; # a kill that came after its call had ended
         quit) return 1 ;;
-        [no]" " | [no]" "*[!0-9a-f]*) bad=1 ;;
-        [no]" "*) kind=${line:0:1} nonce=${line:2}; return 0 ;;
-        *) bad=1 ;;
+        [no]" " | [no]" "*[!0-9a-f]*) __rx_s_bad=1 ;;
+        [no]" "*) __rx_s_kind=${__rx_s_line:0:1} __rx_s_nonce=${__rx_s_line:2}; return 0 ;;
+        *) __rx_s_bad=1 ;;
         esac
     done
     return 1
@@ -201,30 +201,30 @@ __rx_slot_take() {
 # written for this call (a frame its shell refused, bytes a command wrote): it is read off as
 # well (bounded), and the call ends with desync set. Returns 1 then.
 __rx_slot_clean() {
-    local h n i=0 r=0 own=0
-    [ "$killed" = 0 ] || [ "$st" = ok ] || own=1
-    if [ "$own" = 1 ] && read -r -t 0 -u 3; then
-        read -r -t 1 -u 3 h n && [ "$h" = "$nonce" ] && [[ $n =~ ^[0-9]+$ ]] &&
-            LC_ALL=C read -r -N "$n" -t 5 -u 3 _
+    local __rx_s_h __rx_s_n __rx_s_i=0 __rx_s_r=0 __rx_s_own=0
+    [ "$__rx_s_killed" = 0 ] || [ "$__rx_s_st" = ok ] || __rx_s_own=1
+    if [ "$__rx_s_own" = 1 ] && read -r -t 0 -u 3; then
+        read -r -t 1 -u 3 __rx_s_h __rx_s_n && [ "$__rx_s_h" = "$__rx_s_nonce" ] && [[ $__rx_s_n =~ ^[0-9]+$ ]] &&
+            LC_ALL=C read -r -N "$__rx_s_n" -t 5 -u 3 _
     fi
-    while read -r -t 0 -u 3 && [ $((i += 1)) -le 1000 ]; do
-        [ "$own" = 1 ] || r=1
+    while read -r -t 0 -u 3 && [ $((__rx_s_i += 1)) -le 1000 ]; do
+        [ "$__rx_s_own" = 1 ] || __rx_s_r=1
         # In a subshell: a read -N that times out keeps what it took from the FIFO but did not
         # hand out in bash's one read buffer, which the slot's next read -N, on any fd (n<k>'s
         # fixed-length reads), would return first. The subshell's copy goes with it.
         (LC_ALL=C read -r -N 65536 -t 0.001 -u 3 _)
     done
-    while read -r -t 0 -u 6 && [ $((i += 1)) -le 2000 ]; do
-        IFS= read -r -t 1 -u 6 h
-        [ "$own" = 1 ] || r=1
-        case $nonce in *"$h") ;; *) r=1 ;; esac
+    while read -r -t 0 -u 6 && [ $((__rx_s_i += 1)) -le 2000 ]; do
+        IFS= read -r -t 1 -u 6 __rx_s_h
+        [ "$__rx_s_own" = 1 ] || __rx_s_r=1
+        case $__rx_s_nonce in *"$__rx_s_h") ;; *) __rx_s_r=1 ;; esac
     done
-    while read -r -t 0 -u 4 && [ $((i += 1)) -le 3000 ]; do
-        IFS= read -r -t 1 -u 4 h || break # EOF: the runner is gone
-        case $h in k | quit) ;; *) r=1 ;; esac
+    while read -r -t 0 -u 4 && [ $((__rx_s_i += 1)) -le 3000 ]; do
+        IFS= read -r -t 1 -u 4 __rx_s_h || break # EOF: the runner is gone
+        case $__rx_s_h in k | quit) ;; *) __rx_s_r=1 ;; esac
     done
-    [ "$i" -le 1000 ] || r=1
-    return "$r"
+    [ "$__rx_s_i" -le 1000 ] || __rx_s_r=1
+    return "$__rx_s_r"
 }
 
 # A slot that found on its FIFOs what the runner did not write runs no call any more: each
@@ -234,7 +234,7 @@ __rx_slot_clean() {
 __rx_slot_refuse() { # the waiting call's shell
     __rx_slot_kill "$1"
     wait "$1"
-    __rx_slot_end "$nonce" desync 1 0 0 1
+    __rx_slot_end "$__rx_s_nonce" desync 1 0 0 1
     until read -r -t 0 -u 4; do (LC_ALL=C read -r -N 65536 -t 0.2 -u 3 _); done # (see clean)
 }
 
@@ -243,10 +243,10 @@ __rx_slot_refuse() { # the waiting call's shell
 # unsets (the slot's variables, REPLY, __rx_*), and reads BASH_ENV, ENV, SHELLOPTS, BASHOPTS
 # and POSIXLY_CORRECT at its start, which the fork would not. Any of them: no fork.
 __rx_slot_envok() {
-    local v
-    for v in $__rx_sv REPLY; do [ -z "${!v+x}" ] || return 1; done
-    for v in BASH_ENV ENV SHELLOPTS BASHOPTS POSIXLY_CORRECT "${!__rx_@}"; do
-        [[ ${!v@a} != *x* ]] || return 1
+    local __rx_s_v
+    for __rx_s_v in $__rx_sv REPLY; do [ -z "${!__rx_s_v+x}" ] || return 1; done
+    for __rx_s_v in BASH_ENV ENV SHELLOPTS BASHOPTS POSIXLY_CORRECT "${!__rx_@}"; do
+        [[ ${!__rx_s_v@a} != *x* ]] || return 1
     done
 }
 
@@ -255,12 +255,12 @@ __rx_slot_envok() {
 # (exported, no value). Not where the way back could fail: a working directory that its path
 # does not reach. If the way back fails anyway the slot goes (the runner starts another).
 __rx_slot_src() {
-    local o=$PWD
-    [ -n "$o" ] && [ "$o" -ef . ] && [ -x . ] && builtin cd -- "$1" || return 1
+    local __rx_s_o=$PWD
+    [ -n "$__rx_s_o" ] && [ "$__rx_s_o" -ef . ] && [ -x . ] && builtin cd -- "$1" || return 1
     shopt -u sourcepath
     . rexec
     shopt -s sourcepath
-    builtin cd -- "$o" || exit 0
+    builtin cd -- "$__rx_s_o" || exit 0
     unset -v OLDPWD
     export OLDPWD
     declare -F __rx_slot_fork >/dev/null
@@ -268,7 +268,7 @@ __rx_slot_src() {
 
 __rx_slot_end() { # nonce phase rc killed started desync: the markers, after everything is gone
     printf '\036rexec:%s:end\n' "$1"
-    printf '\036rexec:%s:end %s %s 0 %s %s %s %s\n' "$1" "$2" "$3" "$cont" "$4" "$5" "$6" >&8
+    printf '\036rexec:%s:end %s %s 0 %s %s %s %s\n' "$1" "$2" "$3" "$__rx_s_cont" "$4" "$5" "$6" >&8
 }
 
 __rx_slot_kill() { # the call's shell (the slot's stderr is /dev/null)
@@ -282,14 +282,14 @@ __rx_slot_kill() { # the call's shell (the slot's stderr is /dev/null)
 # Waits (without a process: read -t on the slot's own FIFO) until every process of the call is
 # gone, at most about a second. In a namespace PID 1 reaps what was reparented to it.
 __rx_slot_reap() {
-    local i=0
+    local __rx_s_i=0
     if [ "$$" = 1 ]; then
-        while kill -KILL -1 && [ $((i += 1)) -lt 200 ]; do
+        while kill -KILL -1 && [ $((__rx_s_i += 1)) -lt 200 ]; do
             read -r -t 0.005 -u 6 _
         done
     else
         kill -KILL -- "-$1" || return 0
-        while kill -0 -- "-$1" && [ $((i += 1)) -lt 200 ]; do
+        while kill -0 -- "-$1" && [ $((__rx_s_i += 1)) -lt 200 ]; do
             read -r -t 0.005 -u 6 _
         done
     fi
@@ -299,11 +299,11 @@ __rx_slot_reap() {
 # and a write to a slot that is gone never raises SIGPIPE; it holds the only writer of n<k>,
 # so when the runner dies (or exits while the slot is still starting) the slot reads EOF.
 __rx_slot_start() {
-    local d=$__rx_dir
+    local __rx_r_d=$__rx_dir
     # A slot removes the names of its FIFOs once it has them open: one started again (the one
     # before it is gone) gets new FIFOs.
     if [ -n "${__rx_sp[$1]}" ]; then
-        rm -f -- "$d/n$1" "$d/c$1" "$d/g$1" && mkfifo -m 600 -- "$d/n$1" "$d/c$1" "$d/g$1" || return 1
+        rm -f -- "$__rx_r_d/n$1" "$__rx_r_d/c$1" "$__rx_r_d/g$1" && mkfifo -m 600 -- "$__rx_r_d/n$1" "$__rx_r_d/c$1" "$__rx_r_d/g$1" || return 1
     fi
     case $1 in
     0) exec 20>&- 22>&- 20<>"$__rx_dir/n0" 22<>"$__rx_dir/c0" ;;
@@ -323,26 +323,26 @@ __rx_slot_up() { # k: starts slot k if it is not running
 # child of unshare). A slot that has not taken its call yet finds the "k" line first; so does
 # one that is still starting, which gets no signal: until its trap is set, SIGUSR1 would kill it.
 __rx_kill_cur() {
-    local s=$__rx_cur u p=
-    [ -n "$s" ] || return 0
-    __rx_send "$s" k
-    u=${__rx_sp[$s]}
+    local __rx_r_s=$__rx_cur __rx_r_u __rx_r_p=
+    [ -n "$__rx_r_s" ] || return 0
+    __rx_send "$__rx_r_s" k
+    __rx_r_u=${__rx_sp[$__rx_r_s]}
     if [ "$__rx_cont" != pid-namespace ]; then
-        p=$u
-    elif [ -r "/proc/$u/task/$u/children" ]; then
-        read -r p _ 2>/dev/null <"/proc/$u/task/$u/children" # no final newline
+        __rx_r_p=$__rx_r_u
+    elif [ -r "/proc/$__rx_r_u/task/$__rx_r_u/children" ]; then
+        read -r __rx_r_p _ 2>/dev/null <"/proc/$__rx_r_u/task/$__rx_r_u/children" # no final newline
     else
-        kill -KILL "$u" 2>/dev/null # no children file: the slot and its namespace go
+        kill -KILL "$__rx_r_u" 2>/dev/null # no children file: the slot and its namespace go
     fi
-    [ -z "$p" ] || ! __rx_usr1_caught "$p" || kill -USR1 "$p" 2>/dev/null
+    [ -z "$__rx_r_p" ] || ! __rx_usr1_caught "$__rx_r_p" || kill -USR1 "$__rx_r_p" 2>/dev/null
 }
 
 # 0 if process $1 has a handler for SIGUSR1 (bit 9 of SigCgt in its status): the slot's trap.
 __rx_usr1_caught() {
-    local k v
-    while read -r k v; do
-        [ "$k" = SigCgt: ] || continue
-        (((16#$v & 0x200) != 0))
+    local __rx_r_k __rx_r_v
+    while read -r __rx_r_k __rx_r_v; do
+        [ "$__rx_r_k" = SigCgt: ] || continue
+        (((16#$__rx_r_v & 0x200) != 0))
         return
     done 2>/dev/null <"/proc/$1/status"
     return 1
@@ -364,43 +364,43 @@ __rx_marks() { # nonce phase rc (a call that never reached a slot)
 # holds no NUL). Sets code in the caller.
 __rx_read_code() {
     local LC_ALL=C
-    IFS= read -r -N "$1" -u 7 code
-    [ "${#code}" = "$1" ]
+    IFS= read -r -N "$1" -u 7 __rx_r_code
+    [ "${#__rx_r_code}" = "$1" ]
 }
 
 # One call frame: "nonce min_rank stdin_len code_len [o]" (its header after "C ") was read
 # into $@.
 __rx_call() {
-    local nonce=$1 min=$2 inlen=$3 clen=$4 code in= s=$__rx_next i how=n
+    local __rx_r_nonce=$1 __rx_r_min=$2 __rx_r_inlen=$3 __rx_r_clen=$4 __rx_r_code __rx_r_in= __rx_r_s=$__rx_next __rx_r_i __rx_r_how=n
     # a fifth field "o": a oneshot call, which a slot in a PID namespace may run in its fork
     [ "$#" = 4 ] || { [ "$#" = 5 ] && [ "$5" = o ]; } || return 1
-    [ "$#/$__rx_cont" != 5/pid-namespace ] || how=o
-    case "$nonce/$min/$inlen/$clen" in
+    [ "$#/$__rx_cont" != 5/pid-namespace ] || __rx_r_how=o
+    case "$__rx_r_nonce/$__rx_r_min/$__rx_r_inlen/$__rx_r_clen" in
     *[!0-9a-f/-]* | *//* | */ | /*) return 1 ;;
     esac
-    [ "${#nonce}" = 32 ] || return 1 # the call's shell reads it with a fixed length
+    [ "${#__rx_r_nonce}" = 32 ] || return 1 # the call's shell reads it with a fixed length
     # The acknowledgement (fd 1 is the channel's stderr): the controller's set-up deadline (a
     # frozen peer) ends here.
-    printf '\036rexec:%s:start\n' "$nonce"
-    __rx_read_code "$clen" || return 1
-    if [ "$inlen" -ge 0 ]; then
-        in=$__rx_dir/in
-        head -c "$inlen" <&7 >"$in" || return 1
+    printf '\036rexec:%s:start\n' "$__rx_r_nonce"
+    __rx_read_code "$__rx_r_clen" || return 1
+    if [ "$__rx_r_inlen" -ge 0 ]; then
+        __rx_r_in=$__rx_dir/in
+        head -c "$__rx_r_inlen" <&7 >"$__rx_r_in" || return 1
         # Nothing follows the stdin bytes until the call ends, so a readable channel now is a
         # kill line (cancel) or EOF, maybe cutting the stdin short: the call does not start.
         if read -r -t 0 -u 7; then
-            : >"$in"
-            __rx_marks "$nonce" cancel 1
+            : >"$__rx_r_in"
+            __rx_marks "$__rx_r_nonce" cancel 1
             return 0
         fi
     fi
-    if [ "$__rx_rank" -lt "$min" ]; then
-        code=
-        [ -z "$in" ] || : >"$in"
-        __rx_marks "$nonce" contain 1
+    if [ "$__rx_rank" -lt "$__rx_r_min" ]; then
+        __rx_r_code=
+        [ -z "$__rx_r_in" ] || : >"$__rx_r_in"
+        __rx_marks "$__rx_r_nonce" contain 1
         return 0
     fi
-    __rx_slot_up "$s" || return 1
+    __rx_slot_up "$__rx_r_s" || return 1
     # The nonce first: the call's shell waits for the slot's go-ahead before it reads the code,
     # and a code larger than a FIFO's buffer is written only as fast as that shell reads it
     # (or, for a call stopped before that, as the slot reads it off). The frame on c<k> is
@@ -409,17 +409,17 @@ __rx_call() {
     # of the code in the one variable and goes out in one echo (printf writes a line at a time).
     # (Writing a small frame before the nonce, so that the slot and the shell wake once, was
     # measured: no faster, docs/PERFORMANCE.md.)
-    __rx_send "$s" "$how $nonce"
-    i=$s
-    [ -z "$in" ] || i=$((s + 2))
-    printf -v code '%s %010d\n%s%s' "$nonce" "$((__rx_fl[i] + clen))" "${__rx_fp[i]}" "$code"
-    case $s in
-    0) builtin echo -n "$code" >&22 ;;
-    1) builtin echo -n "$code" >&23 ;;
+    __rx_send "$__rx_r_s" "$__rx_r_how $__rx_r_nonce"
+    __rx_r_i=$__rx_r_s
+    [ -z "$__rx_r_in" ] || __rx_r_i=$((__rx_r_s + 2))
+    printf -v __rx_r_code '%s %010d\n%s%s' "$__rx_r_nonce" "$((__rx_fl[__rx_r_i] + __rx_r_clen))" "${__rx_fp[__rx_r_i]}" "$__rx_r_code"
+    case $__rx_r_s in
+    0) builtin echo -n "$__rx_r_code" >&22 ;;
+    1) builtin echo -n "$__rx_r_code" >&23 ;;
     esac
-    code=
-    unset code
-    __rx_cur=$s __rx_next=$((1 - s))
+    __rx_r_code=
+    unset __rx_r_code
+    __rx_cur=$__rx_r_s __rx_next=$((1 - __rx_r_s))
     # only the first call starts the second slot (one that died starts again on its turn)
     [ -n "${__rx_sp[$__rx_next]}" ] || __rx_slot_start "$__rx_next"
 }
@@ -427,13 +427,13 @@ __rx_call() {
 # The line before a call's code, for slot 0 and 1 without stdin, then with: computed once, with
 # its length in bytes (the C locale), as a frame's header counts bytes.
 __rx_frame_lines() {
-    local LC_ALL=C i l
+    local LC_ALL=C __rx_r_i __rx_r_l
     __rx_fp=() __rx_fl=()
-    for i in 0 1 2 3; do
-        l=
-        [ "$i" -lt 2 ] || l=$__rx_dir/in
-        printf -v "__rx_fp[$i]" '__rx_st=%q __rx_in=%q\n' "$__rx_dir/s$((i % 2))" "$l"
-        __rx_fl[i]=${#__rx_fp[i]}
+    for __rx_r_i in 0 1 2 3; do
+        __rx_r_l=
+        [ "$__rx_r_i" -lt 2 ] || __rx_r_l=$__rx_dir/in
+        printf -v "__rx_fp[$__rx_r_i]" '__rx_st=%q __rx_in=%q\n' "$__rx_dir/s$((__rx_r_i % 2))" "$__rx_r_l"
+        __rx_fl[__rx_r_i]=${#__rx_fp[__rx_r_i]}
     done
 }
 
@@ -442,21 +442,21 @@ __rx_frame_lines() {
 # enter; then all in it is this user's own. Otherwise no runner starts here (":none base") and
 # calls take a channel each: nothing another user plants in /tmp can steer or stop a runner.
 __rx_base_ok() {
-    local m
+    local __rx_r_m
     __rx_base=${TMPDIR:-/tmp}/.rexec-$EUID
     [ -e "$__rx_base" ] || [ -L "$__rx_base" ] || mkdir -m 700 -- "$__rx_base" 2>/dev/null
     [ -d "$__rx_base" ] && [ ! -L "$__rx_base" ] && [ -O "$__rx_base" ] || return 1
-    m=$(stat -c %a -- "$__rx_base" 2>/dev/null) && [ "$m" = 700 ]
+    __rx_r_m=$(stat -c %a -- "$__rx_base" 2>/dev/null) && [ "$__rx_r_m" = 700 ]
 }
 
 # The start time of process $1 (clock ticks after boot) into __rx_t, with its pid a process's
 # identity; 1 if there is no such process.
 __rx_stime() {
-    local l
+    local __rx_r_l
     __rx_t=
-    { read -r l <"/proc/$1/stat"; } 2>/dev/null || return 1
-    l=${l##*) }
-    set -- $l # the fields after the command's name: a state letter and numbers
+    { read -r __rx_r_l <"/proc/$1/stat"; } 2>/dev/null || return 1
+    __rx_r_l=${__rx_r_l##*) }
+    set -- $__rx_r_l # the fields after the command's name: a state letter and numbers
     __rx_t=${20}
     [ -n "$__rx_t" ]
 }
@@ -464,12 +464,12 @@ __rx_stime() {
 # A runner directory whose runner is alive ("owner": its pid and start time), or still starting
 # (no owner yet). Follows no symlink.
 __rx_live() {
-    local o t
+    local __rx_r_o __rx_r_t
     [ -d "$1" ] && [ ! -L "$1" ] || return 1
     [ -f "$1/owner" ] && [ ! -L "$1/owner" ] || return 0
-    read -r o t 2>/dev/null <"$1/owner"
-    case $o in '' | *[!0-9]*) return 0 ;; esac
-    __rx_stime "$o" && [ "$__rx_t" = "$t" ]
+    read -r __rx_r_o __rx_r_t 2>/dev/null <"$1/owner"
+    case $__rx_r_o in '' | *[!0-9]*) return 0 ;; esac
+    __rx_stime "$__rx_r_o" && [ "$__rx_t" = "$__rx_r_t" ]
 }
 
 # What dead runners of this user left, once per runner start: their directories (a SIGKILLed
@@ -488,25 +488,26 @@ __rx_live() {
 # are fewer): checking every one made each start O(runners), 2,000 runners starting on one
 # machine O(runners^2) (minutes of CPU); with more, one of the next starts finds a dead one.
 __rx_sweep() {
-    local d p w a i n o=0 dead=''
-    local -a ds=("$__rx_base"/r.*)
-    n=${#ds[@]}
-    [ "$n" -le 64 ] || o=$((RANDOM % n))
-    for ((i = 0; i < n && i < 64; i++)); do
-        d=${ds[(i + o) % n]}
-        [ "$d" = "$__rx_dir" ] || __rx_live "$d" || [ ! -d "$d" ] || [ -L "$d" ] ||
-            { rm -rf -- "$d"; dead=1; }
+    local __rx_r_d __rx_r_p __rx_r_w __rx_r_i __rx_r_n __rx_r_o=0 __rx_r_dead=''
+    local -a __rx_r_a
+    local -a __rx_r_ds=("$__rx_base"/r.*)
+    __rx_r_n=${#__rx_r_ds[@]}
+    [ "$__rx_r_n" -le 64 ] || __rx_r_o=$((RANDOM % __rx_r_n))
+    for ((__rx_r_i = 0; __rx_r_i < __rx_r_n && __rx_r_i < 64; __rx_r_i++)); do
+        __rx_r_d=${__rx_r_ds[(__rx_r_i + __rx_r_o) % __rx_r_n]}
+        [ "$__rx_r_d" = "$__rx_dir" ] || __rx_live "$__rx_r_d" || [ ! -d "$__rx_r_d" ] || [ -L "$__rx_r_d" ] ||
+            { rm -rf -- "$__rx_r_d"; __rx_r_dead=1; }
     done
-    [ -n "$dead" ] || return 0
-    for p in /proc/[1-9]*; do
-        [ -O "$p" ] || continue
-        mapfile -d '' -t a 2>/dev/null <"$p/cmdline" || continue
-        case ${a[0]##*/} in bash | unshare | setsid | setpriv) ;; *) continue ;; esac
-        for w in "${a[@]:1}"; do
-            case $w in "$__rx_base"/r.*) ;; *) continue ;; esac
-            w=${w#"$__rx_base"/}
-            w=$__rx_base/${w%%/*}
-            [ "$w" = "$__rx_dir" ] || __rx_live "$w" || kill -KILL "${p#/proc/}" 2>/dev/null
+    [ -n "$__rx_r_dead" ] || return 0
+    for __rx_r_p in /proc/[1-9]*; do
+        [ -O "$__rx_r_p" ] || continue
+        mapfile -d '' -t __rx_r_a 2>/dev/null <"$__rx_r_p/cmdline" || continue
+        case ${__rx_r_a[0]##*/} in bash | unshare | setsid | setpriv) ;; *) continue ;; esac
+        for __rx_r_w in "${__rx_r_a[@]:1}"; do
+            case $__rx_r_w in "$__rx_base"/r.*) ;; *) continue ;; esac
+            __rx_r_w=${__rx_r_w#"$__rx_base"/}
+            __rx_r_w=$__rx_base/${__rx_r_w%%/*}
+            [ "$__rx_r_w" = "$__rx_dir" ] || __rx_live "$__rx_r_w" || kill -KILL "${__rx_r_p#/proc/}" 2>/dev/null
             break
         done
     done
@@ -550,7 +551,7 @@ __rx_runner_setup() {
 }
 
 __rx_runner() {
-    local hdr k
+    local __rx_r_hdr __rx_r_k
     exec 7<&0 </dev/null
     if ! __rx_runner_setup; then
         printf '\036rexec-runner:%s:none %s\n' "$__rx_rnonce" "$__rx_why"
@@ -566,19 +567,19 @@ __rx_runner() {
     printf '\036rexec-runner:%s:ready %s\n' "$__rx_rnonce" "$__rx_cont" >&19
     # A frame starts "C " or is "K\n": two bytes, then a C frame's other 94 header bytes (the
     # fields, spaces, a newline), each with one read -N.
-    while IFS= read -r -N 2 -u 7 hdr; do
-        case $hdr in
+    while IFS= read -r -N 2 -u 7 __rx_r_hdr; do
+        case $__rx_r_hdr in
         $'K\n') __rx_kill_cur ;;
         "C ")
-            IFS= read -r -N 94 -u 7 hdr && [ "${hdr:93}" = $'\n' ] || break
-            __rx_call $hdr || break
+            IFS= read -r -N 94 -u 7 __rx_r_hdr && [ "${__rx_r_hdr:93}" = $'\n' ] || break
+            __rx_call $__rx_r_hdr || break
             ;;
         *) break ;;
         esac
     done
     # EOF (or a frame that makes no sense): stop the call and the slots, and go.
     __rx_kill_cur
-    for k in 0 1; do [ -z "${__rx_sp[$k]}" ] || __rx_send "$k" quit; done
+    for __rx_r_k in 0 1; do [ -z "${__rx_sp[$__rx_r_k]}" ] || __rx_send "$__rx_r_k" quit; done
     exec 20>&- 21>&- 22>&- 23>&-
     rm -rf -- "$__rx_dir"
 }

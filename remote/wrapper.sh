@@ -28,11 +28,11 @@ __rx_end() { # phase rc timed_out
 
 # Unprivileged user namespaces: enabled unless a sysctl says otherwise.
 __rx_userns_ok() {
-    local v
-    if read -r v 2>/dev/null </proc/sys/user/max_user_namespaces && [ "$v" = 0 ]; then return 1; fi
-    if read -r v 2>/dev/null </proc/sys/kernel/unprivileged_userns_clone && [ "$v" = 0 ]; then return 1; fi
-    if read -r v 2>/dev/null </proc/sys/kernel/apparmor_restrict_unprivileged_userns &&
-        [ "$v" = 1 ]; then return 1; fi
+    local __rx_v
+    if read -r __rx_v 2>/dev/null </proc/sys/user/max_user_namespaces && [ "$__rx_v" = 0 ]; then return 1; fi
+    if read -r __rx_v 2>/dev/null </proc/sys/kernel/unprivileged_userns_clone && [ "$__rx_v" = 0 ]; then return 1; fi
+    if read -r __rx_v 2>/dev/null </proc/sys/kernel/apparmor_restrict_unprivileged_userns &&
+        [ "$__rx_v" = 1 ]; then return 1; fi
     return 0
 }
 
@@ -71,7 +71,7 @@ __rx_dd=(dd bs=65536 iflag=fullblock,count_bytes status=none)
 # with __rx_stdin_framed=1 (a stdin whose length nobody knows before its end: a pipe), frames
 # "LEN\n" + LEN bytes up to the end frame "0\n". read takes a header byte by byte (bash never
 # reads a pipe ahead), dd exactly one frame's bytes: nothing past the end frame is read. dd runs
-# in the background ($c) so that a TERM trap of the caller runs at once. Returns dd's status, or
+# in the background ($__rx_cp) so that a TERM trap of the caller runs at once. Returns dd's status, or
 # 2 when the frames stopped before the end frame (EOF: a cancel, or the connection lost).
 # With a bulk stdin, remote/copier.sh (sent along) may have one perl process do it all instead:
 # decided before the first byte is copied (__rx_pl=1), or, for frames, once the first header
@@ -80,32 +80,32 @@ __rx_copy() {
     [ "${__rx_pl:-0}" != 1 ] || { __rx_copy_pl; return; }
     if [ "${__rx_stdin_framed:-0}" != 1 ]; then
         "${__rx_dd[@]}" count="$__rx_stdin_len" <&7 &
-        c=$!
-        wait "$c"
+        __rx_cp=$!
+        wait "$__rx_cp"
         return
     fi
-    local n first=1
-    while read -r n <&7 && [[ $n =~ ^[1-9][0-9]{0,9}$ ]]; do
-        if [ -n "$first" ] && [ -n "${__rx_pl_frame:-}" ] && [ "$n" -ge "$__rx_pl_frame" ]; then
+    local __rx_n __rx_first=1
+    while read -r __rx_n <&7 && [[ $__rx_n =~ ^[1-9][0-9]{0,9}$ ]]; do
+        if [ -n "$__rx_first" ] && [ -n "${__rx_pl_frame:-}" ] && [ "$__rx_n" -ge "$__rx_pl_frame" ]; then
             __rx_pl_probe
-            [ "$__rx_pl" != 1 ] || { __rx_copy_pl "$n"; return; }
+            [ "$__rx_pl" != 1 ] || { __rx_copy_pl "$__rx_n"; return; }
         fi
-        first=
-        "${__rx_dd[@]}" count="$n" <&7 &
-        c=$!
-        wait "$c" || return 1
+        __rx_first=
+        "${__rx_dd[@]}" count="$__rx_n" <&7 &
+        __rx_cp=$!
+        wait "$__rx_cp" || return 1
     done
-    [ "$n" = 0 ] || return 2
+    [ "$__rx_n" = 0 ] || return 2
 }
 
 # Copies the call's stdin from the channel into a private file the command reads. 2: its
 # frames were cut short (the file is removed; the caller reports a cancel).
 __rx_stage_stdin() {
-    local c r=0
+    local __rx_cp __rx_r=0
     __rx_tmp=${TMPDIR:-/tmp}/.rexec-stdin-$__rx_nonce
-    (umask 077 && set -C && exec >"$__rx_tmp" && __rx_copy) <&7 2>/dev/null || r=$?
-    if [ "$r" = 2 ]; then rm -f -- "$__rx_tmp" </dev/null; fi
-    [ "$r" = 0 ] || return "$r"
+    (umask 077 && set -C && exec >"$__rx_tmp" && __rx_copy) <&7 2>/dev/null || __rx_r=$?
+    if [ "$__rx_r" = 2 ]; then rm -f -- "$__rx_tmp" </dev/null; fi
+    [ "$__rx_r" = 0 ] || return "$__rx_r"
     exec 6<"$__rx_tmp" || return 1
     # Unlinked before the command starts, so it never sees the file by name (only as fd 0): one
     # rm on the path of a call with stdin (bulk stdin, or any stdin where no runner is used).
@@ -133,17 +133,17 @@ __rx_piped_fifo() {
 # nobody reads the FIFO any more (a pipe read does not fail, and dd's options were tried before
 # the command started): the command closed its stdin or is gone, and the rest is dropped.
 __rx_feed() {
-    local c rc=0
-    trap 'kill -KILL "$c" 2>/dev/null; exit 0' TERM
+    local __rx_cp __rx_frc=0
+    trap 'kill -KILL "$__rx_cp" 2>/dev/null; exit 0' TERM
     if [ "$__rx_stdin_len" -gt 0 ] || [ "${__rx_stdin_framed:-0}" = 1 ]; then
-        __rx_copy >&6 || rc=$?
+        __rx_copy >&6 || __rx_frc=$?
     fi
-    if [ "$rc" = 2 ] || { [ "$rc" = 0 ] && read -r -t 0 -u 7; }; then
+    if [ "$__rx_frc" = 2 ] || { [ "$__rx_frc" = 0 ] && read -r -t 0 -u 7; }; then
         __rx_stop || exit 0
         exec sleep 2147483647 # keeps fd 6 open until the wrapper ends this process
     fi
     exec 6>&- # all of it is in the FIFO: the command sees EOF right after the last byte
-    if [ "$rc" = 0 ]; then
+    if [ "$__rx_frc" = 0 ]; then
         read -r -n 1 _ <&7
     else # what the command did not take is read and dropped, so EOF can still be seen
         local LC_ALL=C
@@ -156,15 +156,15 @@ __rx_feed() {
 # --kill-after if the command is still there. In a PID namespace $__rx_pid is unshare, which
 # does not pass signals on: signal timeout, its only child, found without starting a process.
 __rx_cancel() {
-    local t=$__rx_pid
+    local __rx_tp=$__rx_pid
     __rx_cancelled=1
     if [ "$__rx_cont" = pid-namespace ]; then
-        t=
-        read -r t _ 2>/dev/null <"/proc/$__rx_pid/task/$__rx_pid/children" # no final newline
+        __rx_tp=
+        read -r __rx_tp _ 2>/dev/null <"/proc/$__rx_pid/task/$__rx_pid/children" # no final newline
         # not forked yet, or no children file: killing unshare kills its child (--kill-child)
-        [ -n "$t" ] || { kill -KILL "$__rx_pid" 2>/dev/null; return; }
+        [ -n "$__rx_tp" ] || { kill -KILL "$__rx_pid" 2>/dev/null; return; }
     fi
-    kill -TERM "$t" 2>/dev/null
+    kill -TERM "$__rx_tp" 2>/dev/null
 }
 
 # The watchdog's and the feeder's word to the wrapper: SIGUSR1. If the wrapper is gone
@@ -179,7 +179,7 @@ __rx_stop() {
 }
 
 __rx_main() {
-    local rc t0 t1 to=0 in=/dev/null
+    local __rx_rc __rx_t0 __rx_t1 __rx_to=0 __rx_infile=/dev/null
     __rx_fifo=
     exec 7<&0 </dev/null
     if [ -n "$__rx_cwd" ] && ! cd -- "$__rx_cwd" 2>/dev/null; then __rx_end cd 1 0; return; fi
@@ -187,39 +187,39 @@ __rx_main() {
     if [ "$__rx_rank" -lt "$__rx_min_rank" ]; then __rx_end contain 1 0; return; fi
     if [ "$__rx_stdin_len" -ge 0 ] && [ "${__rx_stdin_piped:-0}" = 1 ]; then
         __rx_piped_fifo || { __rx_end stdin 1 0; return; }
-        in=$__rx_fifo
+        __rx_infile=$__rx_fifo
     elif [ "$__rx_stdin_len" -ge 0 ]; then
-        __rx_stage_stdin; rc=$?
-        if [ "$rc" = 2 ]; then __rx_cancelled=1; __rx_end cancel 1 0; return; fi
-        if [ "$rc" != 0 ]; then __rx_end stdin 1 0; return; fi
-        in=/dev/fd/6
+        __rx_stage_stdin; __rx_rc=$?
+        if [ "$__rx_rc" = 2 ]; then __rx_cancelled=1; __rx_end cancel 1 0; return; fi
+        if [ "$__rx_rc" != 0 ]; then __rx_end stdin 1 0; return; fi
+        __rx_infile=/dev/fd/6
     fi
     # Nothing follows the stdin bytes on the channel, so if it is readable now it is at EOF:
     # the call was cancelled (or the connection dropped) before the command started, maybe
     # while its stdin was still arriving (dd then stopped short). Never start it. (A piped
     # stdin's bytes are still to come here: its feeder tells a cancel from them.)
-    if [ "$in" != "$__rx_fifo" ] && read -r -t 0 -u 7 2>/dev/null; then
+    if [ "$__rx_infile" != "$__rx_fifo" ] && read -r -t 0 -u 7 2>/dev/null; then
         __rx_cancelled=1; __rx_end cancel 1 0; return
     fi
     __rx_inner_script
     trap __rx_cancel USR1
-    t0=${EPOCHREALTIME//[!0-9]/}
+    __rx_t0=${EPOCHREALTIME//[!0-9]/}
     # A piped stdin: both ends of the FIFO are opened here and its name removed before the
     # command starts, so the command never sees it by name. A read-write open waits for nobody;
     # with it held, the read end and a write-only end open at once, and the read-write one goes
     # (the feeder must hold a write end only: a dd writing to a FIFO nobody reads then fails).
-    if [ "$in" = "$__rx_fifo" ]; then
+    if [ "$__rx_infile" = "$__rx_fifo" ]; then
         exec 6<>"$__rx_fifo" 5<"$__rx_fifo" 4>"$__rx_fifo" 6<&- || { __rx_end stdin 1 0; return; }
         exec 6>&4 4>&-
         rm -f -- "$__rx_fifo"
     else
-        exec 5<"$in" || { __rx_end stdin 1 0; return; }
+        exec 5<"$__rx_infile" || { __rx_end stdin 1 0; return; }
     fi
     "${__rx_pre[@]}" timeout --kill-after="$__rx_kill_after" "$__rx_timeout" \
         bash -c "$__rx_inner" rexec <&5 5<&- 6<&- 7<&- &
     __rx_pid=$!
     exec 5<&-
-    if [ "$in" = "$__rx_fifo" ]; then
+    if [ "$__rx_infile" = "$__rx_fifo" ]; then
         __rx_feed </dev/null >/dev/null 2>&1 &
     else
         { read -r -n 1 _ ; __rx_stop || :; } <&7 >/dev/null 2>&1 6<&- &
@@ -227,20 +227,20 @@ __rx_main() {
     __rx_wd=$!
     exec 6<&- 7<&-
     # wait returns early when the USR1 trap runs; the command is gone once kill -0 fails.
-    wait "$__rx_pid" 2>/dev/null; rc=$?
-    while kill -0 "$__rx_pid" 2>/dev/null; do wait "$__rx_pid" 2>/dev/null; rc=$?; done
-    t1=${EPOCHREALTIME//[!0-9]/}
+    wait "$__rx_pid" 2>/dev/null; __rx_rc=$?
+    while kill -0 "$__rx_pid" 2>/dev/null; do wait "$__rx_pid" 2>/dev/null; __rx_rc=$?; done
+    __rx_t1=${EPOCHREALTIME//[!0-9]/}
     kill "$__rx_wd" 2>/dev/null
     # A wait cut short by the USR1 trap returns 128+10, and if bash reaped the command in the
     # meantime the loop above never waits again: ask once more for the status bash kept.
-    if [ "${__rx_cancelled:-0}" = 1 ] && [ "$rc" = 138 ]; then wait "$__rx_pid" 2>/dev/null; rc=$?; fi
+    if [ "${__rx_cancelled:-0}" = 1 ] && [ "$__rx_rc" = 138 ]; then wait "$__rx_pid" 2>/dev/null; __rx_rc=$?; fi
     # What the command left in timeout's process group (background children) goes with it; in
     # a PID namespace they went with timeout, the namespace's init.
     kill -KILL -- "-$__rx_pid" 2>/dev/null
     # timeout exits 124 (or 137 after --kill-after); a command can exit 124 by itself, but only
     # a real timeout takes the full time.
-    if { [ "$rc" = 124 ] || [ "$rc" = 137 ]; } && [ -n "$t0" ] &&
-        [ $((t1 - t0)) -ge $((__rx_timeout_us - 20000)) ]; then to=1; fi
-    __rx_end cmd "$rc" "$to"
-    return "$rc"
+    if { [ "$__rx_rc" = 124 ] || [ "$__rx_rc" = 137 ]; } && [ -n "$__rx_t0" ] &&
+        [ $((__rx_t1 - __rx_t0)) -ge $((__rx_timeout_us - 20000)) ]; then __rx_to=1; fi
+    __rx_end cmd "$__rx_rc" "$__rx_to"
+    return "$__rx_rc"
 }

@@ -197,7 +197,7 @@ int rx_render_runner_code(const rx_render_in *in, rx_buf *out, rexec_error *err)
     int r;
     if ((r = check_sizes(in, err)) != 0 || (r = check_secrets(in, err)) != 0)
         return r;
-    r = rx_buf_adds(out, "unset __c\n");
+    r = rx_buf_adds(out, "unset __rx_c\n");
     if (r == 0)
         r = render_exports(in, out);
     if (r == 0)

@@ -340,6 +340,20 @@ lab_set_tmpdir() {
 # shellcheck disable=SC2016 # expanded on the VM
 _lab_tmpdir_is() { [[ $(lab_ssh "$1" 'echo $TMPDIR' 2>/dev/null) == "$2" ]]; }
 
+# lab_set_env HOST NAME=VALUE...: HOST's sshd gives its sessions these exported variables from
+# now on (added to its SetEnv line, then a HUP, as lab_set_tmpdir does). VALUEs without spaces.
+lab_set_env() {
+    local host=$1 cfg=$LAB_DIR/hosts/$1/sshd_config last
+    shift
+    last=$(printf '%s' "${*: -1}")
+    grep -q '^SetEnv .*SHLVL=1 ' "$cfg" || fail "$host's sshd_config has no SetEnv line to extend"
+    sed -i "s|^SetEnv .*SHLVL=1 .*|& $*|" "$cfg"
+    kill -HUP "$(cat "$LAB_DIR/hosts/$host/sshd.pid")"
+    wait_until 20 _lab_env_has "$host" "$last" || fail "$host's sessions did not get $last"
+}
+# shellcheck disable=SC2016 # expanded on the VM
+_lab_env_has() { lab_ssh "$1" 'env' 2>/dev/null | grep -qxF -- "$2"; }
+
 # lab_ssh HOST [SSH_OPTIONS...] [COMMAND...]: OpenSSH's ssh to HOST as LAB_USER with the workspace's
 # key and known_hosts (strict), ignoring ~/.ssh/config and agents. Leading options (-o X, -v, ...)
 # go before the defaults, so they override them (ssh keeps the first value it sees).

@@ -111,7 +111,7 @@ class Runner:
 
 def code_of(command):
     """A call's code as rx_render_runner_code renders it (no secrets, no cwd)."""
-    return ("unset __c\n"
+    return ("unset __rx_c\n"
             'if [ -n "$__rx_in" ]; then exec 0<"$__rx_in" || '
             '{ builtin echo stdin 1<>"$__rx_st"; exit 1; }; fi\n'
             'builtin echo ok 1<>"$__rx_st"; unset __rx_st __rx_in\n'
@@ -229,7 +229,7 @@ def mixed(n, oneshot=False):
             r.call("echo K%d" % i, kill=True, oneshot=oneshot)
         elif k < 0.3:
             nonce = secrets.token_hex(16).encode()
-            code = (b'unset __c\nbuiltin echo ok 1<>"$__rx_st"; unset __rx_st __rx_in\n'
+            code = (b'unset __rx_c\nbuiltin echo ok 1<>"$__rx_st"; unset __rx_st __rx_in\n'
                     b"echo L%d; exec sleep 5\n" % i)
             r.send(head(nonce, code, oneshot) + code)
             r.until(2, b"\036rexec:%s:start\n" % nonce)
@@ -463,7 +463,7 @@ def marks():
     above the runner's, or a kill right after its stdin) come on the right streams, and later
     calls run."""
     r = Runner()
-    code = b'unset __c\nbuiltin echo ok 1<>"$__rx_st"; unset __rx_st __rx_in\necho RAN\n'
+    code = b'unset __rx_c\nbuiltin echo ok 1<>"$__rx_st"; unset __rx_st __rx_in\necho RAN\n'
     for min_rank, stdin, kill, phase in ((9, None, False, "contain"), (0, b"abc", True, "cancel"),
                                          (0, b"abc", False, "cmd")):
         nonce = secrets.token_hex(16).encode()
@@ -517,7 +517,7 @@ def bad_head(kind):
     d = runner_dir(r)
     nonce = secrets.token_hex(16).encode()
     t = trace("badhead-%s-%s" % (r.rnonce, kind))
-    code = b'unset __c\nbuiltin echo ok 1<>"$__rx_st"; unset __rx_st __rx_in\ntouch %s\n' % t.encode()
+    code = b'unset __rx_c\nbuiltin echo ok 1<>"$__rx_st"; unset __rx_st __rx_in\ntouch %s\n' % t.encode()
     h = head(nonce, code)
     frame = {"line": b"C %s 0 -1 %d\n" % (nonce, len(code)),  # a line, not padded
              "nonl": h[:-1] + b" ",                              # 96 bytes, no newline last

@@ -267,7 +267,7 @@ static void make_req(lc_call *c, lc_req *q, double timeout_s)
     lc_bytes_adds(&b, "__rx_main; exit\n");
     q->script = b.p, q->script_len = b.len;
     lc_bytes cb = {0};
-    snprintf(line, sizeof(line), "unset __c\nexport LC_SECRET='s%d'\necho CALLTOKEN-%d\n", c->id, c->id);
+    snprintf(line, sizeof(line), "unset __rx_c\nexport LC_SECRET='s%d'\necho CALLTOKEN-%d\n", c->id, c->id);
     lc_bytes_adds(&cb, line);
     for (unsigned pad = lc_below(3000); pad > 0; pad--)
         lc_bytes_adds(&cb, pad % 64 ? ":" : "\n");
