@@ -14,6 +14,7 @@ tid="runner: rexec's shell variables never reach a command's environment"
 . "${REXEC_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/e2e/lib.sh"
 
 lab_start 1
+mkdir -m 700 "$RX_TMP/vmtmp"
 lab_set_tmpdir lab1 "$RX_TMP/vmtmp"
 ws_edit 'c.setdefault("limits", {})["connect_timeout_s"] = 60'
 
@@ -70,6 +71,7 @@ PY
 calls() { timeout 600 "$RX_PYTHON" "$CLIENT" "$SOCK" "$@"; }
 field() { "$RX_PYTHON" -c 'import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$1" "$2"; }
 SOCK=$RX_TMP/rexec.sock
+SLOT_RE='^bash /[^ ]*/\.rexec-[0-9]+/r\.[^ /]*/slot '
 
 ws_add_action t.env '{"risk": "L0", "command": "env"}'
 ws_add_action t.env.fresh '{"risk": "L0", "command": "env; :"}'
@@ -98,6 +100,12 @@ for mode in runner channel; do
         start_serve
         # (the first call to a host takes a channel of its own; then one runner, two slots)
         calls t.uname:6 >"$OUT" || fail "$mode/$cont: warm-up: $(cat "$OUT")"
+        # the calls below run in the runner's slots (none with "runner": false)
+        if [[ $mode == runner ]]; then
+            has_remote "$SLOT_RE" || fail "$mode/$cont: no runner on lab1"
+        else
+            no_remote "$SLOT_RE" || fail "$mode/$cont: a runner on lab1"
+        fi
         mapfile -t res < <(calls t.env t.env t.env t.env.fresh t.env.fresh)
         [[ ${#res[@]} == 5 ]] || fail "$mode/$cont: ${#res[@]} results"
         for i in 0 1 2 3 4; do
