@@ -69,6 +69,8 @@ __rx_ns='IFS= read -r -N 33 -u 7 __rx_g && IFS= read -r -N 44 -u 9 __rx_h && [ "
 # function is one line, read by the slot from the file "rexec" in the runner's directory: bash
 # names a function's file and the line in its messages (`rexec: line 3: exec: jq: not found`),
 # as it names a fresh call's shell by $0 and counts its lines from its one-line command.
+# The code's own variable (__rx_c) is unset with every other __rx_* inside the eval, whose
+# string holds the code by then (the code unsets it too: a fresh call shell keeps it).
 __rx_fk='__rx_slot_fork() { { exec 2>&8 3<&- 4<&- 5<&- 6<&- 8>&- || exit 125; BASH_ARGV0=rexec; IFS= read -r -N 33 -u 7 __rx_g && IFS= read -r -N 44 -u 9 __rx_h && [ "${__rx_h:0:32}" = "${__rx_g:0:32}" ] && LC_ALL=C IFS= read -r -N "${__rx_h:33:10}" -u 9 __rx_c || exit 125; exec 7<&- 9<&-; trap - USR1; unset -f $__rx_sf __rx_slot_fork; unset -v $__rx_sv __rx_g __rx_h REPLY; set --; eval "unset -v \"\${!__rx_@}\"; $__rx_c"; } & }'
 # The slot's functions (written to its file) and its variables (one list: __rx_slot declares
 # them local with it, the fork unsets them with it).
