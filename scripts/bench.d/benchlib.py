@@ -78,3 +78,24 @@ class ServeClient:
                 return
             elif o["type"] == "error":
                 sys.exit("bench: serve error: %s" % line)
+
+
+def start_ab_serves(builds, ws, tmp, serves, clients, prepare=None):
+    """For each (key, rexec binary) of builds: a copy of workspace ws in tmp (prepare(copy) may
+    add to it), a `rexec serve` on a socket of its own, and a ServeClient on it, filled into
+    serves (key: Popen) and clients (key: ServeClient) as they start, so that the caller's
+    cleanup stops whatever did."""
+    for k, binary in builds:
+        w = os.path.join(tmp, "ws" + k)
+        shutil.copytree(ws, w, symlinks=True)
+        if prepare:
+            prepare(w)
+        sock = os.path.join(tmp, k + ".sock")
+        serves[k] = subprocess.Popen([binary, "--workspace", w, "serve", "--socket", sock,
+                                      "--idle-timeout", "0"],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(400):
+            if os.path.exists(sock):
+                break
+            time.sleep(0.05)
+        clients[k] = ServeClient(sock)

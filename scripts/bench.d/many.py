@@ -5,6 +5,9 @@ one `rexec serve`, and the fan-out of sys.uname to all N: cold (the first reques
 connection), then warm; against asyncssh on N open connections in one process. Prints each
 round's time (and serve's CPU time in it), the ratios of the same run, serve's RSS before and
 after the connections, its RSS per warm connection and its open fds.
+serve starts a host's runner after the host's first call; the warm rounds begin once every
+runner is up (serve's rexec_runners gauge, polled with {"op": "metrics"}), as asyncssh's begin
+once its connections are open; how long that took is printed with the cold round.
 
 The lab's sshds, runners and commands share the controller's CPUs: the workspace's
 limits.connect_timeout_s is raised (--connect-timeout, default 120 s) so that a burst of 1,000+
@@ -91,6 +94,35 @@ class Serve:
             if o.get("type") == "done":
                 return ok
 
+    def runners(self):
+        """serve's rexec_runners gauge, by state ({"op": "metrics"}, docs/metrics.md)"""
+        self.n += 1
+        self.s.sendall((json.dumps({"op": "metrics", "id": self.n}) + "\n").encode())
+        while True:
+            o = json.loads(self.f.readline())
+            if "text" in o:
+                break
+        by = {}
+        for line in o["text"].splitlines():
+            if line.startswith('rexec_runners{state="'):
+                state, value = line[len('rexec_runners{state="'):].split('"}')
+                by[state] = int(float(value))
+        return by
+
+    def wait_runners(self, n_hosts, limit_s):
+        """Waits until every host's runner is up (serve starts one after a host's first call:
+        docs/remote-contract.md), as asyncssh's figures start once its connections are open.
+        Returns the seconds it took and the last counts."""
+        t = time.perf_counter()
+        while True:
+            by = self.runners()
+            if by.get("idle", 0) + by.get("busy", 0) >= n_hosts and not by.get("starting"):
+                break
+            if time.perf_counter() - t > limit_s:
+                break
+            time.sleep(0.5)
+        return time.perf_counter() - t, by
+
     def stop(self):
         self.s.close()
         self.p.terminate()
@@ -172,6 +204,11 @@ def main():
     print("  serve cold: %.2f s, %d ok, serve CPU %.2f s (load %s -> %s)"
           % (cold, ok, cpu_s(sv.p.pid) - c0, l0, load()), flush=True)
     rss1, fd1 = status_kib(sv.p.pid, "VmRSS"), fds(sv.p.pid)
+    l0 = load()
+    took, by = sv.wait_runners(a.hosts_n, 600)
+    print("  runners up (started by serve after each host's first call) %.1f s after the cold round: %s "
+          "(load %s -> %s)" % (took, ", ".join("%s %d" % kv for kv in sorted(by.items())), l0, load()),
+          flush=True)
     warm, warm_ok = [], []
     for i in range(a.rounds):
         t, c0, l0 = time.perf_counter(), cpu_s(sv.p.pid), load()

@@ -19,7 +19,7 @@ import subprocess
 import tempfile
 import time
 
-from benchlib import ServeClient, count_syncs, cpu_seconds
+from benchlib import count_syncs, cpu_seconds, start_ab_serves
 
 
 def load():
@@ -44,18 +44,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="rexec-serve-ab.")
     serves, clients = {}, {}
     try:
-        for k, binary in (("A", a.a), ("B", a.b)):
-            w = os.path.join(tmp, "ws" + k)
-            shutil.copytree(ws, w, symlinks=True)
-            sock = os.path.join(tmp, k + ".sock")
-            serves[k] = subprocess.Popen([binary, "--workspace", w, "serve", "--socket", sock,
-                                          "--idle-timeout", "0"],
-                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            for _ in range(400):
-                if os.path.exists(sock):
-                    break
-                time.sleep(0.05)
-            clients[k] = ServeClient(sock)
+        start_ab_serves((("A", a.a), ("B", a.b)), ws, tmp, serves, clients)
         for _ in range(20):  # warm: connections, runners, the spare evidence directory
             for k in clients:
                 clients[k].run("lab1", "sys.uname", 1)

@@ -22,7 +22,7 @@ import subprocess
 import tempfile
 import time
 
-from benchlib import ServeClient
+from benchlib import start_ab_serves
 
 TCK = os.sysconf("SC_CLK_TCK")
 
@@ -89,19 +89,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="rexec-vm-cpu.")
     serves, clients = {}, {}
     try:
-        for k, binary in (("A", a.a), ("B", a.b)):
-            w = os.path.join(tmp, "ws" + k)
-            shutil.copytree(ws, w, symlinks=True)
-            add_action(w)
-            sock = os.path.join(tmp, k + ".sock")
-            serves[k] = subprocess.Popen([binary, "--workspace", w, "serve", "--socket", sock,
-                                          "--idle-timeout", "0"],
-                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            for _ in range(400):
-                if os.path.exists(sock):
-                    break
-                time.sleep(0.05)
-            clients[k] = ServeClient(sock)
+        start_ab_serves((("A", a.a), ("B", a.b)), ws, tmp, serves, clients, add_action)
         l0 = load()
         for action in ("sys.uname", "sys.uname_nos"):
             per = {"A": [], "B": []}

@@ -41,35 +41,7 @@ stop_serve() {
 # calls SOCK ACTION[:N] ...: runs the calls one after the other on one client connection; prints
 # one line per call: "<exit_code> <error> <stdout>" (json), and stops at the first failure of
 # a repeated call.
-CLIENT=$RX_TMP/client.py
-cat >"$CLIENT" <<'PY'
-import json, socket, sys
-s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-s.settimeout(120)
-s.connect(sys.argv[1])
-f = s.makefile("rb")
-n = 0
-for spec in sys.argv[2:]:
-    action, _, count = spec.partition(":")
-    for i in range(int(count or 1)):
-        n += 1
-        s.sendall((json.dumps({"op": "run", "id": n, "targets": "lab1", "action": action}) + "\n").encode())
-        r = {}
-        while True:
-            o = json.loads(f.readline())
-            if o.get("type") == "result" and o.get("id") == n:
-                r = o
-            if o.get("type") in ("done", "error") and o.get("id") == n:
-                break
-        r = r or o
-        if count:
-            if r.get("exit_code") != 0:
-                print(json.dumps(r)); sys.exit(1)
-        else:
-            print(json.dumps({"exit_code": r.get("exit_code"), "error": r.get("error"),
-                              "stdout": r.get("stdout"), "executed": r.get("executed"),
-                              "timed_out": r.get("timed_out"), "containment": r.get("containment")}))
-PY
+CLIENT=$REXEC_SRC/tests/e2e/serve_calls.py
 calls() { timeout 600 "$RX_PYTHON" "$CLIENT" "$@"; }
 no_remote_left() { ! remote_pgrep '.' >/dev/null; }
 field() { "$RX_PYTHON" -c 'import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$1" "$2"; }
