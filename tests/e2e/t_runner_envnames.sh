@@ -39,35 +39,8 @@ stop_serve() {
     rm -f "$SOCK"
 }
 
-# calls ACTION[:N] ...: one after the other on one connection; one json line per call that has
-# no count ({"exit_code", "stdout", "containment"}); a counted call must exit 0.
-CLIENT=$RX_TMP/client.py
-cat >"$CLIENT" <<'PY'
-import json, socket, sys
-s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-s.settimeout(120)
-s.connect(sys.argv[1])
-f = s.makefile("rb")
-n = 0
-for spec in sys.argv[2:]:
-    action, _, count = spec.partition(":")
-    for i in range(int(count or 1)):
-        n += 1
-        s.sendall((json.dumps({"op": "run", "id": n, "targets": "lab1", "action": action}) + "\n").encode())
-        r = {}
-        while True:
-            o = json.loads(f.readline())
-            if o.get("type") == "result" and o.get("id") == n:
-                r = o
-            if o.get("type") in ("done", "error") and o.get("id") == n:
-                break
-        r = r or o
-        if count and r.get("exit_code") != 0:
-            print(json.dumps(r)); sys.exit(1)
-        if not count:
-            print(json.dumps({"exit_code": r.get("exit_code"), "stdout": r.get("stdout"),
-                              "containment": r.get("containment")}))
-PY
+# calls ACTION[:N] ...: tests/e2e/serve_calls.py (one JSON line per call without a count)
+CLIENT=$REXEC_SRC/tests/e2e/serve_calls.py
 calls() { timeout 600 "$RX_PYTHON" "$CLIENT" "$SOCK" "$@"; }
 field() { "$RX_PYTHON" -c 'import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$1" "$2"; }
 SOCK=$RX_TMP/rexec.sock
