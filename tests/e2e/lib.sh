@@ -325,6 +325,30 @@ lab_log() {
     echo "$LAB_DIR/hosts/lab$i/sshd.log"
 }
 
+# serve_calls_init: one `rexec serve` of the test's, on $SOCK ($RX_TMP/rexec.sock): start_serve
+# and stop_serve (its pid in SERVE_PID, stopped at the test's exit: this sets the EXIT trap), and
+# calls ACTION[:N]... one after the other on one connection to it (tests/e2e/serve_calls.py: a
+# JSON line per call without a count; a counted call must exit 0); field JSON KEY.
+serve_calls_init() {
+    SOCK=$RX_TMP/rexec.sock
+    SERVE_PID=
+    # (_rx_cleanup takes the test's status from $?)
+    trap '_t_rc=$?; [ -z "$SERVE_PID" ] || stop_gently "$SERVE_PID"; if (exit "$_t_rc"); then _rx_cleanup; else _rx_cleanup; fi' EXIT
+}
+start_serve() {
+    "$REXEC_BIN" --workspace "$WS" serve --socket "$SOCK" 2>>"$RX_TMP/serve.err" &
+    SERVE_PID=$!
+    wait_until 20 test -S "$SOCK"
+}
+stop_serve() {
+    kill -TERM "$SERVE_PID"
+    wait "$SERVE_PID" || true
+    SERVE_PID=
+    rm -f "$SOCK"
+}
+calls() { timeout 600 "$RX_PYTHON" "$REXEC_SRC/tests/e2e/serve_calls.py" "$SOCK" "$@"; }
+field() { "$RX_PYTHON" -c 'import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$1" "$2"; }
+
 # lab_set_tmpdir HOST DIR: HOST's sshd gives its sessions TMPDIR=DIR from now on (SetEnv, then a
 # HUP: sshd re-executes itself and reads its config), so the runners there keep their directory
 # (DIR/.rexec-<uid>) and sweep it apart from every other lab on the machine: runners of labs that

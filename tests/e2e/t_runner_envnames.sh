@@ -24,26 +24,7 @@ SENT=()
 for n in "${NAMES[@]}"; do SENT+=("$n=rxenv-$n"); done
 lab_set_env lab1 "${SENT[@]}"
 
-SERVE_PID=
-# (_rx_cleanup takes the test's status from $?)
-trap '_t_rc=$?; [ -z "$SERVE_PID" ] || stop_gently "$SERVE_PID"; if (exit "$_t_rc"); then _rx_cleanup; else _rx_cleanup; fi' EXIT
-start_serve() {
-    "$REXEC_BIN" --workspace "$WS" serve --socket "$SOCK" 2>>"$RX_TMP/serve.err" &
-    SERVE_PID=$!
-    wait_until 20 test -S "$SOCK"
-}
-stop_serve() {
-    kill -TERM "$SERVE_PID"
-    wait "$SERVE_PID" || true
-    SERVE_PID=
-    rm -f "$SOCK"
-}
-
-# calls ACTION[:N] ...: tests/e2e/serve_calls.py (one JSON line per call without a count)
-CLIENT=$REXEC_SRC/tests/e2e/serve_calls.py
-calls() { timeout 600 "$RX_PYTHON" "$CLIENT" "$SOCK" "$@"; }
-field() { "$RX_PYTHON" -c 'import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$1" "$2"; }
-SOCK=$RX_TMP/rexec.sock
+serve_calls_init
 SLOT_RE='^bash /[^ ]*/\.rexec-[0-9]+/r\.[^ /]*/slot '
 
 ws_add_action t.env '{"risk": "L0", "command": "env"}'

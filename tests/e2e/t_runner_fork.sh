@@ -16,27 +16,7 @@ tid="runner: oneshot calls in a fork of the slot"
 lab_start 1
 ws_edit 'c.setdefault("limits", {})["connect_timeout_s"] = 60'
 
-SERVE_PID=
-# (_rx_cleanup takes the test's status from $?)
-trap '_t_rc=$?; [ -z "$SERVE_PID" ] || stop_gently "$SERVE_PID"; if (exit "$_t_rc"); then _rx_cleanup; else _rx_cleanup; fi' EXIT
-start_serve() {
-    "$REXEC_BIN" --workspace "$WS" serve --socket "$SOCK" 2>>"$RX_TMP/serve.err" &
-    SERVE_PID=$!
-    wait_until 20 test -S "$SOCK"
-}
-stop_serve() {
-    kill -TERM "$SERVE_PID"
-    wait "$SERVE_PID" || true
-    SERVE_PID=
-    rm -f "$SOCK"
-}
-
-# calls ACTION[:N] ...: one after the other on one connection; one json line per call that has
-# no count ({"exit_code", "stdout", "containment"}); a counted call must exit 0.
-CLIENT=$REXEC_SRC/tests/e2e/serve_calls.py
-calls() { timeout 600 "$RX_PYTHON" "$CLIENT" "$SOCK" "$@"; }
-field() { "$RX_PYTHON" -c 'import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$1" "$2"; }
-SOCK=$RX_TMP/rexec.sock
+serve_calls_init
 
 printf 'rxs-%s-tail' "$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')" >"$WS/secrets/tok"
 chmod 600 "$WS/secrets/tok"
