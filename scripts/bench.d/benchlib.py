@@ -99,3 +99,11 @@ def start_ab_serves(builds, ws, tmp, serves, clients, prepare=None):
                 break
             time.sleep(0.05)
         clients[k] = ServeClient(sock)
+
+
+def stop_ab_serves(serves, tmp):
+    """Stops what start_ab_serves started and removes tmp."""
+    for p in serves.values():
+        p.terminate()
+        p.wait()
+    shutil.rmtree(tmp, ignore_errors=True)

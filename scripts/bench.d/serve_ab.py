@@ -19,7 +19,7 @@ import subprocess
 import tempfile
 import time
 
-from benchlib import count_syncs, cpu_seconds, start_ab_serves
+from benchlib import count_syncs, cpu_seconds, start_ab_serves, stop_ab_serves
 
 
 def load():
@@ -68,10 +68,7 @@ def main():
                 print("%s: %.2f fsync + %.2f fdatasync per call" % ((k,) + syncs(serves[k].pid,
                                                                           clients[k], tmp)))
     finally:
-        for p in serves.values():
-            p.terminate()
-            p.wait()
-        shutil.rmtree(tmp, ignore_errors=True)
+        stop_ab_serves(serves, tmp)
 
 
 if __name__ == "__main__":

@@ -16,13 +16,12 @@ to the copies of the workspace. Only loopback: the lab's sshd on 127.0.0.1.
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import tempfile
 import time
 
-from benchlib import start_ab_serves
+from benchlib import start_ab_serves, stop_ab_serves
 
 TCK = os.sysconf("SC_CLK_TCK")
 
@@ -108,10 +107,7 @@ def main():
                 " ".join("%.2f" % x for x in per["A"]), " ".join("%.2f" % x for x in per["B"])))
         print("load %s -> %s; %d rounds of %d calls each side" % (l0, load(), a.rounds, a.calls))
     finally:
-        for p in serves.values():
-            p.terminate()
-            p.wait()
-        shutil.rmtree(tmp, ignore_errors=True)
+        stop_ab_serves(serves, tmp)
 
 
 if __name__ == "__main__":
