@@ -326,7 +326,7 @@ lab_log() {
 }
 
 # serve_calls_init: one `rexec serve` of the test's, on $SOCK ($RX_TMP/rexec.sock): start_serve
-# and stop_serve (its pid in SERVE_PID, stopped at the test's exit: this sets the EXIT trap), and
+# [SERVE_OPTION...] and stop_serve (its pid in SERVE_PID, stopped at the test's exit: this sets the EXIT trap), and
 # calls ACTION[:N]... one after the other on one connection to it (tests/e2e/serve_calls.py: a
 # JSON line per call without a count; a counted call must exit 0); field JSON KEY.
 serve_calls_init() {
@@ -336,7 +336,7 @@ serve_calls_init() {
     trap '_t_rc=$?; [ -z "$SERVE_PID" ] || stop_gently "$SERVE_PID"; if (exit "$_t_rc"); then _rx_cleanup; else _rx_cleanup; fi' EXIT
 }
 start_serve() {
-    "$REXEC_BIN" --workspace "$WS" serve --socket "$SOCK" 2>>"$RX_TMP/serve.err" &
+    "$REXEC_BIN" --workspace "$WS" serve --socket "$SOCK" "$@" 2>>"$RX_TMP/serve.err" &
     SERVE_PID=$!
     wait_until 20 test -S "$SOCK"
 }

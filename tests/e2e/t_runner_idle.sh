@@ -9,11 +9,8 @@ tid="runner: an idle runner closes, the connection stays"
 lab_start 1
 ws_edit 'c["limits"]["runner_idle_s"] = 1'
 ws_add_action t.ok '{"risk": "L0", "command": "echo ok"}'
-SOCK=$RX_TMP/s.sock
-"$REXEC_BIN" --workspace "$WS" serve --socket "$SOCK" --log off 2>"$RX_TMP/serve.err" &
-SERVE=$!
-trap '_t_rc=$?; stop_gently "$SERVE"; if (exit "$_t_rc"); then _rx_cleanup; else _rx_cleanup; fi' EXIT
-wait_until 20 test -S "$SOCK"
+serve_calls_init
+start_serve --log off
 sx() { timeout 60 "$REXEC_BIN" --workspace "$WS" --socket "$SOCK" "$@"; }
 port=$(lab_port lab1)
 
