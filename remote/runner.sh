@@ -74,7 +74,7 @@ __rx_ns='IFS= read -r -N 33 -u 7 __rx_g && IFS= read -r -N 44 -u 9 __rx_h && [ "
 __rx_fk='__rx_slot_fork() { { exec 2>&8 3<&- 4<&- 5<&- 6<&- 8>&- || exit 125; BASH_ARGV0=rexec; IFS= read -r -N 33 -u 7 __rx_g && IFS= read -r -N 44 -u 9 __rx_h && [ "${__rx_h:0:32}" = "${__rx_g:0:32}" ] && LC_ALL=C IFS= read -r -N "${__rx_h:33:10}" -u 9 __rx_c || exit 125; exec 7<&- 9<&-; trap - USR1; unset -f $__rx_sf __rx_slot_fork; unset -v $__rx_sv __rx_g __rx_h REPLY; set --; eval "unset -v \"\${!__rx_@}\"; $__rx_c"; } & }'
 # The slot's functions (written to its file) and its variables (one list: __rx_slot declares
 # them local with it, the fork unsets them with it).
-__rx_sf='__rx_slot __rx_slot_take __rx_slot_clean __rx_slot_refuse __rx_slot_end __rx_slot_kill __rx_slot_reap __rx_slot_envok __rx_slot_src'
+__rx_sf='__rx_slot __rx_slot_take __rx_slot_status __rx_slot_clean __rx_slot_refuse __rx_slot_end __rx_slot_kill __rx_slot_reap __rx_slot_envok __rx_slot_src'
 __rx_sv='__rx_s_e __rx_s_d __rx_s_k __rx_s_cont __rx_s_line __rx_s_c __rx_s_nonce __rx_s_st __rx_s_rc __rx_s_killed __rx_s_incall __rx_s_phase __rx_s_started __rx_s_bad __rx_s_desync __rx_s_kind __rx_s_fk __rx_s_wk'
 
 # The slot: `bash DIR/slot DIR K CONTAINMENT [PREFIX...]` (DIR/slot holds these functions,
@@ -136,11 +136,8 @@ __rx_slot() { # envok (__rx_slot_envok's status, taken before these locals hide 
         while kill -0 "$__rx_s_c"; do wait "$__rx_s_c"; __rx_s_rc=$?; done
         [ "$__rx_s_killed/$__rx_s_rc" != 1/138 ] || { wait "$__rx_s_c"; __rx_s_rc=$?; }
         __rx_s_incall=
-        # The status is "ok", "cd" or "stdin" and a newline: three bytes in one read (the rest
-        # of "stdin" read off), where a line read would take one read() and a select per byte.
-        read -r -t 0 -u 5 && read -r -N 3 -t 1 -u 5 __rx_s_st && __rx_s_st=${__rx_s_st%$'\n'} &&
-            { [ "$__rx_s_st" != std ] || { read -r -t 1 -u 5 _; __rx_s_st=stdin; }; }
         __rx_slot_reap "$__rx_s_c"
+        __rx_slot_status || __rx_s_desync=1
         [ ! -s "$__rx_s_d/in" ] || : >"$__rx_s_d/in" # its stdin is not left for the next call
         __rx_slot_clean || __rx_s_desync=1
         case $__rx_s_st in
@@ -194,6 +191,41 @@ __rx_slot_take() {
     return 1
 }
 
+# The call's status, into st: "ok", "cd" or "stdin" (the call's shell writes it, with a newline,
+# in one write before its command starts), or nothing. Read once every process of the call is
+# gone (after the reap), and with no deadline: the slot first ends what is on s<k> with a line
+# of its own, "--", so each read below finds all its bytes there and none can wait. A deadline
+# would pass on a loaded machine (the slot not scheduled for a second) with the status there:
+# a call that ran would be reported as never run (phase setup), and a read -N it cut short
+# would leave what it had taken in bash's one read buffer, for the slot's next read -N, or its
+# fork's read of its go-ahead, to return first (that fork's nonce then wrong: desync). The
+# status and the slot's line come in two reads of three bytes (three for "stdin"), where a
+# line read would take one read() a byte. Bytes the call's shell did not write (a command
+# wrote into s<k>) are read off by lines up to the slot's line (bounded), and 1 is returned:
+# the call ends with desync set. So does a write of the slot's line that fails (s<k> full:
+# only a K, SIGUSR1, ends that wait).
+__rx_slot_status() {
+    local __rx_s_h __rx_s_i=0
+    __rx_s_st=
+    printf -- '--\n' >&5 || return 1
+    IFS= read -r -N 3 -u 5 __rx_s_h || return 1
+    # (no byte of "ok\n", "cd\n", "std" or "in\n" can be one of the slot's line: each is
+    # the call's, and three more bytes follow it)
+    case $__rx_s_h in
+    $'--\n') return 0 ;;
+    $'ok\n' | $'cd\n') __rx_s_st=${__rx_s_h%$'\n'} ;;
+    std) IFS= read -r -N 3 -u 5 __rx_s_h && [ "$__rx_s_h" = $'in\n' ] && __rx_s_st=stdin ;;
+    esac
+    [ -z "$__rx_s_st" ] || { IFS= read -r -N 3 -u 5 __rx_s_h && [ "$__rx_s_h" = $'--\n' ] && return 0; }
+    # Not the call's: read off by lines (a line read on a FIFO takes a byte a read(), so it
+    # leaves nothing in bash's buffer) up to the slot's line, or while anything is there.
+    while read -r -t 0 -u 5 && [ $((__rx_s_i += 1)) -le 1000 ]; do
+        IFS= read -r -t 1 -u 5 __rx_s_h || break
+        [ "$__rx_s_h" != -- ] || break
+    done
+    return 1
+}
+
 # What the call left on the slot's FIFOs, read off before its end is reported. A call stopped
 # before its command started (killed, no "ok" status) leaves on c<k> its whole frame (its
 # shell never read it: read off through its header) or the rest of it (the shell was killed
@@ -206,8 +238,9 @@ __rx_slot_clean() {
     local __rx_s_h __rx_s_n __rx_s_i=0 __rx_s_r=0 __rx_s_own=0
     [ "$__rx_s_killed" = 0 ] || [ "$__rx_s_st" = ok ] || __rx_s_own=1
     if [ "$__rx_s_own" = 1 ] && read -r -t 0 -u 3; then
+        # (the code read off in a subshell, as below: a read -N with a deadline)
         read -r -t 1 -u 3 __rx_s_h __rx_s_n && [ "$__rx_s_h" = "$__rx_s_nonce" ] && [[ $__rx_s_n =~ ^[0-9]+$ ]] &&
-            LC_ALL=C read -r -N "$__rx_s_n" -t 5 -u 3 _
+            (LC_ALL=C read -r -N "$__rx_s_n" -t 5 -u 3 _)
     fi
     while read -r -t 0 -u 3 && [ $((__rx_s_i += 1)) -le 1000 ]; do
         [ "$__rx_s_own" = 1 ] || __rx_s_r=1

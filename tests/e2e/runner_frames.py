@@ -25,10 +25,10 @@ def die(msg):
 
 
 class Runner:
-    def __init__(self, **extra_env):
+    def __init__(self, wrap=(), **extra_env):
         self.rnonce = secrets.token_hex(16)
         env = dict(os.environ, TMPDIR=TMP, **extra_env)
-        self.p = subprocess.Popen(["bash", "-s"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        self.p = subprocess.Popen(list(wrap) + ["bash", "-s"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, env=env, start_new_session=True)
         self.buf = {1: b"", 2: b""}
         start = b"__rx_rnonce=%s __rx_max_rank=%d\n" % (self.rnonce.encode(), MAX_RANK)
@@ -508,6 +508,30 @@ def processes_of(d):
     return found
 
 
+def stall():
+    """A runner whose every timed read is held up past its deadline, as a slot is on a machine
+    so loaded that it is not scheduled for a second: strace (the runner's parent, so Yama's
+    ptrace scope 1 allows it) delays the return of each pselect6 of the runner and what it
+    starts (bash's read -t waits in one before each read()) by 1.5 s. Calls that ran must still
+    end as run ("cmd", rc 0), and each slot's next call (a oneshot call: in a fork of the slot
+    under a PID namespace) must run too. Before 2026-12-07 the slot read the call's status with
+    `read -N 3 -t 1`: the deadline passed with the status taken from the FIFO, the call was
+    reported as never run (phase setup), and the rest of the status, left in bash's read
+    buffer, became the start of the fork's go-ahead (nonce mismatch: desync)."""
+    log = os.path.join(TMP, "stall-strace")
+    r = Runner(wrap=("strace", "-f", "--seccomp-bpf", "-qq", "-o", log, "-e", "signal=none",
+                     "-e", "trace=pselect6",
+                     "-e", "inject=pselect6:delay_exit=1500000"))
+    for i in range(6):  # slot 0, 1, 0, 1, ...: each slot's call, then its fork's
+        out, end = r.call("exec echo s%d" % i, oneshot=True)
+        check_own(r, "s%d" % i, out, end)
+    r.close()
+    with open(log) as fh:
+        delays = fh.read().count("(DELAY)")
+    print("stall containment=%s: 6 calls of a runner whose timed reads were held up past their "
+          "deadline (%d times) ran and were reported as run" % (r.containment, delays))
+
+
 def bad_head(kind):
     """A frame whose header is not what runner.c writes (96 bytes, "C ", newline last) or that
     is neither C nor K: the runner runs nothing of it and exits (the controller then discards
@@ -552,6 +576,8 @@ elif SCENARIO == "fork-kill":  # oneshot frames stopped at once, then calls; the
     mixed(150, oneshot=True)
 elif SCENARIO.startswith("plant-"):
     plant(SCENARIO[len("plant-"):].replace("-o", ""), SCENARIO.endswith("-o"))
+elif SCENARIO == "stall":
+    stall()
 elif SCENARIO == "marks":
     marks()
 elif SCENARIO == "sizes":

@@ -13,6 +13,10 @@
 #    code never runs; later calls print their own value or end as desync (never run), and a
 #    desync discards the runner (also with oneshot frames, run in forks of the slots: "-o");
 #  - 150 calls mixing kills at once, kills after the start and ordinary calls;
+#  - a runner whose every timed read is held up past its deadline (strace delays each pselect6:
+#    a slot not scheduled for a second on a loaded machine): its calls, run in fresh shells and
+#    in forks of the slots, end as run and stay in step (a read -N cut short by its deadline
+#    once reported a call that ran as never run and left bytes for the fork's go-ahead);
 #  - oneshot frames (fifth header field "o"): after one, a slot keeps no shell waiting and runs
 #    the next in a fork of itself, where a command sees what it sees in a fresh call shell (its
 #    environment, descriptors, /proc status, cwd, umask, limits, bash's messages when it is not
@@ -35,7 +39,7 @@ mkdir -m 700 "$T"
 # ---- frames ----------------------------------------------------------------------------------
 for rank in 3 1; do
     for sc in kill fork fork-kill sizes marks plant-c plant-n plant-g plant-junk plant-all mixed \
-        plant-c-o plant-n-o plant-g-o plant-junk-o plant-all-o \
+        plant-c-o plant-n-o plant-g-o plant-junk-o plant-all-o stall \
         badhead-line badhead-nonl badhead-fields badhead-other; do
         timeout 300 "$RX_PYTHON" "$DRV" "$REXEC_SRC" "$T" "$sc" "$rank" >"$OUT" 2>"$ERR" ||
             fail "$sc (max rank $rank): $(cat "$OUT" "$ERR")"
