@@ -205,7 +205,7 @@ __rx_slot_take() {
 # the call ends with desync set. So does a write of the slot's line that fails (s<k> full:
 # only a K, SIGUSR1, ends that wait).
 __rx_slot_status() {
-    local __rx_s_h __rx_s_i=0
+    local __rx_s_h __rx_s_l __rx_s_i=0
     __rx_s_st=
     printf -- '--\n' >&5 || return 1
     IFS= read -r -N 3 -u 5 __rx_s_h || return 1
@@ -217,11 +217,21 @@ __rx_slot_status() {
     std) IFS= read -r -N 3 -u 5 __rx_s_h && [ "$__rx_s_h" = $'in\n' ] && __rx_s_st=stdin ;;
     esac
     [ -z "$__rx_s_st" ] || { IFS= read -r -N 3 -u 5 __rx_s_h && [ "$__rx_s_h" = $'--\n' ] && return 0; }
-    # Not the call's: read off by lines (a line read on a FIFO takes a byte a read(), so it
-    # leaves nothing in bash's buffer) up to the slot's line, or while anything is there.
+    # Not the call's alone: read off by lines (a line read on a FIFO takes a byte a read(), so
+    # it leaves nothing in bash's buffer) up to the slot's line, or while anything is there.
+    # The call's status, written whole, ends a line: one found among the bytes is taken ("ok"
+    # first), as a call that may have run is never reported as not run.
+    case $__rx_s_h in *$'\n') __rx_s_h= ;; esac
     while read -r -t 0 -u 5 && [ $((__rx_s_i += 1)) -le 1000 ]; do
-        IFS= read -r -t 1 -u 5 __rx_s_h || break
-        [ "$__rx_s_h" != -- ] || break
+        IFS= read -r -t 1 -u 5 __rx_s_l || break
+        __rx_s_h+=$__rx_s_l
+        case $__rx_s_st/$__rx_s_h in
+        */*ok) __rx_s_st=ok ;;
+        ok/*) ;;
+        */*cd | */*stdin) __rx_s_st=${__rx_s_h: -2}; [ "$__rx_s_st" = cd ] || __rx_s_st=stdin ;;
+        esac
+        [ "$__rx_s_l" != -- ] || break
+        __rx_s_h=
     done
     return 1
 }

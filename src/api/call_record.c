@@ -30,6 +30,24 @@ const char *rx_signal_from_status(int rc)
 
 /* ---- the outcome ---------------------------------------------------------------------------- */
 
+/* A runner's slot saw the call's shell end before it reported the command's start (phase
+ * "setup"): how it ended, from the end line's rc, tells a containment that failed (unshare's
+ * or the shell's own status) from a shell that was killed (a signal) or never started. */
+static int setup_failure(rexec_call *c)
+{
+    const rx_exec_result *x = &c->x;
+    const char *sig = rx_signal_from_status(x->rc);
+    char how[64];
+    if (sig)
+        snprintf(how, sizeof(how), "was killed by signal %s (status %d)", sig, x->rc);
+    else
+        snprintf(how, sizeof(how), "exited with status %d", x->rc);
+    return rx_fail(&c->err, REXEC_EHOST,
+                   "%s: setting up containment (%s) failed: the call's shell %s before the "
+                   "command started; the command did not run", c->host->name, x->containment,
+                   how);
+}
+
 static int wrapper_failure(rexec_call *c)
 {
     const rx_exec_result *x = &c->x;
@@ -64,6 +82,8 @@ static int wrapper_failure(rexec_call *c)
         return rx_fail(&c->err, REXEC_EHOST,
                        "%s: could not stage the call's stdin (is TMPDIR writable? does the VM "
                        "have GNU dd? see rexec check); the command did not run", h);
+    if (strcmp(x->phase, "setup") == 0) /* a runner's slot: its rc is the call's shell's */
+        return setup_failure(c);
     return rx_fail(&c->err, REXEC_EHOST,
                    "%s: setting up containment (%s) failed; the command did not run", h,
                    x->containment);

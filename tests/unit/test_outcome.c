@@ -90,6 +90,27 @@ static void test_setup_failure_stays_255(void **state)
     rx_call_result(&f.c, &res);
     assert_int_equal(res.exit_status, 255);
     assert_non_null(strstr(res.error, "setting up containment"));
+    /* how the call's shell ended (rc 137 in the fixture) tells a kill from a failed set-up */
+    assert_non_null(strstr(res.error, "the call's shell was killed by signal KILL (status 137)"));
+    assert_false(res.executed);
+    finish(&f);
+}
+
+/* A runner's call shell that exited by itself before its status: its exit status is named
+ * (one that ran and exited 0 before its status would say so: never a silent "did not run"). */
+static void test_setup_failure_names_exit_status(void **state)
+{
+    (void)state;
+    fixture f;
+    rexec_result res;
+    setup_call(&f, "setup", 0, 0, 0);
+    f.c.x.rc = 1;
+    rx_call_outcome(&f.c);
+    rx_call_result(&f.c, &res);
+    assert_int_equal(res.exit_status, 255);
+    assert_non_null(strstr(res.error, "setting up containment (pid-namespace) failed: the call's "
+                                      "shell exited with status 1 before the command started; "
+                                      "the command did not run"));
     finish(&f);
 }
 
@@ -99,6 +120,7 @@ int main(void)
         cmocka_unit_test(test_cancelled_in_setup),
         cmocka_unit_test(test_timed_out_in_setup),
         cmocka_unit_test(test_setup_failure_stays_255),
+        cmocka_unit_test(test_setup_failure_names_exit_status),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
