@@ -29,8 +29,9 @@
 # `setsid bash -c` (its own process group, killed whole at the end). The slot reads its FIFO
 # n<k> ("n <nonce>", "o <nonce>", "k", or "quit"/EOF when the runner is gone), lets the
 # waiting shell go (after an "o" call a fork of the slot: __rx_fk),
-# waits for it (SIGUSR1 from the runner kills it), kills whatever the call left, writes the end
-# markers and starts the next call's shell: one process start per call, while the other slot
+# waits for it (SIGUSR1 from the runner kills it), kills whatever the call left, reads the
+# call's status from s<k> (with no deadline: up to a line the slot writes there itself), writes
+# the end markers and starts the next call's shell: one process start per call, while the other slot
 # takes the next call. The slot is started under `setpriv --pdeathsig KILL` where setpriv
 # exists: if the runner is killed, the slot and its namespace go too.
 # The runner keeps nothing of a call: the code (with the exports) passes through one local

@@ -210,8 +210,10 @@ int rx_render_runner_code(const rx_render_in *in, rx_buf *out, rexec_error *err)
         if (r == 0)
             r = rx_buf_adds(out, " 2>/dev/null || { builtin echo cd 1<>\"$__rx_st\"; exit 1; }\n");
     }
+    /* The status goes before the command, which runs only once it was written: a slot that
+     * finds none (phase setup) can say the command did not run (an open that failed, EMFILE). */
     if (r == 0)
-        r = rx_buf_adds(out, "builtin echo ok 1<>\"$__rx_st\"; unset __rx_st __rx_in\n");
+        r = rx_buf_adds(out, "builtin echo ok 1<>\"$__rx_st\" || exit 1; unset __rx_st __rx_in\n");
     if (r == 0 && in->bindings)
         r = rx_buf_adds(out, in->bindings);
     /* What `bash -c` does for its last simple command: no fork (oneshot.h). */

@@ -114,7 +114,7 @@ def code_of(command):
     return ("unset __rx_c\n"
             'if [ -n "$__rx_in" ]; then exec 0<"$__rx_in" || '
             '{ builtin echo stdin 1<>"$__rx_st"; exit 1; }; fi\n'
-            'builtin echo ok 1<>"$__rx_st"; unset __rx_st __rx_in\n'
+            'builtin echo ok 1<>"$__rx_st" || exit 1; unset __rx_st __rx_in\n'
             + command + "\n").encode()
 
 
@@ -514,7 +514,7 @@ def stall():
     ptrace scope 1 allows it) delays the return of each pselect6 of the runner and what it
     starts (bash's read -t waits in one before each read()) by 1.5 s. Calls that ran must still
     end as run ("cmd", rc 0), and each slot's next call (a oneshot call: in a fork of the slot
-    under a PID namespace) must run too. Before 2026-12-07 the slot read the call's status with
+    under a PID namespace) must run too. Until 2026-12-06 the slot read the call's status with
     `read -N 3 -t 1`: the deadline passed with the status taken from the FIFO, the call was
     reported as never run (phase setup), and the rest of the status, left in bash's read
     buffer, became the start of the fork's go-ahead (nonce mismatch: desync)."""
