@@ -75,8 +75,8 @@ __rx_ns='IFS= read -r -N 33 -u 7 __rx_g && IFS= read -r -N 44 -u 9 __rx_h && [ "
 __rx_fk='__rx_slot_fork() { { exec 2>&8 3<&- 4<&- 5<&- 6<&- 8>&- || exit 125; BASH_ARGV0=rexec; IFS= read -r -N 33 -u 7 __rx_g && IFS= read -r -N 44 -u 9 __rx_h && [ "${__rx_h:0:32}" = "${__rx_g:0:32}" ] && LC_ALL=C IFS= read -r -N "${__rx_h:33:10}" -u 9 __rx_c || exit 125; exec 7<&- 9<&-; trap - USR1; unset -f $__rx_sf __rx_slot_fork; unset -v $__rx_sv __rx_g __rx_h REPLY; set --; eval "unset -v \"\${!__rx_@}\"; $__rx_c"; } & }'
 # The slot's functions (written to its file) and its variables (one list: __rx_slot declares
 # them local with it, the fork unsets them with it).
-__rx_sf='__rx_slot __rx_slot_take __rx_slot_status __rx_slot_clean __rx_slot_refuse __rx_slot_end __rx_slot_kill __rx_slot_reap __rx_slot_envok __rx_slot_src'
-__rx_sv='__rx_s_e __rx_s_d __rx_s_k __rx_s_cont __rx_s_line __rx_s_c __rx_s_nonce __rx_s_st __rx_s_rc __rx_s_killed __rx_s_incall __rx_s_phase __rx_s_started __rx_s_bad __rx_s_desync __rx_s_kind __rx_s_fk __rx_s_wk'
+__rx_sf='__rx_slot __rx_slot_take __rx_slot_status __rx_slot_line __rx_slot_clean __rx_slot_refuse __rx_slot_end __rx_slot_kill __rx_slot_reap __rx_slot_envok __rx_slot_src'
+__rx_sv='__rx_s_e __rx_s_d __rx_s_k __rx_s_cont __rx_s_line __rx_s_c __rx_s_nonce __rx_s_st __rx_s_rc __rx_s_killed __rx_s_incall __rx_s_phase __rx_s_started __rx_s_bad __rx_s_desync __rx_s_kind __rx_s_fk __rx_s_wk __rx_s_l __rx_s_i'
 
 # The slot: `bash DIR/slot DIR K CONTAINMENT [PREFIX...]` (DIR/slot holds these functions,
 # __rx_ns, __rx_sf and __rx_sv, and calls __rx_slot_envok and __rx_slot), where PREFIX starts
@@ -127,7 +127,8 @@ __rx_slot() { # envok (__rx_slot_envok's status, taken before these locals hide 
         [ "$__rx_s_kind/$__rx_s_fk" != o/1 ] || __rx_s_wk=f
         __rx_s_incall=1 __rx_s_killed=0 __rx_s_st= __rx_s_started=0 __rx_s_desync=0
         # A status line on s<k> now is not this call's (a command wrote it).
-        while read -r -t 0 -u 5; do read -r -t 0.01 -u 5 _ || break; done
+        __rx_s_i=0
+        while read -r -t 0 -u 5 && [ $((__rx_s_i += 1)) -le 1000 ]; do __rx_slot_line 5 4096; done
         # A kill sent before incall was set has left its "k" line behind.
         if read -r -t 0 -u 4; then __rx_s_killed=1; __rx_slot_kill "$__rx_s_c"; else printf '%s\n' "$__rx_s_nonce" >&6; fi
         # wait returns early when a trapped signal came (the USR1 trap: killed 1); the call is
@@ -218,21 +219,36 @@ __rx_slot_status() {
     std) IFS= read -r -N 3 -u 5 __rx_s_h && [ "$__rx_s_h" = $'in\n' ] && __rx_s_st=stdin ;;
     esac
     [ -z "$__rx_s_st" ] || { IFS= read -r -N 3 -u 5 __rx_s_h && [ "$__rx_s_h" = $'--\n' ] && return 0; }
-    # Not the call's alone: read off by lines (a line read on a FIFO takes a byte a read(), so
-    # it leaves nothing in bash's buffer) up to the slot's line, or while anything is there.
-    # The call's status, written whole, ends a line: one found among the bytes is taken ("ok"
-    # first), as a call that may have run is never reported as not run.
+    # Not the call's alone: read off by lines (__rx_slot_line) up to the slot's line, or while
+    # anything is there. The call's status, written whole, ends a line: one found among the
+    # bytes is taken ("ok" first), as a call that may have run is never reported as not run.
     case $__rx_s_h in *$'\n') __rx_s_h= ;; esac
     while read -r -t 0 -u 5 && [ $((__rx_s_i += 1)) -le 1000 ]; do
-        IFS= read -r -t 1 -u 5 __rx_s_l || break
+        __rx_slot_line 5 4096
         __rx_s_h+=$__rx_s_l
         case $__rx_s_st/$__rx_s_h in
         */*ok) __rx_s_st=ok ;;
         ok/*) ;;
         */*cd | */*stdin) __rx_s_st=${__rx_s_h: -2}; [ "$__rx_s_st" = cd ] || __rx_s_st=stdin ;;
         esac
-        [ "$__rx_s_l" != -- ] || break
+        case $__rx_s_h in *--) break ;; esac
         __rx_s_h=
+    done
+    return 1
+}
+
+# A line from fd $1 into l (without its newline), of at most $2 bytes, taken a byte at a time
+# while bytes are there: 0 if it ended with a newline. With no deadline: on a loaded machine a
+# read -t deadline passes with the bytes there, even after the line's newline was taken (the
+# read then fails all the same); and read -N 1 takes one byte a read(), so nothing is left in
+# bash's read buffer. For the slot's FIFOs where what is there is not known in advance.
+__rx_slot_line() {
+    local __rx_s_b LC_ALL=C
+    __rx_s_l=
+    while [ "${#__rx_s_l}" -lt "$2" ] && read -r -t 0 -u "$1"; do
+        IFS= read -r -N 1 -u "$1" __rx_s_b || return 1
+        [ "$__rx_s_b" != $'\n' ] || return 0
+        __rx_s_l+=$__rx_s_b
     done
     return 1
 }
@@ -246,11 +262,12 @@ __rx_slot_status() {
 # written for this call (a frame its shell refused, bytes a command wrote): it is read off as
 # well (bounded), and the call ends with desync set. Returns 1 then.
 __rx_slot_clean() {
-    local __rx_s_h __rx_s_n __rx_s_i=0 __rx_s_r=0 __rx_s_own=0
+    local __rx_s_h __rx_s_l __rx_s_n __rx_s_i=0 __rx_s_r=0 __rx_s_own=0
     [ "$__rx_s_killed" = 0 ] || [ "$__rx_s_st" = ok ] || __rx_s_own=1
     if [ "$__rx_s_own" = 1 ] && read -r -t 0 -u 3; then
         # (the code read off in a subshell, as below: a read -N with a deadline)
-        read -r -t 1 -u 3 __rx_s_h __rx_s_n && [ "$__rx_s_h" = "$__rx_s_nonce" ] && [[ $__rx_s_n =~ ^[0-9]+$ ]] &&
+        __rx_slot_line 3 44 && __rx_s_h=${__rx_s_l%% *} __rx_s_n=${__rx_s_l#* } &&
+            [ "$__rx_s_h" = "$__rx_s_nonce" ] && [[ $__rx_s_n =~ ^[0-9]+$ ]] &&
             (LC_ALL=C read -r -N "$__rx_s_n" -t 5 -u 3 _)
     fi
     while read -r -t 0 -u 3 && [ $((__rx_s_i += 1)) -le 1000 ]; do
@@ -260,14 +277,16 @@ __rx_slot_clean() {
         # fixed-length reads), would return first. The subshell's copy goes with it.
         (LC_ALL=C read -r -N 65536 -t 0.001 -u 3 _)
     done
+    # g<k> and n<k> by lines (__rx_slot_line: no deadline), each written whole by the slot or
+    # the runner: one that does not end with its newline was not.
     while read -r -t 0 -u 6 && [ $((__rx_s_i += 1)) -le 2000 ]; do
-        IFS= read -r -t 1 -u 6 __rx_s_h
+        __rx_slot_line 6 64 || __rx_s_r=1
         [ "$__rx_s_own" = 1 ] || __rx_s_r=1
-        case $__rx_s_nonce in *"$__rx_s_h") ;; *) __rx_s_r=1 ;; esac
+        case $__rx_s_nonce in *"$__rx_s_l") ;; *) __rx_s_r=1 ;; esac
     done
     while read -r -t 0 -u 4 && [ $((__rx_s_i += 1)) -le 3000 ]; do
-        IFS= read -r -t 1 -u 4 __rx_s_h || break # EOF: the runner is gone
-        case $__rx_s_h in k | quit) ;; *) __rx_s_r=1 ;; esac
+        __rx_slot_line 4 64 || { [ -z "$__rx_s_l" ] || __rx_s_r=1; break; } # EOF: the runner is gone
+        case $__rx_s_l in k | quit) ;; *) __rx_s_r=1 ;; esac
     done
     [ "$__rx_s_i" -le 1000 ] || __rx_s_r=1
     return "$__rx_s_r"
