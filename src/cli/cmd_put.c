@@ -10,18 +10,16 @@
  * writes the local file itself; serve never opens a path a client names. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <openssl/evp.h>
-
+#include "buf.h"
 #include "cli.h"
 #include "interface.h"
-
-#define PUT_READ_CHUNK (1024 * 1024)
 
 typedef struct put_args {
     int argc;
@@ -31,42 +29,6 @@ typedef struct put_args {
     char sha[65];
     char size_param[64], sha_param[96];
 } put_args;
-
-/* The file's SHA-256 and size, read in fixed pieces (never whole). 0, or the exit code. */
-static int hash_file(const char *path, char hex[65], unsigned long long *size)
-{
-    struct stat st;
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int mdlen = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC), rc = 0;
-    if (fd < 0)
-        return cli_error(65, "LOCAL_FILE %s: %s", cli_arg(path), strerror(errno));
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return cli_error(65, "LOCAL_FILE %s: not a regular file", cli_arg(path));
-    }
-    unsigned char *buf = malloc(PUT_READ_CHUNK);
-    EVP_MD_CTX *h = EVP_MD_CTX_new();
-    ssize_t n = 0;
-    *size = 0;
-    if (buf && h && EVP_DigestInit_ex(h, EVP_sha256(), NULL)) {
-        while ((n = read(fd, buf, PUT_READ_CHUNK)) > 0 || (n < 0 && errno == EINTR))
-            if (n > 0)
-                EVP_DigestUpdate(h, buf, (size_t)n), *size += (unsigned long long)n;
-        if (n < 0)
-            rc = cli_error(65, "LOCAL_FILE %s: %s", cli_arg(path), strerror(errno));
-        else if (!EVP_DigestFinal_ex(h, md, &mdlen))
-            rc = cli_error(70, "sha256 failed");
-    } else {
-        rc = cli_error(71, "out of memory");
-    }
-    for (unsigned i = 0; rc == 0 && i < mdlen; i++)
-        snprintf(hex + 2 * i, 3, "%02x", md[i]);
-    EVP_MD_CTX_free(h);
-    free(buf);
-    close(fd);
-    return rc;
-}
 
 #define OPT_STDIN "stdin"
 #define OPT_OUTPUT "output"
@@ -115,19 +77,23 @@ static int split_args(put_args *p, int argc, char **argv, const char *cmd)
     return 0;
 }
 
-/* The file's size (fstat), for a call that hashes it as it sends it. 0, or the exit code. */
-static int size_file(const char *path, unsigned long long *size)
+/* The file's size, and with want_sha its SHA-256 (read in fixed pieces, never whole: through
+ * serve); without, the call hashes it as it sends it. 0, or the exit code. */
+static int stat_file(const char *path, int want_sha, char sha[65], unsigned long long *size)
 {
     struct stat st;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    uint64_t got = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC), rc = 0;
     if (fd < 0)
         return cli_error(65, "LOCAL_FILE %s: %s", cli_arg(path), strerror(errno));
-    int ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+        rc = cli_error(65, "LOCAL_FILE %s: not a regular file", cli_arg(path));
+    else if (want_sha && rx_sha256_fd(fd, UINT64_MAX, sha, &got) != 0)
+        rc = errno == ENOMEM ? cli_error(71, "out of memory")
+                             : cli_error(65, "LOCAL_FILE %s: %s", cli_arg(path), strerror(errno));
     close(fd);
-    if (!ok)
-        return cli_error(65, "LOCAL_FILE %s: not a regular file", cli_arg(path));
-    *size = (unsigned long long)st.st_size;
-    return 0;
+    *size = want_sha ? (unsigned long long)got : (unsigned long long)st.st_size;
+    return rc;
 }
 
 /* What the calls sent (cli_put_sent), for the closing line; empty until one sent it whole. */
@@ -143,7 +109,7 @@ static int do_put(const cli_global *g, put_args *p)
 {
     unsigned long long size = 0;
     int via_socket = p->via_socket || g->socket != NULL;
-    int rc = via_socket ? hash_file(p->local, p->sha, &size) : size_file(p->local, &size);
+    int rc = stat_file(p->local, via_socket, p->sha, &size);
     if (rc != 0)
         return rc;
     snprintf(p->size_param, sizeof(p->size_param), "content_size=%llu", size);
