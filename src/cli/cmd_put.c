@@ -2,22 +2,19 @@
  * action (docs/workspace.md, "put and get"), made by `rexec run` with what the file needs:
  *   put: --stdin LOCAL_FILE (streamed from the file, flat memory) and its size (content_size);
  *        the call hashes the file on the one pass that sends it and the stream's trailer
- *        carries the hash (src/api/call_put.c), so nothing reads the file before it goes.
- *        Through serve (--socket) the file is hashed here first (content_sha256, as before):
- *        serve spools the whole stream before sending it anyway;
+ *        carries the hash (src/api/call_put.c), so nothing reads the file before it goes;
+ *        through serve (--socket) the same, by serve's call (the result's put_sha256);
  *   get: --output LOCAL_FILE (sink.c: a temporary file next to it, renamed once whole).
  * Every other option is run's, passed through. Through serve (--socket) the client reads and
  * writes the local file itself; serve never opens a path a client names. */
 #include <errno.h>
 #include <fcntl.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "buf.h"
 #include "cli.h"
 #include "interface.h"
 
@@ -25,9 +22,8 @@ typedef struct put_args {
     int argc;
     char **argv; /* "run", then the caller's arguments without LOCAL_FILE, then ours */
     const char *local;
-    int json, via_socket;
-    char sha[65];
-    char size_param[64], sha_param[96];
+    int json;
+    char size_param[64];
 } put_args;
 
 #define OPT_STDIN "stdin"
@@ -59,8 +55,6 @@ static int split_args(put_args *p, int argc, char **argv, const char *cmd)
                              (int)strcspn(a, "="), a, cmd, cmd);
         if (opt_is(a, OPT_JSON))
             p->json = 1;
-        if (opt_is(a, "socket"))
-            p->via_socket = 1;
         if (a[0] == '-' && a[1] != 0) {
             p->argv[p->argc++] = argv[i];
             if (strchr(a, '=') == NULL && cli_takes_value(a) && i + 1 < argc)
@@ -77,39 +71,26 @@ static int split_args(put_args *p, int argc, char **argv, const char *cmd)
     return 0;
 }
 
-/* The file's size, and with want_sha its SHA-256 (read in fixed pieces, never whole: through
- * serve); without, the call hashes it as it sends it. 0, or the exit code. */
-static int stat_file(const char *path, int want_sha, char sha[65], unsigned long long *size)
+/* The file's size (fstat): the call hashes the file as it sends it, here or in serve (which
+ * spools what the client streams, then sends it the same way). 0, or the exit code. */
+static int size_file(const char *path, unsigned long long *size)
 {
     struct stat st;
-    uint64_t got = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC), rc = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return cli_error(65, "LOCAL_FILE %s: %s", cli_arg(path), strerror(errno));
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
-        rc = cli_error(65, "LOCAL_FILE %s: not a regular file", cli_arg(path));
-    else if (want_sha && rx_sha256_fd(fd, UINT64_MAX, sha, &got) != 0)
-        rc = errno == ENOMEM ? cli_error(71, "out of memory")
-                             : cli_error(65, "LOCAL_FILE %s: %s", cli_arg(path), strerror(errno));
+    int ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
     close(fd);
-    *size = want_sha ? (unsigned long long)got : (unsigned long long)st.st_size;
-    return rc;
-}
-
-/* What the calls sent (cli_put_sent), for the closing line; empty until one sent it whole. */
-static char put_sent_sha[65];
-
-void cli_put_sent(const rexec_result *res)
-{
-    if (res->put_sha256 != NULL && put_sent_sha[0] == 0)
-        snprintf(put_sent_sha, sizeof(put_sent_sha), "%s", res->put_sha256);
+    if (!ok)
+        return cli_error(65, "LOCAL_FILE %s: not a regular file", cli_arg(path));
+    *size = (unsigned long long)st.st_size;
+    return 0;
 }
 
 static int do_put(const cli_global *g, put_args *p)
 {
     unsigned long long size = 0;
-    int via_socket = p->via_socket || g->socket != NULL;
-    int rc = stat_file(p->local, via_socket, p->sha, &size);
+    int rc = size_file(p->local, &size);
     if (rc != 0)
         return rc;
     snprintf(p->size_param, sizeof(p->size_param), "content_size=%llu", size);
@@ -117,15 +98,10 @@ static int do_put(const cli_global *g, put_args *p)
     p->argv[p->argc++] = (char *)p->local;
     p->argv[p->argc++] = "--param";
     p->argv[p->argc++] = p->size_param;
-    if (via_socket) {
-        snprintf(p->sha_param, sizeof(p->sha_param), "content_sha256=%s", p->sha);
-        p->argv[p->argc++] = "--param";
-        p->argv[p->argc++] = p->sha_param;
-    }
     rc = cli_run(g, p->argc, p->argv);
     if (rc == 0 && !p->json)
         dprintf(2, "rexec: put %s: %llu bytes, sha256 %s\n", cli_arg(p->local), size,
-                via_socket ? p->sha : put_sent_sha[0] ? put_sent_sha : "-");
+                cli_put_sent_sha() ? cli_put_sent_sha() : "-");
     return rc;
 }
 

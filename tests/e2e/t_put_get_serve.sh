@@ -32,6 +32,8 @@ sha() { sha256sum <"$1" | cut -d' ' -f1; }
 head -c 300000 /dev/urandom >"$loc/a"
 assert_exit 0 rx --socket "$SOCK" put lab1 t.put "$loc/a" --param name=a
 cmp "$loc/a" "$vm/a" || fail "put through serve differs"
+# (the CLI reads the file once, to send it: the hash it names is the one serve's call took)
+assert_contains "$ERR" "put $loc/a: 300000 bytes, sha256 $(sha256sum <"$loc/a" | cut -d' ' -f1)"
 assert_eq 600 "$(stat -c %a "$vm/a")" "mode of the file put through serve"
 assert_exit 0 rx --socket "$SOCK" get lab1 t.get "$loc/a.back" --param name=a
 cmp "$loc/a" "$loc/a.back" || fail "get through serve differs"
