@@ -208,9 +208,10 @@ cov_env() {
 # the lab
 
 # at_exit CODE: shell code the test's exit runs (however the test ends), in the order given,
-# before the serves of start_serve are stopped and the lab goes down. Neither its failure nor an
-# unset variable in it stops the cleanup or changes the test's status. Use it instead of an EXIT
-# trap of the test's own.
+# once the serves of start_serve are stopped (so their clients have ended; users, mounts and
+# the like they used can go) and before the lab goes down. Neither its failure nor an unset
+# variable in it stops the cleanup or changes the test's status. Use it instead of an EXIT trap
+# of the test's own.
 at_exit() { _RX_AT_EXIT+=("$1"); }
 _RX_AT_EXIT=()
 
@@ -218,8 +219,8 @@ _rx_cleanup() {
     local rc=$? down_rc=0 code
     trap - EXIT
     set +eu
-    for code in ${_RX_AT_EXIT[@]+"${_RX_AT_EXIT[@]}"}; do eval "$code"; done
     _rx_stop_serves
+    for code in ${_RX_AT_EXIT[@]+"${_RX_AT_EXIT[@]}"}; do eval "$code"; done
     set -eu
     if [[ -n $LAB_DIR && -d $LAB_DIR ]]; then
         if [[ $rc -ne 0 && ${REXEC_E2E_KEEP:-0} == 1 ]]; then
