@@ -391,7 +391,7 @@ _rx_gone() { ! kill -0 "$1" 2>/dev/null; }
 _rx_stop_serves() {
     local s pids=()
     for s in ${_RX_SERVES[@]+"${_RX_SERVES[@]}"}; do
-        [[ $(_rx_starttime "${s%%:*}") != "${s#*:}" ]] || pids+=("${s%%:*}")
+        [[ -z ${s#*:} || $(_rx_starttime "${s%%:*}") != "${s#*:}" ]] || pids+=("${s%%:*}")
     done
     _RX_SERVES=()
     stop_gently ${pids[@]+"${pids[@]}"}
