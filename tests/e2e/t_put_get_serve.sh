@@ -22,10 +22,7 @@ ws_add_action t.get.small "{\"risk\": \"L1\", \"get\": {\"path\": \"$vm/{name}\"
   \"params\": {\"name\": {\"type\": \"path\"}}}"
 
 SOCK=$RX_TMP/s.sock
-"$REXEC_BIN" --workspace "$WS" serve --socket "$SOCK" 2>"$RX_TMP/serve.err" &
-SERVE=$!
-trap '_t_rc=$?; stop_gently $SERVE; if (exit "$_t_rc"); then _rx_cleanup; else _rx_cleanup; fi' EXIT
-wait_until 20 test -S "$SOCK"
+start_serve
 sha() { sha256sum <"$1" | cut -d' ' -f1; }
 
 # ---- the CLI through serve ----------------------------------------------------------------------

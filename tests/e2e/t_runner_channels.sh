@@ -25,10 +25,7 @@ ws_add_action t.mark "{\"risk\": \"L0\", \"command\": \"echo ran >>$RAN; echo ma
 ws_add_action t.sha "{\"risk\": \"L0\", \"command\": \"sha256sum | cut -d' ' -f1\"}"
 
 SOCK=$RX_TMP/serve.sock
-"$REXEC_BIN" --workspace "$WS" serve --socket "$SOCK" 2>"$RX_TMP/serve.err" &
-SERVE_PID=$!
-trap '_t_rc=$?; stop_gently "$SERVE_PID"; if (exit "$_t_rc"); then _rx_cleanup; else _rx_cleanup; fi' EXIT
-wait_until 20 test -S "$SOCK"
+start_serve
 SX=("$REXEC_BIN" --workspace "$WS" --socket "$SOCK")
 runners() { remote_pgrep '^bash /.*/\.rexec-[0-9]+/r\.[^/]*/slot ' >/dev/null; }
 
@@ -52,9 +49,7 @@ wait_until 20 runners
 # A new serve (so no runner yet): the first call opens the connection; the connection is then
 # frozen, so the runner the second call starts can't say "ready"; the cancel comes meanwhile.
 stop_gently "$SERVE_PID"
-"$REXEC_BIN" --workspace "$WS" serve --socket "$SOCK" 2>>"$RX_TMP/serve.err" &
-SERVE_PID=$!
-wait_until 20 test -S "$SOCK"
+start_serve
 wait_until 20 bash -c '! "$1" --dir "$2" ps "." >/dev/null' _ "$RX_LAB" "$LAB_DIR"
 cat >"$RX_TMP/cancel.py" <<'PY'
 import json, socket, subprocess, sys
@@ -108,9 +103,7 @@ assert_eq 0 "$(wc -l <"$RAN")" "runs of the cancelled call on the VM"
 stop_gently "$SERVE_PID"
 ws_edit 'c["hosts"]["lab1"]["runner"] = False
 c["limits"]["connect_timeout_s"] = 2'
-"$REXEC_BIN" --workspace "$WS" serve --socket "$SOCK" 2>>"$RX_TMP/serve.err" &
-SERVE_PID=$!
-wait_until 20 test -S "$SOCK"
+start_serve
 wait_until 20 bash -c '! "$1" --dir "$2" ps "." >/dev/null' _ "$RX_LAB" "$LAB_DIR"
 mapfile -t res < <(timeout 120 "$RX_PYTHON" "$RX_TMP/cancel.py" "$SOCK" "$RX_LAB" "$LAB_DIR" deadline)
 [[ ${#res[@]} -eq 5 ]] || fail "runner false: ${#res[@]} results"

@@ -19,14 +19,6 @@ ws_edit 'c.setdefault("limits", {})["connect_timeout_s"] = 60'
 ws_add_action t.val '{"risk": "L0", "command": "echo val-{v}", "params": {"v": {"type": "int", "min": 0, "max": 100000}}}'
 ws_add_action t.long '{"risk": "L0", "command": "echo started; exec sleep 2724"}'
 
-SERVE_PID=
-trap '_t_rc=$?; stop_gently ${SERVE_PID:-}; if (exit "$_t_rc"); then _rx_cleanup; else _rx_cleanup; fi' EXIT
-start_serve() {
-    rm -f "$SOCK"
-    "$REXEC_BIN" --workspace "$WS" serve --socket "$SOCK" 2>>"$RX_TMP/serve.err" &
-    SERVE_PID=$!
-    wait_until 20 test -S "$SOCK"
-}
 SOCK=$RX_TMP/rexec.sock
 
 CLIENT=$RX_TMP/client.py
