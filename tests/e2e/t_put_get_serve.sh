@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # put and get through `rexec serve` (docs/python-client.md "Files: put and get", docs/cli.md):
 # the client reads and writes the local file itself (serve never opens a path a client names):
-# `rexec --socket S put` streams the file as the call's stdin with its SHA-256 and size, `rexec
+# `rexec --socket S put` streams the file as the call's stdin with its size (serve's call hashes it
+# as it sends it; the result's put_sha256 names the hash), `rexec
 # --socket S get` writes the output lines into a temporary file renamed once whole; the Python
 # client's Client.put/get and AsyncClient.get do the same.
 tid="put and get through serve and the Python client"

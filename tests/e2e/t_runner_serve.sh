@@ -139,8 +139,7 @@ for victim in serve runners serve-early; do
             [[ ! -e /proc/$p ]] || fail "runners killed: shell $p lives on: $(lab ps '.')"
         done
         # serve-early wants a serve whose runners have yet to start
-        stop_gently "$SERVE_PID"
-        SERVE_PID=
+        stop_serve
     fi
     poll_until 10 nothing_left || fail "$victim killed: left on the VM after 10 s: $(lab ps '.')"
     kill "$LONG_PID" 2>/dev/null || true
@@ -148,8 +147,7 @@ for victim in serve runners serve-early; do
 done
 
 # ---- a runners' directory that cannot be trusted -----------------------------------------------
-stop_gently "$SERVE_PID"
-SERVE_PID=
+[[ -z $SERVE_PID ]] || stop_serve
 mkdir -m 700 "$RX_TMP/vmtmp" "$RX_TMP/elsewhere"
 ln -s "$RX_TMP/elsewhere" "$RX_TMP/vmtmp/.rexec-$(id -u)"
 lab_set_tmpdir lab1 "$RX_TMP/vmtmp"
