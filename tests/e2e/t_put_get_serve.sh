@@ -57,6 +57,15 @@ c = Client(sock, timeout=120)
 r = c.put("lab1", "t.put", loc + "/p", {"name": "p"})
 assert r["exit_status"] == 0, r
 assert filecmp.cmp(loc + "/p", vm + "/p", shallow=False)
+# read once, to send it: serve's call took the hash as it sent the bytes
+assert r["results"][0]["put_sha256"] == hashlib.sha256(open(loc + "/p", "rb").read()).hexdigest(), r
+os.mkfifo(loc + "/fifo")
+try:
+    c.put("lab1", "t.put", loc + "/fifo", {"name": "f"})  # never opened for reading: no writer
+    raise SystemExit("a put of a FIFO was not refused")
+except RexecError as e:
+    assert e.exit_status == 65 and "not a regular file" in str(e), e
+os.unlink(loc + "/fifo")
 g = c.get("lab1", "t.get", loc + "/p.back", {"name": "p"})
 data = open(loc + "/p.back", "rb").read()
 assert data == open(loc + "/p", "rb").read()
