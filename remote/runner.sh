@@ -34,7 +34,7 @@
 # waiting shell go (after an "o" call a fork of the slot: __rx_fk),
 # waits for it (SIGUSR1 from the runner kills it), kills whatever the call left, writes the end
 # markers and starts the next call's shell: one process start per call, while the other slot
-# takes the next call if it comes before that. The slot is started under `setpriv --pdeathsig KILL` where setpriv
+# takes the next call. The slot is started under `setpriv --pdeathsig KILL` where setpriv
 # exists: if the runner is killed, the slot and its namespace go too.
 # The runner keeps nothing of a call: the code (with the exports) passes through one local
 # variable that is unset before the frame's handling ends.
@@ -78,7 +78,7 @@ __rx_fk='__rx_slot_fork() { { exec 2>&8 3<&- 4<&- 5<&- 6<&- 8>&- {__rx_s_rd}>&- 
 # The slot's functions (written to its file) and its variables (one list: __rx_slot declares
 # them local with it, the fork unsets them with it).
 __rx_sf='__rx_slot __rx_slot_take __rx_slot_clean __rx_slot_refuse __rx_slot_end __rx_slot_kill __rx_slot_reap __rx_slot_envok __rx_slot_src'
-__rx_sv='__rx_s_e __rx_s_d __rx_s_k __rx_s_cont __rx_s_line __rx_s_c __rx_s_nonce __rx_s_st __rx_s_rc __rx_s_killed __rx_s_incall __rx_s_phase __rx_s_started __rx_s_bad __rx_s_desync __rx_s_kind __rx_s_fk __rx_s_wk __rx_s_rd'
+__rx_sv='__rx_s_e __rx_s_d __rx_s_k __rx_s_cont __rx_s_line __rx_s_c __rx_s_nonce __rx_s_st __rx_s_rc __rx_s_killed __rx_s_incall __rx_s_phase __rx_s_started __rx_s_bad __rx_s_desync __rx_s_kind __rx_s_fk __rx_s_wk'
 
 # The slot: `bash DIR/slot DIR K CONTAINMENT [PREFIX...]` (DIR/slot holds these functions,
 # __rx_ns, __rx_sf and __rx_sv, and calls __rx_slot_envok and __rx_slot), where PREFIX starts
@@ -89,7 +89,7 @@ __rx_sv='__rx_s_e __rx_s_d __rx_s_k __rx_s_cont __rx_s_line __rx_s_c __rx_s_nonc
 # finds a writer. n<k> is then held read-only: the runner holds its only writer, so the
 # runner's death (or its exit before this slot got going) reads as EOF, and the slot goes.
 __rx_slot() { # envok (__rx_slot_envok's status, taken before these locals hide the environment) DIR K CONTAINMENT [PREFIX...]
-    local $__rx_sv
+    local $__rx_sv __rx_s_rd # (and r<k>'s descriptor: the fork unsets it with every __rx_*)
     __rx_s_e=$1 __rx_s_d=$2 __rx_s_k=$3 __rx_s_cont=$4
     shift 4
     trap '[ -z "$__rx_s_incall" ] || { __rx_s_killed=1; __rx_slot_kill "$__rx_s_c"; }' USR1

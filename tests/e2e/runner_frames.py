@@ -324,6 +324,182 @@ def waiters(d):
     return sorted(slot_waiters(d).values())
 
 
+def ready_fifo(r, k, data=None):
+    """Slot k's FIFO r<k> as the runner holds it (its fd 24 + k), opened through /proc as a
+    command of the same account can: with data, writes it there (bytes the slot did not write);
+    without, reads off the byte the slot wrote (all there is, at least one: a slot that waits
+    for a call has written it)."""
+    path = "/proc/%d/fd/%d" % (r.p.pid, 24 + k)
+    if not os.readlink(path).startswith("%s/r%d" % (runner_dir(r), k)):
+        die("the runner's fd %d is not its FIFO r%d: %s" % (24 + k, k, os.readlink(path)))
+    fd = os.open(path, (os.O_WRONLY if data else os.O_RDONLY) | os.O_NONBLOCK)
+    try:
+        if data:
+            os.write(fd, data)
+            return data
+        got = os.read(fd, 64)
+        if not got:
+            die("no byte on r%d from a slot that waits" % k)
+        return got
+    finally:
+        os.close(fd)
+
+
+def slot_code(command):
+    """A call's code that prints first the slot it runs in ("slot0", "slot1": the name of its
+    status FIFO s<k>, before the code unsets it)."""
+    return ('unset __rx_c\nbuiltin echo ok 1<>"$__rx_st"; echo "slot${__rx_st: -1}"; '
+            'unset __rx_st __rx_in\n%s\n' % command).encode()
+
+
+def slot_call(r, k, tag, oneshot=False):
+    """A call that must run in slot k and print tag."""
+    out, end = r.call(None, oneshot=oneshot, code=slot_code("echo %s" % tag))
+    if end["desync"] != "0" or end["phase"] != "cmd" or out != b"slot%d\n%s\n" % (k, tag.encode()):
+        die("call %s (meant for slot %d) on a %s runner printed %r, ended %r"
+            % (tag, k, r.containment, out, end))
+
+
+def two_slots(r):
+    """Brings slot 1 up: slot 0's byte read off before a call, so that the call finds slot 0
+    busy and slot 1 not started (it runs in slot 0 and slot 1 starts), then the byte written
+    back, once both slots wait."""
+    d = runner_dir(r)
+    slot_waiters(d, 1)
+    ready_fifo(r, 0)
+    slot_call(r, 0, "up")
+    slot_waiters(d, 2)
+    ready_fifo(r, 0, b".")
+
+
+def one_slot(oneshot):
+    """Calls spaced apart (each sent once its runner's slots wait for a call: what a slot
+    reaches only after its last call's end, reap and next shell), some killed at once: every
+    call runs in slot 0, prints its own value, and slot 1 never starts (one slot process)."""
+    r = Runner()
+    d = runner_dir(r)
+    for i in range(24):
+        slot_waiters(d)
+        if i % 6 == 3:
+            out, end = r.call(None, kill=True, oneshot=oneshot, code=slot_code("echo K%d" % i))
+            if end["desync"] != "0" or out not in (b"", b"slot0\n", b"slot0\nK%d\n" % i):
+                die("a call stopped at once printed %r, ended %r" % (out, end))
+            continue
+        slot_call(r, 0, "S%d" % i, oneshot=oneshot and i % 2 == 0)
+    w = slot_waiters(d)
+    if list(w) != [0]:
+        die("after calls spaced apart the runner has slots %r, not slot 0 alone" % sorted(w))
+    r.close()
+    gone(d)
+    print("one-slot oneshot=%s containment=%s: 20 calls spaced apart and 4 stopped ran in slot "
+          "0, slot 1 never started" % (oneshot, r.containment))
+
+
+def choose():
+    """The runner's choice of a slot, each case made so through the bytes on r<k> (read off: the
+    slot is taken for busy; written back: for ready): slot 0 when it is ready; when it is not,
+    and slot 1 is not started, slot 0 (slot 1 starts); slot 1 when only it is ready; the slot
+    that did not take the call before when neither is; a kill reaches the call's slot; forged
+    bytes make no call run elsewhere; a slot that died starts again when it is handed a call."""
+    r = Runner()
+    d = runner_dir(r)
+    two_slots(r)
+    slot_waiters(d, 2)
+    slot_call(r, 0, "ready0")              # slot 0 ready: slot 0
+    slot_waiters(d, 2)
+    ready_fifo(r, 0)
+    slot_call(r, 1, "busy0", oneshot=True)  # slot 0 not ready, slot 1 ready: slot 1
+    slot_waiters(d, 2)
+    slot_call(r, 1, "lost0")               # slot 0's byte lost: it stays busy for the runner
+    slot_waiters(d, 2)
+    ready_fifo(r, 0, b".")
+    slot_call(r, 0, "back0", oneshot=True)  # written back: ready again
+    slot_waiters(d, 2)
+    ready_fifo(r, 0)
+    ready_fifo(r, 1)
+    slot_call(r, 1, "neither")             # neither ready: not the slot of the call before
+    slot_waiters(d, 2)
+    ready_fifo(r, 1)
+    slot_call(r, 0, "neither2")            # again: the other one
+    slot_waiters(d, 2)
+    ready_fifo(r, 0, b".")
+    ready_fifo(r, 1, b"..")
+    slot_call(r, 0, "both")                # both ready again: slot 0
+    # a kill reaches the call's slot, here slot 1: its command goes, the end says killed
+    slot_waiters(d, 2)
+    ready_fifo(r, 0)
+    t = trace("choose-kill-%s" % r.rnonce)
+    nonce = secrets.token_hex(16).encode()
+    code = slot_code("touch %s; exec sleep 600" % t)
+    r.send(head(nonce, code) + code)
+    deadline = time.monotonic() + WAIT_S
+    while not os.path.exists(t):
+        if time.monotonic() > deadline:
+            die("the call meant for slot 1 did not start")
+        time.sleep(0.01)
+    r.send(b"K\n")
+    mark = b"\036rexec:%s:end" % nonce
+    out = r.until(1, mark + b"\n")[:-len(mark) - 1]
+    end = r.end_line(mark)
+    if out != b"slot1\n" or (end["killed"], end["phase"], end["desync"]) != ("1", "cmd", "0"):
+        die("a call killed in slot 1 printed %r, ended %r" % (out, end))
+    slot_waiters(d, 2)
+    ready_fifo(r, 0, b".")
+    # bytes forged on both FIFOs: calls still run in a slot that waits, each its own code
+    ready_fifo(r, 0, b"." * 50)
+    ready_fifo(r, 1, b"." * 50)
+    for i in range(6):
+        out, end = r.call(None, code=slot_code("echo F%d" % i))
+        if end["desync"] != "0" or out not in (b"slot0\nF%d\n" % i, b"slot1\nF%d\n" % i):
+            die("a call after forged bytes printed %r, ended %r" % (out, end))
+    # slot 0 killed from outside while it waits: the next call handed to it starts it again
+    # (once it is gone, and reaped by the runner: until then, it seems alive to the runner)
+    slot_waiters(d, 2)
+    old = slot_pids(d)
+    with open("/proc/%d/stat" % old[0]) as fh:
+        top = int(fh.read().rsplit(")", 1)[1].split()[1])  # its unshare, or the slot itself
+    top = old[0] if top == r.p.pid else top
+    os.kill(old[0], 9)
+    deadline = time.monotonic() + WAIT_S
+    while os.path.exists("/proc/%d" % top):
+        if time.monotonic() > deadline:
+            die("slot 0, killed, is still there")
+        time.sleep(0.01)
+    slot_call(r, 0, "again")
+    if slot_pids(d).get(0) in (None, old[0]):
+        die("slot 0 was not started again")
+    r.close()
+    gone(d)
+    print("choose containment=%s: slot 0 when ready, else slot 1, else in turn; kill in slot 1; "
+          "forged bytes; a slot started again" % r.containment)
+
+
+def slot_pids(d):
+    """{k: pid} of the slots (not their forks) of runner directory d."""
+    slot_cl = b"bash\0%s/slot\0" % d.encode()
+    procs = {}
+    for p in processes_of(d):
+        try:
+            with open("/proc/%d/cmdline" % p, "rb") as fh:
+                cl = fh.read()
+            with open("/proc/%d/stat" % p) as fh:
+                pp = int(fh.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        procs[p] = (pp, cl)
+    return {int(cl.split(b"\0")[3]): p for p, (pp, cl) in procs.items()
+            if cl.startswith(slot_cl) and not procs.get(pp, (0, b""))[1].startswith(slot_cl)}
+
+
+def gone(d):
+    """Waits (bounded) until no process names runner directory d."""
+    deadline = time.monotonic() + WAIT_S
+    while processes_of(d):
+        if time.monotonic() > deadline:
+            die("processes of a runner that exited are still there: %r" % processes_of(d))
+        time.sleep(0.05)
+
+
 # What a command can see of the process it runs in: each runs once in a fresh call shell and once
 # in a fork of its slot, and must see the same. (Output naming the command's own pid, which
 # differs from process to process, is left out: /proc/<pid>/... paths, NSpid.)
@@ -524,182 +700,6 @@ def processes_of(d):
             except OSError:
                 pass
     return found
-
-
-def ready_fifo(r, k, data=None):
-    """Slot k's FIFO r<k> as the runner holds it (its fd 24 + k), opened through /proc as a
-    command of the same account can: with data, writes it there (bytes the slot did not write);
-    without, reads off the byte the slot wrote (all there is, at least one: a slot that waits
-    for a call has written it)."""
-    path = "/proc/%d/fd/%d" % (r.p.pid, 24 + k)
-    if not os.readlink(path).startswith("%s/r%d" % (runner_dir(r), k)):
-        die("the runner's fd %d is not its FIFO r%d: %s" % (24 + k, k, os.readlink(path)))
-    fd = os.open(path, (os.O_WRONLY if data else os.O_RDONLY) | os.O_NONBLOCK)
-    try:
-        if data:
-            os.write(fd, data)
-            return data
-        got = os.read(fd, 64)
-        if not got:
-            die("no byte on r%d from a slot that waits" % k)
-        return got
-    finally:
-        os.close(fd)
-
-
-def slot_code(command):
-    """A call's code that prints first the slot it runs in ("slot0", "slot1": the name of its
-    status FIFO s<k>, before the code unsets it)."""
-    return ('unset __rx_c\nbuiltin echo ok 1<>"$__rx_st"; echo "slot${__rx_st: -1}"; '
-            'unset __rx_st __rx_in\n%s\n' % command).encode()
-
-
-def slot_call(r, k, tag, oneshot=False):
-    """A call that must run in slot k and print tag."""
-    out, end = r.call(None, oneshot=oneshot, code=slot_code("echo %s" % tag))
-    if end["desync"] != "0" or end["phase"] != "cmd" or out != b"slot%d\n%s\n" % (k, tag.encode()):
-        die("call %s (meant for slot %d) on a %s runner printed %r, ended %r"
-            % (tag, k, r.containment, out, end))
-
-
-def two_slots(r):
-    """Brings slot 1 up: slot 0's byte read off before a call, so that the call finds slot 0
-    busy and slot 1 not started (it runs in slot 0 and slot 1 starts), then the byte written
-    back, once both slots wait."""
-    d = runner_dir(r)
-    slot_waiters(d, 1)
-    ready_fifo(r, 0)
-    slot_call(r, 0, "up")
-    slot_waiters(d, 2)
-    ready_fifo(r, 0, b".")
-
-
-def one_slot(oneshot):
-    """Calls spaced apart (each sent once its runner's slots wait for a call: what a slot
-    reaches only after its last call's end, reap and next shell), some killed at once: every
-    call runs in slot 0, prints its own value, and slot 1 never starts (one slot process)."""
-    r = Runner()
-    d = runner_dir(r)
-    for i in range(24):
-        slot_waiters(d)
-        if i % 6 == 3:
-            out, end = r.call(None, kill=True, oneshot=oneshot, code=slot_code("echo K%d" % i))
-            if end["desync"] != "0" or out not in (b"", b"slot0\n", b"slot0\nK%d\n" % i):
-                die("a call stopped at once printed %r, ended %r" % (out, end))
-            continue
-        slot_call(r, 0, "S%d" % i, oneshot=oneshot and i % 2 == 0)
-    w = slot_waiters(d)
-    if list(w) != [0]:
-        die("after calls spaced apart the runner has slots %r, not slot 0 alone" % sorted(w))
-    r.close()
-    gone(d)
-    print("one-slot oneshot=%s containment=%s: 20 calls spaced apart and 4 stopped ran in slot "
-          "0, slot 1 never started" % (oneshot, r.containment))
-
-
-def choose():
-    """The runner's choice of a slot, each case made so through the bytes on r<k> (read off: the
-    slot is taken for busy; written back: for ready): slot 0 when it is ready; when it is not,
-    and slot 1 is not started, slot 0 (slot 1 starts); slot 1 when only it is ready; the slot
-    that did not take the call before when neither is; a kill reaches the call's slot; forged
-    bytes make no call run elsewhere; a slot that died starts again when it is handed a call."""
-    r = Runner()
-    d = runner_dir(r)
-    two_slots(r)
-    slot_waiters(d, 2)
-    slot_call(r, 0, "ready0")              # slot 0 ready: slot 0
-    slot_waiters(d, 2)
-    ready_fifo(r, 0)
-    slot_call(r, 1, "busy0", oneshot=True)  # slot 0 not ready, slot 1 ready: slot 1
-    slot_waiters(d, 2)
-    slot_call(r, 1, "lost0")               # slot 0's byte lost: it stays busy for the runner
-    slot_waiters(d, 2)
-    ready_fifo(r, 0, b".")
-    slot_call(r, 0, "back0", oneshot=True)  # written back: ready again
-    slot_waiters(d, 2)
-    ready_fifo(r, 0)
-    ready_fifo(r, 1)
-    slot_call(r, 1, "neither")             # neither ready: not the slot of the call before
-    slot_waiters(d, 2)
-    ready_fifo(r, 1)
-    slot_call(r, 0, "neither2")            # again: the other one
-    slot_waiters(d, 2)
-    ready_fifo(r, 0, b".")
-    ready_fifo(r, 1, b"..")
-    slot_call(r, 0, "both")                # both ready again: slot 0
-    # a kill reaches the call's slot, here slot 1: its command goes, the end says killed
-    slot_waiters(d, 2)
-    ready_fifo(r, 0)
-    t = trace("choose-kill-%s" % r.rnonce)
-    nonce = secrets.token_hex(16).encode()
-    code = slot_code("touch %s; exec sleep 600" % t)
-    r.send(head(nonce, code) + code)
-    deadline = time.monotonic() + WAIT_S
-    while not os.path.exists(t):
-        if time.monotonic() > deadline:
-            die("the call meant for slot 1 did not start")
-        time.sleep(0.01)
-    r.send(b"K\n")
-    mark = b"\036rexec:%s:end" % nonce
-    out = r.until(1, mark + b"\n")[:-len(mark) - 1]
-    end = r.end_line(mark)
-    if out != b"slot1\n" or (end["killed"], end["phase"], end["desync"]) != ("1", "cmd", "0"):
-        die("a call killed in slot 1 printed %r, ended %r" % (out, end))
-    slot_waiters(d, 2)
-    ready_fifo(r, 0, b".")
-    # bytes forged on both FIFOs: calls still run in a slot that waits, each its own code
-    ready_fifo(r, 0, b"." * 50)
-    ready_fifo(r, 1, b"." * 50)
-    for i in range(6):
-        out, end = r.call(None, code=slot_code("echo F%d" % i))
-        if end["desync"] != "0" or out not in (b"slot0\nF%d\n" % i, b"slot1\nF%d\n" % i):
-            die("a call after forged bytes printed %r, ended %r" % (out, end))
-    # slot 0 killed from outside while it waits: the next call handed to it starts it again
-    # (once it is gone, and reaped by the runner: until then, it seems alive to the runner)
-    slot_waiters(d, 2)
-    old = slot_pids(d)
-    with open("/proc/%d/stat" % old[0]) as fh:
-        top = int(fh.read().rsplit(")", 1)[1].split()[1])  # its unshare, or the slot itself
-    top = old[0] if top == r.p.pid else top
-    os.kill(old[0], 9)
-    deadline = time.monotonic() + WAIT_S
-    while os.path.exists("/proc/%d" % top):
-        if time.monotonic() > deadline:
-            die("slot 0, killed, is still there")
-        time.sleep(0.01)
-    slot_call(r, 0, "again")
-    if slot_pids(d).get(0) in (None, old[0]):
-        die("slot 0 was not started again")
-    r.close()
-    gone(d)
-    print("choose containment=%s: slot 0 when ready, else slot 1, else in turn; kill in slot 1; "
-          "forged bytes; a slot started again" % r.containment)
-
-
-def slot_pids(d):
-    """{k: pid} of the slots (not their forks) of runner directory d."""
-    slot_cl = b"bash\0%s/slot\0" % d.encode()
-    procs = {}
-    for p in processes_of(d):
-        try:
-            with open("/proc/%d/cmdline" % p, "rb") as fh:
-                cl = fh.read()
-            with open("/proc/%d/stat" % p) as fh:
-                pp = int(fh.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        procs[p] = (pp, cl)
-    return {int(cl.split(b"\0")[3]): p for p, (pp, cl) in procs.items()
-            if cl.startswith(slot_cl) and not procs.get(pp, (0, b""))[1].startswith(slot_cl)}
-
-
-def gone(d):
-    """Waits (bounded) until no process names runner directory d."""
-    deadline = time.monotonic() + WAIT_S
-    while processes_of(d):
-        if time.monotonic() > deadline:
-            die("processes of a runner that exited are still there: %r" % processes_of(d))
-        time.sleep(0.05)
 
 
 def bad_head(kind):

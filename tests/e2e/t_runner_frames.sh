@@ -13,12 +13,6 @@
 #    code never runs; later calls print their own value or end as desync (never run), and a
 #    desync discards the runner (also with oneshot frames, run in forks of the slots: "-o");
 #  - 150 calls mixing kills at once, kills after the start and ordinary calls;
-#  - the slots a runner uses: calls spaced apart (each once the slots wait) all run in slot 0
-#    and slot 1 never starts; with the slots' "ready" bytes on r<k> read off or written back
-#    (busy or ready to the runner), each case of its choice: slot 0 when ready, slot 0 when not
-#    and slot 1 not started (slot 1 starts), slot 1 when only it is ready, the other slot when
-#    neither is; a kill reaches a call in slot 1; forged bytes run nothing; slot 0 killed from
-#    outside starts again with the next call handed to it;
 #  - oneshot frames (fifth header field "o"): after one, a slot keeps no shell waiting and runs
 #    the next in a fork of itself, where a command sees what it sees in a fresh call shell (its
 #    environment, descriptors, /proc status, cwd, umask, limits, bash's messages when it is not
@@ -30,7 +24,13 @@
 #    (a symlink to a directory of FIFOs, a FIFO named owner, old-style .rexec-runner.*) neither
 #    holds a runner's start nor gets a byte written; a dead runner's directory is removed and
 #    its processes killed, also those of a directory that is gone;
-#  - a slot whose runner went before the slot opened its FIFOs goes at once (no open blocks).
+#  - a slot whose runner went before the slot opened its FIFOs goes at once (no open blocks);
+#  - the slots a runner uses: calls spaced apart (each once the slots wait) all run in slot 0
+#    and slot 1 never starts; with the slots' "ready" bytes on r<k> read off or written back
+#    (busy or ready to the runner), each case of its choice: slot 0 when ready, slot 0 when not
+#    and slot 1 not started (slot 1 starts), slot 1 when only it is ready, the other slot when
+#    neither is; a kill reaches a call in slot 1; forged bytes run nothing (also planted by a
+#    command: plant-r); slot 0 killed from outside starts again with the next call handed to it.
 tid="runner frames: kill before read, planted bytes, the runners' directory"
 . "${REXEC_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/e2e/lib.sh"
 
@@ -40,9 +40,18 @@ mkdir -m 700 "$T"
 
 # ---- frames ----------------------------------------------------------------------------------
 for rank in 3 1; do
-    for sc in kill fork fork-kill sizes marks plant-c plant-n plant-g plant-junk plant-r plant-all mixed \
-        plant-c-o plant-n-o plant-g-o plant-junk-o plant-r-o plant-all-o one-slot choose \
+    for sc in kill fork fork-kill sizes marks plant-c plant-n plant-g plant-junk plant-all mixed \
+        plant-c-o plant-n-o plant-g-o plant-junk-o plant-all-o \
         badhead-line badhead-nonl badhead-fields badhead-other; do
+        timeout 300 "$RX_PYTHON" "$DRV" "$REXEC_SRC" "$T" "$sc" "$rank" >"$OUT" 2>"$ERR" ||
+            fail "$sc (max rank $rank): $(cat "$OUT" "$ERR")"
+        echo "  $(cat "$OUT")" >&2
+    done
+done
+
+# ---- which slot takes a call -----------------------------------------------------------------
+for rank in 3 1; do
+    for sc in plant-r plant-r-o one-slot choose; do
         timeout 300 "$RX_PYTHON" "$DRV" "$REXEC_SRC" "$T" "$sc" "$rank" >"$OUT" 2>"$ERR" ||
             fail "$sc (max rank $rank): $(cat "$OUT" "$ERR")"
         echo "  $(cat "$OUT")" >&2
