@@ -279,6 +279,13 @@ def slot_waiters(d, n=None):
         except OSError:
             return False
 
+    def cmdline(p):
+        try:
+            with open("/proc/%d/cmdline" % p, "rb") as fh:
+                return fh.read()
+        except OSError:
+            return b""
+
     deadline = time.monotonic() + WAIT_S
     while True:
         procs = {}
@@ -306,7 +313,9 @@ def slot_waiters(d, n=None):
                 cl = procs.get(c, (0, b""))[1]
                 if cl.startswith(b"bash\0-c\0"):
                     kinds[k] = "bash"
-                elif cl.startswith(slot_cl) and blocked(c, 7):
+                elif cl.startswith(slot_cl) and blocked(c, 7) and cmdline(c).startswith(slot_cl):
+                    # (the command line read again: a fresh shell's, read before its exec, was
+                    # the slot's, and it may block in its read of fd 7 by now)
                     kinds[k] = "fork"
                 else:
                     ready = False

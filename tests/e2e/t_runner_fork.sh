@@ -73,8 +73,8 @@ waiters_ready() { # writes the sorted kinds to $RX_TMP/kinds; 1 if not ready
         for k in $(cat "/proc/$s/task/$s/children" 2>/dev/null); do
             if [[ $(cmdline "$k") == "bash -c "* ]]; then
                 kinds+=("$pp:bash")
-            elif [[ $(cmdline "$k") =~ $SLOT_RE ]] && blocked "$k" 7; then
-                kinds+=("$pp:fork")
+            elif [[ $(cmdline "$k") =~ $SLOT_RE ]] && blocked "$k" 7 && [[ $(cmdline "$k") =~ $SLOT_RE ]]; then
+                kinds+=("$pp:fork") # (read again: a fresh shell's, before its exec, is the slot's)
             else
                 return 1
             fi
