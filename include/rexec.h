@@ -214,8 +214,8 @@ typedef struct rexec_result {
      * retries); 0: not counted. In the JSON as "tries" when not 0. */
     unsigned tries;
     /* A put (a file action's upload): the SHA-256 of the file as it was sent, once all of it
-     * went (docs/remote-contract.md, "Files: put and get"); else NULL. Not in the JSON: the
-     * audit record's transfer holds it. */
+     * went (docs/remote-contract.md, "Files: put and get"); else NULL. In the JSON as
+     * "put_sha256" when set (and in the audit record's transfer). */
     const char *put_sha256;
 } rexec_result;
 

@@ -1,11 +1,11 @@
 """Files in and out through serve (docs/python-client.md, "Files: put and get"), shared by the
 blocking and the asyncio client. The client reads and writes the local file itself: serve never
-opens a path a client names. A put's file is hashed here (its SHA-256 and size are the put
-action's content_sha256 and content_size, which the VM checks) and streamed as the call's
-stdin; a get's output goes to a temporary file next to the local one, renamed onto it only
-when the call succeeded with all of it."""
-import hashlib
+opens a path a client names. A put's file is read once, streamed as the call's stdin with its
+size (the put action's content_size); serve's call hashes it as it sends it and the VM checks
+that hash (the result's put_sha256) before the rename. A get's output goes to a temporary file
+next to the local one, renamed onto it only when the call succeeded with all of it."""
 import os
+import stat
 import tempfile
 
 from ._proto import RexecError
@@ -13,19 +13,22 @@ from ._proto import RexecError
 SINK_EXIT = 73  # the local file cannot be written (docs/exit-codes.md)
 
 
-def put_params(local_path, params=None):
-    """params plus content_sha256 and content_size of the file at local_path."""
-    h, size = hashlib.sha256(), 0
-    with open(local_path, "rb") as f:
-        while True:
-            piece = f.read(1 << 20)
-            if not piece:
-                break
-            h.update(piece)
-            size += len(piece)
+def open_put(local_path, params=None):
+    """(the file at local_path opened for reading, params plus its content_size). Only a regular
+    file (opened without blocking: a FIFO's open would wait for a writer); a caller's
+    content_sha256 stays in params (the VM then also requires the hash to equal it)."""
+    try:
+        fd = os.open(local_path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as e:
+        raise RexecError("the local file cannot be opened: %s" % e.strerror, 65)
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise RexecError("the local file is not a regular file", 65)
+    os.set_blocking(fd, True)
     out = dict(params or {})
-    out.update({"content_sha256": h.hexdigest(), "content_size": str(size)})
-    return out
+    out["content_size"] = str(st.st_size)
+    return os.fdopen(fd, "rb"), out
 
 
 class Sink:

@@ -1,7 +1,7 @@
 """The asyncio client: one connection per call, any number of calls at once on one loop."""
 import asyncio
 
-from ._files import Sink, put_params
+from ._files import Sink, open_put
 from ._proto import (CANCEL_ID, Collector, RexecCallError, RexecError, approval_request,
                      call_request, cancel_line, decode, encode, socket_path, stdin_lines, streamed,
                      strip, unreachable)
@@ -117,9 +117,9 @@ class AsyncClient:
         return await call.wait(on_output, raise_on_error)
 
     async def put(self, targets, action, local_path, params=None, raise_on_error=False, **kw):
-        """Client.put as a coroutine (the file is hashed and read in the event loop's thread)."""
-        params = put_params(local_path, params)
-        with open(local_path, "rb") as f:
+        """Client.put as a coroutine (the file is read in the event loop's thread)."""
+        f, params = open_put(local_path, params)
+        with f:
             return await self.run(targets, action, params, raise_on_error=raise_on_error,
                                   stdin=f, **kw)
 

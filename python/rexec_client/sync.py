@@ -1,7 +1,7 @@
 """The blocking client: one Unix-socket connection per call, so calls may run from many threads."""
 import threading
 
-from ._files import Sink, put_params
+from ._files import Sink, open_put
 from ._proto import (CANCEL_ID, Collector, RexecCallError, RexecError, approval_request,
                      call_request, cancel_line, connect_unix, decode, encode, socket_path,
                      stdin_lines, streamed, strip)
@@ -116,10 +116,11 @@ class Client:
         return self.start("run", targets, action, params, **kw).wait(on_output, raise_on_error)
 
     def put(self, targets, action, local_path, params=None, raise_on_error=False, **kw):
-        """Sends the file at local_path with a put action (`rexec put`): its SHA-256 and size
-        go as content_sha256/content_size, its bytes as the streamed stdin. Returns run's dict."""
-        params = put_params(local_path, params)
-        with open(local_path, "rb") as f:
+        """Sends the file at local_path with a put action (`rexec put`): its size goes as
+        content_size, its bytes as the streamed stdin, read once. Returns run's dict (put_sha256:
+        the hash of what was sent)."""
+        f, params = open_put(local_path, params)
+        with f:
             return self.run(targets, action, params, raise_on_error=raise_on_error, stdin=f, **kw)
 
     def get(self, host, action, local_path, params=None, **kw):

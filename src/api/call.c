@@ -539,9 +539,6 @@ static int call_stdin_file(rexec_call *c, rexec_error *err)
 static int call_stdin_hash(void *ud, char hex[65], rexec_error *err)
 {
     rexec_call *c = ud;
-    unsigned char md[32];
-    unsigned int mdlen = 0;
-    ssize_t n = 0;
     uint64_t got = 0;
     if (c->stdin_sha != NULL) { /* hashed already */
         snprintf(hex, 65, "%s", c->stdin_hex);
@@ -550,17 +547,8 @@ static int call_stdin_hash(void *ud, char hex[65], rexec_error *err)
     int r = rx_call_stdin_spool(c, err); /* a pipe is hashed from its spool */
     if (r != 0)
         return r;
-    EVP_MD_CTX *h = EVP_MD_CTX_new();
-    unsigned char *buf = malloc(RX_EXEC_CHUNK);
-    int ok = h && buf && EVP_DigestInit_ex(h, EVP_sha256(), NULL);
-    while (ok && got < c->stdin_len && (n = pread(c->stdin_fd, buf, RX_EXEC_CHUNK, (off_t)got)) > 0)
-        ok = EVP_DigestUpdate(h, buf, (size_t)n), got += (uint64_t)n;
-    ok = ok && got == c->stdin_len && EVP_DigestFinal_ex(h, md, &mdlen);
-    EVP_MD_CTX_free(h);
-    free(buf);
-    if (!ok)
+    if (rx_sha256_fd(c->stdin_fd, c->stdin_len, c->stdin_hex, &got) != 0 || got != c->stdin_len)
         return rx_fail(err, REXEC_EREQUEST, "--stdin %s: cannot read it", c->stdin_path);
-    rx_hex_encode(md, 32, c->stdin_hex);
     snprintf(hex, 65, "%s", c->stdin_hex);
     c->stdin_sha = EVP_MD_CTX_new();
     if (c->stdin_sha == NULL || !EVP_DigestInit_ex(c->stdin_sha, EVP_sha256(), NULL))

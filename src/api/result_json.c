@@ -82,6 +82,8 @@ cJSON *rx_result_json(const rexec_result *r)
     rx_json_add_str(o, "rendered", r->rendered);
     rx_json_add_str(o, "error", r->error);
     cJSON_AddNumberToObject(o, "exit_status", r->exit_status);
+    if (r->put_sha256) /* a put that sent all of its file */
+        rx_json_add_str(o, "put_sha256", r->put_sha256);
     if (r->tries > 0) /* a fan-out with retries counts every host's calls */
         cJSON_AddNumberToObject(o, "tries", r->tries);
     return o;

@@ -1,6 +1,8 @@
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -142,6 +144,46 @@ int rx_sha256_hex(const void *data, size_t len, char out[65])
     out[0] = 0;
     if (EVP_Digest(data, len, md, &n, EVP_sha256(), NULL) != 1 || n != 32)
         return -1;
+    rx_hex_encode(md, 32, out);
+    return 0;
+}
+
+#define SHA_FD_CHUNK (256 * 1024)
+
+int rx_sha256_fd(int fd, uint64_t max, char out[65], uint64_t *got)
+{
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int mdlen = 0;
+    ssize_t n = 0;
+    int e = 0;
+    out[0] = 0;
+    *got = 0;
+    EVP_MD_CTX *h = EVP_MD_CTX_new();
+    unsigned char *buf = malloc(SHA_FD_CHUNK);
+    if (h == NULL || buf == NULL || !EVP_DigestInit_ex(h, EVP_sha256(), NULL))
+        e = ENOMEM;
+    while (e == 0 && *got < max) {
+        size_t want = max - *got < SHA_FD_CHUNK ? (size_t)(max - *got) : SHA_FD_CHUNK;
+        n = pread(fd, buf, want, (off_t)*got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            e = errno;
+        else if (n == 0)
+            break;
+        else if (!EVP_DigestUpdate(h, buf, (size_t)n))
+            e = ENOMEM;
+        else
+            *got += (uint64_t)n;
+    }
+    if (e == 0 && (!EVP_DigestFinal_ex(h, md, &mdlen) || mdlen != 32))
+        e = ENOMEM;
+    EVP_MD_CTX_free(h);
+    free(buf);
+    if (e != 0) {
+        errno = e;
+        return -1;
+    }
     rx_hex_encode(md, 32, out);
     return 0;
 }

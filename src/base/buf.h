@@ -5,6 +5,7 @@
 
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct rx_buf {
     unsigned char *data; /* always NUL-terminated when non-NULL (the NUL is not counted in len) */
@@ -42,5 +43,12 @@ void rx_hex_encode(const void *p, size_t n, char *out);
 /* SHA-256 of data as 64 lowercase hex digits and a NUL. Returns 0, or -1 (out set to "") when
  * OpenSSL fails: an empty digest never equals a real one. */
 int rx_sha256_hex(const void *data, size_t len, char out[65]);
+
+/* SHA-256 of an open file's first max bytes (all of it to its end when max is UINT64_MAX), read
+ * with pread from offset 0 in fixed pieces (the fd's offset is left alone), as hex into out; *got
+ * is the number of bytes hashed. Returns 0; -1 with errno set when a read fails (EIO, ...) or
+ * ENOMEM when OpenSSL or the buffer fails. A file shorter than max is not an error here: the
+ * caller compares *got. */
+int rx_sha256_fd(int fd, uint64_t max, char out[65], uint64_t *got);
 
 #endif

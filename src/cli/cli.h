@@ -155,13 +155,14 @@ int cli_sink_open(const char *path);
 int cli_sink_active(void);
 int cli_sink_write(const void *data, size_t len);
 int cli_sink_finish(const rexec_result *res, int json);
+/* A put's hash of what it sent (the result's put_sha256, kept by cli_sink_finish), for put's
+ * closing line; NULL until a host's file went whole. */
+const char *cli_put_sent_sha(void);
 void cli_sink_abort(void);
 
 /* cmd_put.c: `rexec put HOST ACTION LOCAL_FILE` and `rexec get HOST ACTION LOCAL_FILE`, calls
  * of a file action made through cli_run. */
 int cli_put(const cli_global *g, int argc, char **argv);
-/* A host's call is over: a put's hash of what it sent, for put's closing line. */
-void cli_put_sent(const rexec_result *res);
 
 /* Help text of a command (NULL for the overview); shared by `rexec help X` and `X --help`. */
 const char *cli_help_text(const char *command);

@@ -257,7 +257,8 @@ static void on_result(client *c, const cJSON *o)
                       .stdout_truncated_in_result = jb(o, "stdout_truncated_in_result"),
                       .stderr_truncated_in_result = jb(o, "stderr_truncated_in_result"),
                       .cap_killed = jb(o, "cap_killed"),
-                      .tries = (unsigned)jn(o, "tries", 0)};
+                      .tries = (unsigned)jn(o, "tries", 0),
+                      .put_sha256 = js(o, "put_sha256")};
     unsigned char *out = c->json ? jbytes(o, "stdout", &r.stdout_len) : NULL;
     unsigned char *err = c->json ? jbytes(o, "stderr", &r.stderr_len) : NULL;
     r.stdout_data = out;

@@ -2,9 +2,8 @@
  * action (docs/workspace.md, "put and get"), made by `rexec run` with what the file needs:
  *   put: --stdin LOCAL_FILE (streamed from the file, flat memory) and its size (content_size);
  *        the call hashes the file on the one pass that sends it and the stream's trailer
- *        carries the hash (src/api/call_put.c), so nothing reads the file before it goes.
- *        Through serve (--socket) the file is hashed here first (content_sha256, as before):
- *        serve spools the whole stream before sending it anyway;
+ *        carries the hash (src/api/call_put.c), so nothing reads the file before it goes;
+ *        through serve (--socket) the same, by serve's call (the result's put_sha256);
  *   get: --output LOCAL_FILE (sink.c: a temporary file next to it, renamed once whole).
  * Every other option is run's, passed through. Through serve (--socket) the client reads and
  * writes the local file itself; serve never opens a path a client names. */
@@ -16,57 +15,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <openssl/evp.h>
-
 #include "cli.h"
 #include "interface.h"
-
-#define PUT_READ_CHUNK (1024 * 1024)
 
 typedef struct put_args {
     int argc;
     char **argv; /* "run", then the caller's arguments without LOCAL_FILE, then ours */
     const char *local;
-    int json, via_socket;
-    char sha[65];
-    char size_param[64], sha_param[96];
+    int json;
+    char size_param[64];
 } put_args;
-
-/* The file's SHA-256 and size, read in fixed pieces (never whole). 0, or the exit code. */
-static int hash_file(const char *path, char hex[65], unsigned long long *size)
-{
-    struct stat st;
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int mdlen = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC), rc = 0;
-    if (fd < 0)
-        return cli_error(65, "LOCAL_FILE %s: %s", cli_arg(path), strerror(errno));
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return cli_error(65, "LOCAL_FILE %s: not a regular file", cli_arg(path));
-    }
-    unsigned char *buf = malloc(PUT_READ_CHUNK);
-    EVP_MD_CTX *h = EVP_MD_CTX_new();
-    ssize_t n = 0;
-    *size = 0;
-    if (buf && h && EVP_DigestInit_ex(h, EVP_sha256(), NULL)) {
-        while ((n = read(fd, buf, PUT_READ_CHUNK)) > 0 || (n < 0 && errno == EINTR))
-            if (n > 0)
-                EVP_DigestUpdate(h, buf, (size_t)n), *size += (unsigned long long)n;
-        if (n < 0)
-            rc = cli_error(65, "LOCAL_FILE %s: %s", cli_arg(path), strerror(errno));
-        else if (!EVP_DigestFinal_ex(h, md, &mdlen))
-            rc = cli_error(70, "sha256 failed");
-    } else {
-        rc = cli_error(71, "out of memory");
-    }
-    for (unsigned i = 0; rc == 0 && i < mdlen; i++)
-        snprintf(hex + 2 * i, 3, "%02x", md[i]);
-    EVP_MD_CTX_free(h);
-    free(buf);
-    close(fd);
-    return rc;
-}
 
 #define OPT_STDIN "stdin"
 #define OPT_OUTPUT "output"
@@ -97,8 +55,6 @@ static int split_args(put_args *p, int argc, char **argv, const char *cmd)
                              (int)strcspn(a, "="), a, cmd, cmd);
         if (opt_is(a, OPT_JSON))
             p->json = 1;
-        if (opt_is(a, "socket"))
-            p->via_socket = 1;
         if (a[0] == '-' && a[1] != 0) {
             p->argv[p->argc++] = argv[i];
             if (strchr(a, '=') == NULL && cli_takes_value(a) && i + 1 < argc)
@@ -115,7 +71,8 @@ static int split_args(put_args *p, int argc, char **argv, const char *cmd)
     return 0;
 }
 
-/* The file's size (fstat), for a call that hashes it as it sends it. 0, or the exit code. */
+/* The file's size (fstat): the call hashes the file as it sends it, here or in serve (which
+ * spools what the client streams, then sends it the same way). 0, or the exit code. */
 static int size_file(const char *path, unsigned long long *size)
 {
     struct stat st;
@@ -130,20 +87,10 @@ static int size_file(const char *path, unsigned long long *size)
     return 0;
 }
 
-/* What the calls sent (cli_put_sent), for the closing line; empty until one sent it whole. */
-static char put_sent_sha[65];
-
-void cli_put_sent(const rexec_result *res)
-{
-    if (res->put_sha256 != NULL && put_sent_sha[0] == 0)
-        snprintf(put_sent_sha, sizeof(put_sent_sha), "%s", res->put_sha256);
-}
-
 static int do_put(const cli_global *g, put_args *p)
 {
     unsigned long long size = 0;
-    int via_socket = p->via_socket || g->socket != NULL;
-    int rc = via_socket ? hash_file(p->local, p->sha, &size) : size_file(p->local, &size);
+    int rc = size_file(p->local, &size);
     if (rc != 0)
         return rc;
     snprintf(p->size_param, sizeof(p->size_param), "content_size=%llu", size);
@@ -151,15 +98,10 @@ static int do_put(const cli_global *g, put_args *p)
     p->argv[p->argc++] = (char *)p->local;
     p->argv[p->argc++] = "--param";
     p->argv[p->argc++] = p->size_param;
-    if (via_socket) {
-        snprintf(p->sha_param, sizeof(p->sha_param), "content_sha256=%s", p->sha);
-        p->argv[p->argc++] = "--param";
-        p->argv[p->argc++] = p->sha_param;
-    }
     rc = cli_run(g, p->argc, p->argv);
     if (rc == 0 && !p->json)
         dprintf(2, "rexec: put %s: %llu bytes, sha256 %s\n", cli_arg(p->local), size,
-                via_socket ? p->sha : put_sent_sha[0] ? put_sent_sha : "-");
+                cli_put_sent_sha() ? cli_put_sent_sha() : "-");
     return rc;
 }
 

@@ -173,7 +173,6 @@ static void host_finished(run *r, host_call *h, const rexec_result *in)
     r->running--;
     r->finished++;
     int sink_rc = cli_sink_finish(res, r->o->json);
-    cli_put_sent(res);
     if ((res->exit_status != 0 && res->err != REXEC_ESTOPPED) || sink_rc != 0)
         r->failed++;
     /* Several hosts: the largest status wins (255 host unavailable > 77 denied > 1 ...). */

@@ -126,9 +126,19 @@ static int sink_commit(void)
     return 0;
 }
 
+/* What a put sent (the first host's whose file went whole), for put's closing line. */
+static char put_sent_sha[65];
+
+const char *cli_put_sent_sha(void)
+{
+    return put_sent_sha[0] ? put_sent_sha : NULL;
+}
+
 int cli_sink_finish(const rexec_result *res, int json)
 {
     int rc = 0;
+    if (res->put_sha256 != NULL && put_sent_sha[0] == 0)
+        snprintf(put_sent_sha, sizeof(put_sent_sha), "%s", res->put_sha256);
     if (sink.path == NULL)
         return 0;
     /* stdout_bytes counts what the stream produced, also past max_output_bytes: all of it was

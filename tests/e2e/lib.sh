@@ -40,6 +40,12 @@
 #                                  command line matches ERE; status 1 if none (like pgrep)
 #   established_conns PORT         number of ESTABLISHED TCP connections to 127.0.0.1:PORT
 #   wait_until TIMEOUT_S CMD...    run CMD until it succeeds; fail the test after TIMEOUT_S
+#   at_exit CODE                   shell code to run when the test exits (instead of a trap)
+#   start_serve [VAR=VALUE...] [SERVE_OPTION...]
+#                                  `rexec serve` on $SOCK, stderr to $SERVE_ERR; SERVE_PID once
+#                                  its socket is there; stopped at exit
+#   stop_serve [PID]               SIGTERM to it, wait; its exit status in SERVE_RC
+#   calls ACTION[:N]... / field JSON KEY   calls through it (tests/e2e/serve_calls.py)
 
 set -euo pipefail
 
@@ -201,9 +207,21 @@ cov_env() {
 # ---------------------------------------------------------------------------------------------
 # the lab
 
+# at_exit CODE: shell code the test's exit runs (however the test ends), in the order given,
+# once the serves of start_serve are stopped (so their clients have ended; users, mounts and
+# the like they used can go) and before the lab goes down. Neither its failure nor an unset
+# variable in it stops the cleanup or changes the test's status. Use it instead of an EXIT trap
+# of the test's own.
+at_exit() { _RX_AT_EXIT+=("$1"); }
+_RX_AT_EXIT=()
+
 _rx_cleanup() {
-    local rc=$? down_rc=0
+    local rc=$? down_rc=0 code
     trap - EXIT
+    set +eu
+    _rx_stop_serves
+    for code in ${_RX_AT_EXIT[@]+"${_RX_AT_EXIT[@]}"}; do eval "$code"; done
+    set -eu
     if [[ -n $LAB_DIR && -d $LAB_DIR ]]; then
         if [[ $rc -ne 0 && ${REXEC_E2E_KEEP:-0} == 1 ]]; then
             "$RX_LAB" down --dir "$LAB_DIR" >/dev/null || down_rc=$?
@@ -325,27 +343,64 @@ lab_log() {
     echo "$LAB_DIR/hosts/lab$i/sshd.log"
 }
 
-# serve_calls_init: one `rexec serve` of the test's, on $SOCK ($RX_TMP/rexec.sock): start_serve
-# [SERVE_OPTION...] and stop_serve (its pid in SERVE_PID, stopped at the test's exit: this sets the EXIT trap), and
-# calls ACTION[:N]... one after the other on one connection to it (tests/e2e/serve_calls.py: a
-# JSON line per call without a count; a counted call must exit 0); field JSON KEY.
-serve_calls_init() {
-    SOCK=$RX_TMP/rexec.sock
-    SERVE_PID=
-    # (_rx_cleanup takes the test's status from $?)
-    trap '_t_rc=$?; [ -z "$SERVE_PID" ] || stop_gently "$SERVE_PID"; if (exit "$_t_rc"); then _rx_cleanup; else _rx_cleanup; fi' EXIT
-}
+# start_serve [VAR=VALUE...] [SERVE_OPTION...]: `rexec serve` in the background on $SOCK (default
+# $RX_TMP/rexec.sock; a file left there is removed first), with those variables in its
+# environment and its stderr appended to $SERVE_ERR (default $RX_TMP/serve.err). Returns once
+# the socket is there, with the pid in SERVE_PID. Fails the test, showing serve's stderr, when
+# serve exits before its socket appears, or no socket appears in 60 s. A serve still running
+# when the test exits is stopped then (stop_gently). Another serve beside it:
+# `SOCK=$RX_TMP/two.sock SERVE_ERR=$RX_TMP/serve2.err start_serve; SERVE2=$SERVE_PID`.
 start_serve() {
-    "$REXEC_BIN" --workspace "$WS" serve --socket "$SOCK" "$@" 2>>"$RX_TMP/serve.err" &
+    local sock=${SOCK:=$RX_TMP/rexec.sock} err=${SERVE_ERR:-$RX_TMP/serve.err} env=() rc=0
+    while [[ ${1:-} =~ ^[A-Za-z_][A-Za-z0-9_]*= ]]; do env+=("$1"); shift; done
+    rm -f -- "$sock"
+    env ${env[@]+"${env[@]}"} "$REXEC_BIN" --workspace "$WS" serve --socket "$sock" "$@" 2>>"$err" &
     SERVE_PID=$!
-    wait_until 20 test -S "$SOCK"
+    _RX_SERVES+=("$SERVE_PID:$(_rx_starttime "$SERVE_PID")")
+    poll_until 60 _rx_serve_up "$SERVE_PID" "$sock" || true
+    [[ ! -S $sock ]] || return 0
+    _rx_show "serve's stderr" "$err"
+    if kill -0 "$SERVE_PID" 2>/dev/null; then
+        fail "rexec serve (pid $SERVE_PID) has no socket at $sock after 60 s"
+    fi
+    wait "$SERVE_PID" || rc=$?
+    fail "rexec serve exited (status $rc) before its socket $sock appeared (its stderr: $err)"
 }
+_rx_serve_up() { [[ -S $2 ]] || ! kill -0 "$1" 2>/dev/null; }  # PID SOCK: up, or gone
+
+# stop_serve [PID]: SIGTERM to the serve start_serve started as PID (default $SERVE_PID), and wait
+# for it (60 s, then SIGKILL); its exit status in SERVE_RC. SERVE_PID is emptied if it was PID.
 stop_serve() {
-    kill -TERM "$SERVE_PID"
-    wait "$SERVE_PID" || true
-    SERVE_PID=
-    rm -f "$SOCK"
+    local pid=${1:-$SERVE_PID} i
+    kill -TERM "$pid"
+    poll_until 60 _rx_gone "$pid" || {
+        printf 'note %s: serve %s still runs 60 s after SIGTERM: SIGKILL\n' "$tid" "$pid" >&2
+        kill -KILL "$pid" 2>/dev/null || true
+    }
+    SERVE_RC=0
+    wait "$pid" || SERVE_RC=$?
+    for i in "${!_RX_SERVES[@]}"; do
+        [[ ${_RX_SERVES[$i]%%:*} != "$pid" ]] || unset "_RX_SERVES[$i]"
+    done
+    [[ $pid != "${SERVE_PID:-}" ]] || SERVE_PID=
 }
+_rx_gone() { ! kill -0 "$1" 2>/dev/null; }
+
+# _rx_stop_serves: at the test's exit, stop the serves start_serve started that still run (the
+# start time guards against a pid the system has given to another process since).
+_rx_stop_serves() {
+    local s pids=()
+    for s in ${_RX_SERVES[@]+"${_RX_SERVES[@]}"}; do
+        [[ -z ${s#*:} || $(_rx_starttime "${s%%:*}") != "${s#*:}" ]] || pids+=("${s%%:*}")
+    done
+    _RX_SERVES=()
+    stop_gently ${pids[@]+"${pids[@]}"}
+}
+_RX_SERVES=()
+
+# calls ACTION[:N]...: ACTION's calls one after the other on one connection to the serve on $SOCK
+# (tests/e2e/serve_calls.py: a JSON line per call without a count; a counted call must exit 0);
+# field JSON KEY: a key of such a line.
 calls() { timeout 600 "$RX_PYTHON" "$REXEC_SRC/tests/e2e/serve_calls.py" "$SOCK" "$@"; }
 field() { "$RX_PYTHON" -c 'import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$1" "$2"; }
 

@@ -11,11 +11,9 @@ ws_add_action t.hold1 "{\"risk\": \"L0\", \"command\": \"touch $RX_TMP/hold1; sl
 ws_add_action t.hold2 "{\"risk\": \"L0\", \"command\": \"touch $RX_TMP/hold2; sleep 3002\"}"
 
 SOCK=$RX_TMP/s.sock
-"$REXEC_BIN" --workspace "$WS" serve --socket "$SOCK" --log off 2>"$RX_TMP/serve.err" &
-SERVE=$!
 CLIENT=
-trap '_t_rc=$?; [[ -z $CLIENT ]] || kill -KILL "$CLIENT" 2>/dev/null; stop_gently "$SERVE"; if (exit "$_t_rc"); then _rx_cleanup; else _rx_cleanup; fi' EXIT
-wait_until 20 test -S "$SOCK"
+at_exit '[[ -z $CLIENT ]] || kill -KILL "$CLIENT" 2>/dev/null'
+start_serve --log off
 
 # a call through serve, still running while recover looks
 "$REXEC_BIN" --workspace "$WS" --socket "$SOCK" run lab1 t.hold1 >"$RX_TMP/c.out" 2>&1 &
@@ -39,7 +37,7 @@ assert_contains "$OUT" "rexec audit recover"
 assert_exit 2 rx audit recover
 assert_contains "$OUT" "run $killed_run (writer $KILLED-"
 assert_contains "$OUT" "): abandoned"
-assert_contains "$OUT" "run $served_run (writer $SERVE-"
+assert_contains "$OUT" "run $served_run (writer $SERVE_PID-"
 assert_contains "$OUT" "kept: its writer is still running"
 assert_contains "$OUT" "audit: recover: 1 intent(s) abandoned, 1 left open"
 grep -q "\"run_id\":\"$served_run\",\"phase\":\"abandoned\"" "$WS/audit/audit.log" &&

@@ -142,11 +142,9 @@ assert_exit 0 rx audit verify
 
 # ---- through serve ---------------------------------------------------------------------------
 SOCK=$RX_TMP/s.sock
-"$REXEC_BIN" --workspace "$WS" serve --socket "$SOCK" --log off 2>"$RX_TMP/serve.err" &
-SERVE=$!
 CLIENT=
-trap '_t_rc=$?; [[ -z $CLIENT ]] || kill -KILL "$CLIENT" 2>/dev/null; stop_gently "$SERVE"; if (exit "$_t_rc"); then _rx_cleanup; else _rx_cleanup; fi' EXIT
-wait_until 20 test -S "$SOCK"
+at_exit '[[ -z $CLIENT ]] || kill -KILL "$CLIENT" 2>/dev/null'
+start_serve --log off
 long=/tmp/$(printf 'x%.0s' $(seq 120)).sock
 assert_exit 64 rx --socket "$long" run lab1 t.echo --param text=x
 assert_contains "$ERR" "socket path too long"

@@ -22,10 +22,7 @@ ws_add_action t.both '{"risk": "L0", "command": "echo out-{text}; echo err-{text
 ws_add_action t.held '{"risk": "L2", "command": "echo held"}'
 ws_add_action t.cat '{"risk": "L0", "command": "cat"}'
 SOCK=$RX_TMP/s.sock
-"$FULL" --workspace "$WS" serve --socket "$SOCK" 2>"$RX_TMP/serve.err" &
-SERVE=$!
-trap '_t_rc=$?; stop_gently $SERVE; (exit $_t_rc); _rx_cleanup' EXIT  # the failure's status to _rx_cleanup
-wait_until 20 test -S "$SOCK"
+REXEC_BIN=$FULL start_serve  # (rexec-full's own serve)
 
 # same ARGS...: the front and rexec-full, given ARGS, exit alike and print alike (the --json
 # objects' run_id, duration_ms and evidence, challenge ids and check's "(N ms)" aside)

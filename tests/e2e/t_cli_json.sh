@@ -67,10 +67,7 @@ assert_eq '[{"name": "lab", "hosts": ["lab1", "lab2"]}]' \
 assert_exit 0 rx groups
 assert_contains "$OUT" "lab1,lab2"
 SOCK=$RX_TMP/s.sock
-"$REXEC_BIN" --workspace "$WS" serve --socket "$SOCK" 2>"$RX_TMP/serve.err" &
-SERVE=$!
-trap '_t_rc=$?; stop_gently $SERVE; if (exit "$_t_rc"); then _rx_cleanup; else _rx_cleanup; fi' EXIT
-wait_until 20 test -S "$SOCK"
+start_serve
 "$RX_PYTHON" - "$SOCK" <<'PY' || fail "serve groups"
 import json, socket, sys
 s = socket.socket(socket.AF_UNIX); s.settimeout(30); s.connect(sys.argv[1])

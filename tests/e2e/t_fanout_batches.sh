@@ -150,10 +150,7 @@ assert_exit 0 rx audit verify
 
 # ---- through serve's socket ----------------------------------------------------------------------
 SOCK=$RX_TMP/s.sock
-"$REXEC_BIN" --workspace "$WS" serve --socket "$SOCK" 2>>"$RX_TMP/serve.err" &
-SERVE_PID=$!
-trap '_t_rc=$?; stop_gently "$SERVE_PID"; if (exit "$_t_rc"); then _rx_cleanup; else _rx_cleanup; fi' EXIT
-wait_until 60 test -S "$SOCK"
+start_serve
 reset_marks
 fail_on lab2 lab4
 "$RX_PYTHON" - "$SOCK" "$all" >"$OUT" 2>&1 <<'PY' || { cat "$OUT" >&2; fail "serve: batches and threshold"; }

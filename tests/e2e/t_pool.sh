@@ -17,29 +17,19 @@ ws_edit 'c.setdefault("limits", {})["connect_timeout_s"] = 60'
 # rxt ARGS...: rexec under a timeout, so a hang fails the test instead of the CI job.
 rxt() { timeout 120 "$REXEC_BIN" --workspace "$WS" "$@"; }
 
-# ---- serve processes and helper processes: stopped when the test ends ------------------------
+# ---- helper processes: stopped when the test ends (the serves of start_serve by lib.sh) ------
 BG_PIDS=()
 _t_stop_bg() {
     local p
     for p in ${BG_PIDS[@]+"${BG_PIDS[@]}"}; do kill -KILL "$p" 2>/dev/null || true; done
 }
-# then lib.sh's cleanup, with the test's status in $? (set -e: a failing command here would end
-# the trap before the cleanup, so the status goes through an if)
-trap '_t_rc=$?; _t_stop_bg; if (exit "$_t_rc"); then _rx_cleanup; else _rx_cleanup; fi' EXIT
+at_exit _t_stop_bg
 
 SOCK=$RX_TMP/rexec.sock
-# start_serve: rexec serve on $SOCK with the workspace as it is now; sets SERVE_PID.
-start_serve() {
-    "$REXEC_BIN" --workspace "$WS" serve --socket "$SOCK" 2>>"$RX_TMP/serve.err" &
-    SERVE_PID=$!
-    BG_PIDS+=("$SERVE_PID")
-    wait_until 20 test -S "$SOCK"
-}
-stop_serve() {
-    local rc=0
-    kill -TERM "$SERVE_PID"
-    wait "$SERVE_PID" || rc=$?
-    assert_eq 0 "$rc" "serve's exit status"
+# stop_serve_clean: stop_serve, and serve must have exited 0 without a sanitizer's report.
+stop_serve_clean() {
+    stop_serve
+    assert_eq 0 "$SERVE_RC" "serve's exit status"
     assert_not_contains "$RX_TMP/serve.err" "Sanitizer"
 }
 
@@ -198,7 +188,7 @@ wait "$c" || rc=$?
 assert_eq 255 "$rc" "exit status of a direct call whose connection died"
 touch "$o/release"
 assert_eq 1 "$(wc -l <"$o/executions")" "executions of the direct call"
-stop_serve
+stop_serve_clean
 
 # ---- channel budget: max_channels 2 runs 2 of 6 at once; max_connections 2 opens a second -----
 ws_edit 'c["hosts"]["lab2"]["max_channels"] = 2
@@ -231,7 +221,7 @@ assert_eq 8 "$(count "$gc/started")" "calls completed on lab1"
 (( $(max_seen "$gc") <= 6 )) || fail "more than 6 calls at once on lab1"
 (( $(established_conns "$P1") <= 2 )) || fail "more than 2 connections to lab1"
 assert_eq 2 "$(( $(logins lab1) - l1 ))" "logins to lab1 with max_connections 2"
-stop_serve
+stop_serve_clean
 
 # ---- relays: a host behind a TCP relay that misbehaves on demand ------------------------------
 # The relay in front of lab1 closes the first DROP connections at once (what sshd does to
@@ -342,5 +332,5 @@ assert_contains "$RX_TMP/frozen.err" "keepalive"
 touch "$o/release"
 assert_eq 1 "$(wc -l <"$o/executions")" "executions of the call whose server froze"
 rm -f "$RX_TMP/frozen.freeze"
-stop_serve
+stop_serve_clean
 pass

@@ -17,17 +17,15 @@ ws_add_action t.hold "{\"risk\": \"L0\", \"command\": \"touch $HOLD; while [ ! -
 ws_add_action t.one '{"risk": "L0", "command": "echo one"}'
 
 SOCK=$RX_TMP/s.sock
-"$REXEC_BIN" --workspace "$WS" serve --socket "$SOCK" --log off 2>"$RX_TMP/serve.err" &
-SERVE=$!
-trap '_t_rc=$?; touch "$RELEASE"; stop_gently $SERVE; if (exit "$_t_rc"); then _rx_cleanup; else _rx_cleanup; fi' EXIT
-wait_until 20 test -S "$SOCK"
+at_exit 'touch "$RELEASE"'
+start_serve --log off
 assert_exit 0 timeout 60 "$REXEC_BIN" --workspace "$WS" --socket "$SOCK" run lab1 t.one  # warm
-fds() { find "/proc/$SERVE/fd" -mindepth 1 -maxdepth 1 | wc -l; }
+fds() { find "/proc/$SERVE_PID/fd" -mindepth 1 -maxdepth 1 | wc -l; }
 intents() { grep -c '"phase":"intent"' "$WS/audit/audit.log" || true; }
 base_intents=$(intents)
 
 timeout 120 "$RX_PYTHON" - "$SOCK" "$HOLD" "$RELEASE" "$WS/audit/audit.log" "$base_intents" \
-    "/proc/$SERVE/fd" >"$OUT" 2>"$ERR" <<'PY' || fail "queue: $(cat "$ERR")"
+    "/proc/$SERVE_PID/fd" >"$OUT" 2>"$ERR" <<'PY' || fail "queue: $(cat "$ERR")"
 import json, os, socket, sys, time
 sock, hold, release, log, base, fddir = sys.argv[1:]
 def fds():

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # put and get through `rexec serve` (docs/python-client.md "Files: put and get", docs/cli.md):
 # the client reads and writes the local file itself (serve never opens a path a client names):
-# `rexec --socket S put` streams the file as the call's stdin with its SHA-256 and size, `rexec
+# `rexec --socket S put` streams the file as the call's stdin with its size (serve's call hashes it
+# as it sends it; the result's put_sha256 names the hash), `rexec
 # --socket S get` writes the output lines into a temporary file renamed once whole; the Python
 # client's Client.put/get and AsyncClient.get do the same.
 tid="put and get through serve and the Python client"
@@ -22,16 +23,15 @@ ws_add_action t.get.small "{\"risk\": \"L1\", \"get\": {\"path\": \"$vm/{name}\"
   \"params\": {\"name\": {\"type\": \"path\"}}}"
 
 SOCK=$RX_TMP/s.sock
-"$REXEC_BIN" --workspace "$WS" serve --socket "$SOCK" 2>"$RX_TMP/serve.err" &
-SERVE=$!
-trap '_t_rc=$?; stop_gently $SERVE; if (exit "$_t_rc"); then _rx_cleanup; else _rx_cleanup; fi' EXIT
-wait_until 20 test -S "$SOCK"
+start_serve
 sha() { sha256sum <"$1" | cut -d' ' -f1; }
 
 # ---- the CLI through serve ----------------------------------------------------------------------
 head -c 300000 /dev/urandom >"$loc/a"
 assert_exit 0 rx --socket "$SOCK" put lab1 t.put "$loc/a" --param name=a
 cmp "$loc/a" "$vm/a" || fail "put through serve differs"
+# (the CLI reads the file once, to send it: the hash it names is the one serve's call took)
+assert_contains "$ERR" "put $loc/a: 300000 bytes, sha256 $(sha256sum <"$loc/a" | cut -d' ' -f1)"
 assert_eq 600 "$(stat -c %a "$vm/a")" "mode of the file put through serve"
 assert_exit 0 rx --socket "$SOCK" get lab1 t.get "$loc/a.back" --param name=a
 cmp "$loc/a" "$loc/a.back" || fail "get through serve differs"
@@ -57,6 +57,15 @@ c = Client(sock, timeout=120)
 r = c.put("lab1", "t.put", loc + "/p", {"name": "p"})
 assert r["exit_status"] == 0, r
 assert filecmp.cmp(loc + "/p", vm + "/p", shallow=False)
+# read once, to send it: serve's call took the hash as it sent the bytes
+assert r["results"][0]["put_sha256"] == hashlib.sha256(open(loc + "/p", "rb").read()).hexdigest(), r
+os.mkfifo(loc + "/fifo")
+try:
+    c.put("lab1", "t.put", loc + "/fifo", {"name": "f"})  # never opened for reading: no writer
+    raise SystemExit("a put of a FIFO was not refused")
+except RexecError as e:
+    assert e.exit_status == 65 and "not a regular file" in str(e), e
+os.unlink(loc + "/fifo")
 g = c.get("lab1", "t.get", loc + "/p.back", {"name": "p"})
 data = open(loc + "/p.back", "rb").read()
 assert data == open(loc + "/p", "rb").read()

@@ -32,10 +32,7 @@ test -f "$RX_TMP/site/rexec_client/aio.py" || fail "pip installed no rexec_clien
 test -x "$RX_TMP/site/bin/rexec-client" || fail "pip installed no rexec-client command"
 
 SOCK=$RX_TMP/s.sock
-"$REXEC_BIN" --workspace "$WS" serve --socket "$SOCK" 2>"$RX_TMP/serve.err" &
-SERVE=$!
-trap '_t_rc=$?; stop_gently $SERVE; if (exit "$_t_rc"); then _rx_cleanup; else _rx_cleanup; fi' EXIT
-wait_until 20 test -S "$SOCK"
+start_serve
 
 cat >"$RX_TMP/t.py" <<'PY'
 import asyncio, os, sys, time

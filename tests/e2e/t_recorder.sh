@@ -16,13 +16,11 @@ RAN=$RX_TMP/ran
 ws_add_action t.mark "{\"risk\": \"L0\", \"command\": \"echo ran >> $RAN\"}"
 
 SOCK=$RX_TMP/serve.sock
-"$REXEC_BIN" --workspace "$WS" serve --socket "$SOCK" --log off 2>>"$RX_TMP/serve.err" &
-SERVE_PID=$!
 HOLDER=
 # The lock holder runs in a session of its own, so that the whole of it (flock and the shell
 # waiting on the FIFO) can be killed if the test fails while it holds the lock.
-trap '_t_rc=$?; stop_gently "$SERVE_PID"; [[ -z $HOLDER ]] || kill -KILL -- "-$HOLDER" 2>/dev/null; if (exit "$_t_rc"); then _rx_cleanup; else _rx_cleanup; fi' EXIT
-wait_until 20 test -S "$SOCK"
+at_exit '[[ -z $HOLDER ]] || kill -KILL -- "-$HOLDER" 2>/dev/null'
+start_serve --log off
 
 # A first call creates the audit log (and its lock file) and warms the connection.
 assert_exit 0 timeout 60 "$REXEC_BIN" --workspace "$WS" --socket "$SOCK" run lab1 t.mark

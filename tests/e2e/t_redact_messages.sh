@@ -134,10 +134,7 @@ expect 64 "unknown command \"nope\"" "$REXEC_BIN" --workspace "$RX_TMP/nowhere" 
 
 # ---- through rexec serve (--socket) --------------------------------------------------------------
 SOCK=$RX_TMP/s.sock
-"$REXEC_BIN" --workspace "$WS" serve --socket "$SOCK" --log json 2>"$RX_TMP/serve.err" &
-SERVE=$!
-trap '_t_rc=$?; stop_gently $SERVE; (exit $_t_rc); _rx_cleanup' EXIT  # the failure's status to _rx_cleanup
-wait_until 20 test -S "$SOCK"
+start_serve --log json
 expect 78 "unknown host \"$M\"" rx --socket "$SOCK" run "$S" t.echo -p text=x
 expect 78 "$M" rx --socket "$SOCK" run "lab1,$S" t.echo -p text=x --json
 valid_json

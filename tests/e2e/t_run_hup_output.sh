@@ -15,11 +15,9 @@ ws_add_action t.nul '{"risk": "L0", "command": "printf \"a\\\\0b\\\\n\"; printf 
 ws_edit 'c.setdefault("limits", {})["max_result_bytes"] = 1000'
 
 SOCK=$RX_TMP/s.sock
-"$REXEC_BIN" --workspace "$WS" serve --socket "$SOCK" --log off 2>"$RX_TMP/serve.err" &
-SERVE=$!
 CLIENT=
-trap '_t_rc=$?; [[ -z $CLIENT ]] || kill -KILL "$CLIENT" 2>/dev/null; stop_gently "$SERVE"; if (exit "$_t_rc"); then _rx_cleanup; else _rx_cleanup; fi' EXIT
-wait_until 20 test -S "$SOCK"
+at_exit '[[ -z $CLIENT ]] || kill -KILL "$CLIENT" 2>/dev/null'
+start_serve --log off
 
 # hup_run [GLOBAL_OPTIONS...]: a long call, SIGHUP once it runs on the host; exit 130, the
 # remote command gone, an outcome record, and verify exits 0.

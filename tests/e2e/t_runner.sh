@@ -19,32 +19,7 @@ mkdir -m 700 "$RX_TMP/vmtmp"
 lab_set_tmpdir lab1 "$RX_TMP/vmtmp"
 ws_edit 'c.setdefault("limits", {})["connect_timeout_s"] = 60'
 
-SERVE_PIDS=()
-_t_stop_serves() {
-    local p
-    stop_gently ${SERVE_PIDS[@]+"${SERVE_PIDS[@]}"}
-}
-trap '_t_rc=$?; _t_stop_serves; if (exit "$_t_rc"); then _rx_cleanup; else _rx_cleanup; fi' EXIT
-
-start_serve() {
-    local sock=$1
-    "$REXEC_BIN" --workspace "$WS" serve --socket "$sock" 2>>"$RX_TMP/serve.err" &
-    SERVE_PID=$!
-    SERVE_PIDS+=("$SERVE_PID")
-    wait_until 20 test -S "$sock"
-}
-stop_serve() {
-    kill -TERM "$SERVE_PID"
-    wait "$SERVE_PID" || true
-}
-
-# calls SOCK ACTION[:N] ...: runs the calls one after the other on one client connection; prints
-# one line per call: "<exit_code> <error> <stdout>" (json), and stops at the first failure of
-# a repeated call.
-CLIENT=$REXEC_SRC/tests/e2e/serve_calls.py
-calls() { timeout 600 "$RX_PYTHON" "$CLIENT" "$@"; }
 no_remote_left() { ! remote_pgrep '.' >/dev/null; }
-field() { "$RX_PYTHON" -c 'import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$1" "$2"; }
 
 # The secret: a random needle inside it. The searching command names only the needle.
 needle=$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
@@ -75,12 +50,12 @@ RUNS=$RX_TMP/runs
 ws_edit 'c["actions"]["t.hold"] = {"risk": "L0", "command": "echo run >>" + args[0] + "; exec sleep 2718"}' "$RUNS"
 
 SOCK=$RX_TMP/rexec.sock
-start_serve "$SOCK"
+start_serve
 
 # ---- isolation -------------------------------------------------------------------------------
 # t.look first (a fresh runner's state), then the secret's call, then t.look again: same state.
 # (the first call to a host takes a channel of its own; runners start with the second)
-mapfile -t res < <(calls "$SOCK" t.ok t.look t.withsecret t.look t.look)
+mapfile -t res < <(calls t.ok t.look t.withsecret t.look t.look)
 [[ ${#res[@]} -eq 5 ]] || fail "isolation: ${#res[@]} results"
 res=("${res[@]:1}")
 base=$(field "${res[0]}" stdout)
@@ -96,7 +71,7 @@ runners=$(remote_pgrep "$RX_SHELL_RE" | wc -l)
 # ---- 300 calls on one runner (scripts/bench runs the long soak) -----------------------------------------------------------------
 before=$(remote_pgrep '.' | sort)
 t0=$(date +%s%N)
-calls "$SOCK" t.ok:300 >"$OUT" || fail "300 calls: $(cat "$OUT")"
+calls t.ok:300 >"$OUT" || fail "300 calls: $(cat "$OUT")"
 echo "300 calls on one runner: $(( ($(date +%s%N) - t0) / 1000000 )) ms" >&2
 after=$(remote_pgrep '.' | sort)
 n_after=$(wc -l <<<"$after")
@@ -108,13 +83,13 @@ lab ps '.' | grep -Ev ' (bash -c LC_ALL=C IFS= read -r -N [0-9]+ __rx_s .*|unsha
     fail "after 300 calls, processes that are not runners: $(lab ps '.')"
 
 # ---- marker-shaped output ----------------------------------------------------------------------
-r=$(calls "$SOCK" t.fake)
+r=$(calls t.fake)
 assert_eq 3 "$(field "$r" exit_code)" "marker-shaped output: exit code"
 [[ $(field "$r" stdout) == *after* ]] || fail "marker-shaped output ended the call early: $r"
-[[ $(calls "$SOCK" t.ok) == *'"stdout": "ok\n"'* ]] || fail "the call after marker-shaped output"
+[[ $(calls t.ok) == *'"stdout": "ok\n"'* ]] || fail "the call after marker-shaped output"
 
 # ---- a runner killed mid-call --------------------------------------------------------------------
-calls "$SOCK" t.hold >"$OUT" &
+calls t.hold >"$OUT" &
 cpid=$!
 wait_until 30 test -s "$RUNS"
 sleep_pid=$(remote_pgrep '^sleep 2718$' | head -n1)
@@ -124,7 +99,7 @@ wait "$cpid" || true
 assert_eq None "$(field "$(cat "$OUT")" exit_code)" "a runner killed mid-call: no exit code (255)"
 [[ $(field "$(cat "$OUT")" error) == *runner* ]] || fail "error: $(cat "$OUT")"
 assert_eq True "$(field "$(cat "$OUT")" executed)" "a runner killed mid-call: executed"
-[[ $(calls "$SOCK" t.ok) == *'"stdout": "ok\n"'* ]] || fail "the call after a runner died"
+[[ $(calls t.ok) == *'"stdout": "ok\n"'* ]] || fail "the call after a runner died"
 assert_eq 1 "$(wc -l <"$RUNS")" "runs of the call whose runner died (never re-run)"
 
 # ---- an idle runner SIGKILLed (every session shell, as scripts/soak does) --------------------------
@@ -143,11 +118,11 @@ setsid bash -c 'read -r _ <"$1/g0"; :' rexec-orphan "$d" </dev/null >/dev/null 2
 setsid bash -c 'read -r _ <>"$2"; :' rexec-orphan "$b/r.gone0000" "$d/c0" </dev/null >/dev/null 2>&1 &
 echo "$d"
 SH
-[[ $(calls "$SOCK" t.ok) == *'"stdout": "ok\n"'* ]] || fail "a call before the kill"
+[[ $(calls t.ok) == *'"stdout": "ok\n"'* ]] || fail "a call before the kill"
 orphan_dir=$(lab_ssh lab1 bash -s <"$RX_TMP/orphan.sh")
 wait_until 20 bash -c '[[ $("$1" --dir "$2" ps "rexec-orphan" | grep -c .) == 2 ]]' _ "$RX_LAB" "$LAB_DIR"
 for p in $(remote_pgrep "$RX_SHELL_RE"); do kill -KILL "$p" 2>/dev/null || true; done
-[[ $(calls "$SOCK" t.ok) == *'"stdout": "ok\n"'* ]] || fail "the call after the runners were killed"
+[[ $(calls t.ok) == *'"stdout": "ok\n"'* ]] || fail "the call after the runners were killed"
 if command -v setpriv >/dev/null; then # what the killed runner had started went with it
     # the new runner's two slots: unshare, the slot, the waiting shell
     wait_until 20 bash -c '[[ $("$1" --dir "$2" ps "^(unshare|bash -c IFS= |bash /.*/slot) " | grep -c .) -le 6 ]]' \
@@ -168,9 +143,9 @@ for cont in pid-namespace process-group; do
         stop_serve
         wait_until 20 no_remote_left
         ws_edit 'c["hosts"]["lab1"]["containment"] = "process-group"'
-        start_serve "$SOCK"
+        start_serve
     fi
-    mapfile -t res < <(calls "$SOCK" t.ok t.ok t.bg t.slow t.ok)
+    mapfile -t res < <(calls t.ok t.ok t.bg t.slow t.ok)
     [[ ${#res[@]} -eq 5 ]] || fail "$cont: ${#res[@]} results"
     assert_eq "$cont" "$(field "${res[2]}" containment)" "$cont: the call's containment (${res[2]})"
     assert_eq 0 "$(field "${res[2]}" exit_code)" "$cont: t.bg's exit code"
@@ -188,7 +163,7 @@ for cont in pid-namespace process-group; do
     fi
     no_sleeps || fail "$cont: left on the VM: $(lab ps 'sleep 27')"
     # one process for a simple command: exec'd by the call's shell, not forked
-    mapfile -t res < <(calls "$SOCK" t.parent t.parent2)
+    mapfile -t res < <(calls t.parent t.parent2)
     p1=$(field "${res[0]}" stdout) p2=$(field "${res[1]}" stdout)
     if [[ $cont == pid-namespace ]]; then
         [[ $p1 == $'1\n'* ]] || fail "$cont: a simple command was not exec'd: ${res[0]}"
@@ -207,8 +182,8 @@ wait_until 20 no_remote_left
 
 # ---- "runner": false ---------------------------------------------------------------------------
 ws_edit 'c["hosts"]["lab1"]["runner"] = False'
-start_serve "$SOCK"
-[[ $(calls "$SOCK" t.ok) == *'"stdout": "ok\n"'* ]] || fail "runner:false: the call"
+start_serve
+[[ $(calls t.ok) == *'"stdout": "ok\n"'* ]] || fail "runner:false: the call"
 wait_until 20 no_remote_left
 stop_serve
 pass

@@ -25,10 +25,7 @@ ws_add_action t.mark "{\"risk\": \"L0\", \"command\": \"echo ran >>$RAN; echo ma
 ws_add_action t.sha "{\"risk\": \"L0\", \"command\": \"sha256sum | cut -d' ' -f1\"}"
 
 SOCK=$RX_TMP/serve.sock
-"$REXEC_BIN" --workspace "$WS" serve --socket "$SOCK" 2>"$RX_TMP/serve.err" &
-SERVE_PID=$!
-trap '_t_rc=$?; stop_gently "$SERVE_PID"; if (exit "$_t_rc"); then _rx_cleanup; else _rx_cleanup; fi' EXIT
-wait_until 20 test -S "$SOCK"
+start_serve
 SX=("$REXEC_BIN" --workspace "$WS" --socket "$SOCK")
 runners() { remote_pgrep '^bash /.*/\.rexec-[0-9]+/r\.[^/]*/slot ' >/dev/null; }
 
@@ -49,16 +46,33 @@ assert_eq ok "$(cat "$OUT")" "the call after the retired runner"
 wait_until 20 runners
 
 # ---- a call cancelled while its runner starts -------------------------------------------------
-# A new serve (so no runner yet): the first call opens the connection; the connection is then
-# frozen, so the runner the second call starts can't say "ready"; the cancel comes meanwhile.
+# A new serve (so no runner yet): the first call opens the connection, and serve starts the
+# host's runner as soon as that call ends. That runner is held on the VM until the cancel is
+# over: lab1's sessions get a BASH_ENV that lets the first session's shell through (and any other
+# bash) and makes every later session's wait on a FIFO (until the file "released" exists), so
+# the runner never says "ready"
+# before the freeze, however loaded the machine is. The connection is then frozen and the second
+# call, waiting for that runner, is cancelled; the client releases the hold after the thaw.
 stop_gently "$SERVE_PID"
-"$REXEC_BIN" --workspace "$WS" serve --socket "$SOCK" 2>>"$RX_TMP/serve.err" &
-SERVE_PID=$!
-wait_until 20 test -S "$SOCK"
+HOLD=$RX_TMP/hold
+mkfifo "$HOLD"
+touch "$RX_TMP/released"
+cat >"$RX_TMP/bash_env" <<EOF
+case \$BASH_EXECUTION_STRING in
+"LC_ALL=C IFS= read -r -N "*) # a session's shell (a call's own channel, or a runner)
+    [ -e $RX_TMP/released ] || mkdir $RX_TMP/first 2>/dev/null || { read -r _ <$HOLD; } 2>/dev/null ;;
+esac
+EOF
+lab_set_env lab1 "BASH_ENV=$RX_TMP/bash_env"
+rm "$RX_TMP/released"
+start_serve
 wait_until 20 bash -c '! "$1" --dir "$2" ps "." >/dev/null' _ "$RX_LAB" "$LAB_DIR"
 cat >"$RX_TMP/cancel.py" <<'PY'
-import json, socket, subprocess, sys
+import json, os, socket, subprocess, sys
 sock, lab, labdir = sys.argv[1:4]
+def release():  # the held runner (see above); its open of the FIFO returns once one opens it
+    open(os.environ["RX_RELEASED"], "w").close()
+    os.close(os.open(os.environ["RX_HOLD"], os.O_RDWR))
 s = socket.socket(socket.AF_UNIX); s.connect(sock); f = s.makefile("rwb")
 def send(o):
     f.write((json.dumps(o) + "\n").encode()); f.flush()
@@ -80,6 +94,7 @@ while json.loads(f.readline()).get("id") != "p":
 send({"op": "cancel", "id": 3, "target": 2})
 second = until_done(2)
 subprocess.run([lab, "--dir", labdir, "thaw", "lab1"], check=True, stdout=subprocess.DEVNULL)
+release()
 send({"op": "run", "id": 4, "targets": "lab1", "action": "t.ok"})
 third = until_done(4)
 out = [first, second, third]
@@ -93,6 +108,7 @@ if len(sys.argv) > 4:  # and a call on the frozen connection that nobody cancels
 for r in out:
     print(json.dumps({k: r.get(k) for k in ("exit_status", "exit_code", "error", "stdout", "executed")}))
 PY
+export RX_HOLD=$HOLD RX_RELEASED=$RX_TMP/released
 mapfile -t res < <(timeout 120 "$RX_PYTHON" "$RX_TMP/cancel.py" "$SOCK" "$RX_LAB" "$LAB_DIR")
 [[ ${#res[@]} -eq 3 ]] || fail "cancel client: ${#res[@]} results"
 [[ ${res[0]} == *'"exit_status": 0'*'"stdout": "ok\n"'* ]] || fail "the first call: ${res[0]}"
@@ -101,6 +117,7 @@ mapfile -t res < <(timeout 120 "$RX_PYTHON" "$RX_TMP/cancel.py" "$SOCK" "$RX_LAB
 [[ ${res[1]} == *'lab1'* ]] || fail "the cancelled call's error names no host: ${res[1]}"
 [[ ${res[2]} == *'"exit_status": 0'*'"stdout": "ok\n"'* ]] || fail "the call after the thaw: ${res[2]}"
 assert_eq 0 "$(wc -l <"$RAN")" "runs of the cancelled call on the VM"
+[[ -d $RX_TMP/first ]] || fail "the hold on the runner never saw a session's shell (the test proves nothing)"
 
 # ---- the same without a runner: the call's own channel ---------------------------------------
 # Cancelled while its channel opens on the frozen connection: 130, nothing ran. Then, not
@@ -108,9 +125,7 @@ assert_eq 0 "$(wc -l <"$RAN")" "runs of the cancelled call on the VM"
 stop_gently "$SERVE_PID"
 ws_edit 'c["hosts"]["lab1"]["runner"] = False
 c["limits"]["connect_timeout_s"] = 2'
-"$REXEC_BIN" --workspace "$WS" serve --socket "$SOCK" 2>>"$RX_TMP/serve.err" &
-SERVE_PID=$!
-wait_until 20 test -S "$SOCK"
+start_serve
 wait_until 20 bash -c '! "$1" --dir "$2" ps "." >/dev/null' _ "$RX_LAB" "$LAB_DIR"
 mapfile -t res < <(timeout 120 "$RX_PYTHON" "$RX_TMP/cancel.py" "$SOCK" "$RX_LAB" "$LAB_DIR" deadline)
 [[ ${#res[@]} -eq 5 ]] || fail "runner false: ${#res[@]} results"

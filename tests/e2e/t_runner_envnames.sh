@@ -24,7 +24,6 @@ SENT=()
 for n in "${NAMES[@]}"; do SENT+=("$n=rxenv-$n"); done
 lab_set_env lab1 "${SENT[@]}"
 
-serve_calls_init
 SLOT_RE='^bash /[^ ]*/\.rexec-[0-9]+/r\.[^ /]*/slot '
 
 ws_add_action t.env '{"risk": "L0", "command": "env"}'

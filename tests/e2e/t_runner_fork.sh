@@ -16,8 +16,6 @@ tid="runner: oneshot calls in a fork of the slot"
 lab_start 1
 ws_edit 'c.setdefault("limits", {})["connect_timeout_s"] = 60'
 
-serve_calls_init
-
 printf 'rxs-%s-tail' "$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')" >"$WS/secrets/tok"
 chmod 600 "$WS/secrets/tok"
 ws_edit 'c["secrets"]["FORK_TOKEN"] = {"file": "secrets/tok"}'

@@ -15,11 +15,9 @@ ws_add_action t.ok '{"risk": "L0", "command": "echo ok"}'
 ws_add_action t.hold "{\"risk\": \"L0\", \"command\": \"mkdir $RX_TMP/first 2>/dev/null && exit 0; touch $RX_TMP/waiting; until [ -e $RX_TMP/go ]; do sleep 0.05; done; echo released\"}"
 SOCK=$RX_TMP/s.sock
 SLOG=$RX_TMP/serve.err
-REXEC_DEBUG=1 "$REXEC_BIN" --workspace "$WS" serve --socket "$SOCK" --log off 2>"$SLOG" &
-SERVE=$!
 HOLD=
-trap '_t_rc=$?; touch "$RX_TMP/go"; [[ -z $HOLD ]] || wait "$HOLD" || true; stop_gently "$SERVE"; if (exit "$_t_rc"); then _rx_cleanup; else _rx_cleanup; fi' EXIT
-wait_until 20 test -S "$SOCK"
+at_exit 'touch "$RX_TMP/go"; [[ -z $HOLD ]] || wait "$HOLD" || true'
+SERVE_ERR=$SLOG start_serve REXEC_DEBUG=1 --log off
 sx() { timeout 120 "$REXEC_BIN" --workspace "$WS" --socket "$SOCK" "$@"; }
 starts() { grep -c "^rexec: debug: $1: runner [^ ]*: START -> IDLE$" "$SLOG" || true; }
 closes() { grep -c "^rexec: debug: $1: runner [^ ]*: IDLE -> CLOSE$" "$SLOG" || true; }

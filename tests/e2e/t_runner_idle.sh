@@ -9,7 +9,6 @@ tid="runner: an idle runner closes, the connection stays"
 lab_start 1
 ws_edit 'c["limits"]["runner_idle_s"] = 1'
 ws_add_action t.ok '{"risk": "L0", "command": "echo ok"}'
-serve_calls_init
 start_serve --log off
 sx() { timeout 60 "$REXEC_BIN" --workspace "$WS" --socket "$SOCK" "$@"; }
 port=$(lab_port lab1)

@@ -7,7 +7,6 @@ tid="runner: serve starts a host's runner after its first call"
 
 lab_start 1
 ws_add_action t.ok '{"risk": "L0", "command": "echo ok"}'
-serve_calls_init
 start_serve --log off
 sx() { timeout 60 "$REXEC_BIN" --workspace "$WS" --socket "$SOCK" "$@"; }
 slots() { remote_pgrep '^bash /[^ ]*/\.rexec-[0-9]+/r\.[^ /]*/slot '; }

@@ -19,14 +19,6 @@ ws_edit 'c.setdefault("limits", {})["connect_timeout_s"] = 60'
 ws_add_action t.val '{"risk": "L0", "command": "echo val-{v}", "params": {"v": {"type": "int", "min": 0, "max": 100000}}}'
 ws_add_action t.long '{"risk": "L0", "command": "echo started; exec sleep 2724"}'
 
-SERVE_PID=
-trap '_t_rc=$?; stop_gently ${SERVE_PID:-}; if (exit "$_t_rc"); then _rx_cleanup; else _rx_cleanup; fi' EXIT
-start_serve() {
-    rm -f "$SOCK"
-    "$REXEC_BIN" --workspace "$WS" serve --socket "$SOCK" 2>>"$RX_TMP/serve.err" &
-    SERVE_PID=$!
-    wait_until 20 test -S "$SOCK"
-}
 SOCK=$RX_TMP/rexec.sock
 
 CLIENT=$RX_TMP/client.py
@@ -60,7 +52,7 @@ inflight, nxt, wrong, kinds = {}, 0, [], {"plain": 0, "timeout": 0, "cancel": 0,
 while nxt < n or inflight:
     while nxt < n and len(inflight) < 4:
         k = rnd.random()
-        kind = "timeout" if k < 0.2 else "cancel" if k < 0.3 else "plain"
+        kind = "plain" if mode == "plain" else "timeout" if k < 0.2 else "cancel" if k < 0.3 else "plain"
         kinds[kind] += 1
         req = {"op": "run", "id": nxt, "targets": "lab1", "action": "t.val", "params": {"v": nxt}}
         if kind == "timeout":
@@ -105,10 +97,23 @@ echo "  200 calls: $(head -n1 "$OUT")" >&2
 # ---- kill -9 of serve, then of the runners, while calls run ---------------------------------
 runner_left() { remote_pgrep '(^bash -c LC_ALL=C IFS= read -r -N [0-9]+ __rx_s |\.rexec-[0-9]+/r\.|sleep 2724)' >/dev/null; }
 nothing_left() { ! runner_left; }
+# When the runners are killed, serve lives on and may still be starting a runner (its shell not
+# there yet when the shells were listed); that runner is serve's, alive and in order. What must go
+# is what was killed: the shells, every process naming their runners' directories, the commands.
+KILLED_RE=
+killed_left() { remote_pgrep "$KILLED_RE" >/dev/null; }
+nothing_killed_left() { ! killed_left; }
 for victim in serve runners serve-early; do
-    if [[ -z $SERVE_PID ]]; then # a new serve: runners start with a host's second call
+    if [[ -z $SERVE_PID ]]; then # a new serve: runners start after a host's first call
         start_serve
-        timeout 120 "$RX_PYTHON" "$CLIENT" "$SOCK" 2 mixed >/dev/null || fail "$victim: the first calls"
+        timeout 120 "$RX_PYTHON" "$CLIENT" "$SOCK" 2 plain >/dev/null || fail "$victim: the first calls"
+    fi
+    # runners: the runner up first, so that the long calls run on it (not all on channels of
+    # their own while it starts)
+    if [[ $victim == runners ]]; then
+        poll_until 60 has_remote '\.rexec-[0-9]+/r\.[^ /]*/slot ' ||
+            fail "runners: no runner came up after the first calls: $(lab ps '.' || true);" \
+                "serve $(kill -0 "$SERVE_PID" 2>/dev/null && echo alive || echo gone): $(tail -n 20 "$RX_TMP/serve.err")"
     fi
     # serve-early: serve dies as soon as a runner's `bash -s` is there, while it starts
     coproc LONG { timeout 300 "$RX_PYTHON" "$CLIENT" "$SOCK" 3 "$([[ $victim == serve-early ]] && echo send || echo long)"; }
@@ -122,7 +127,19 @@ for victim in serve runners serve-early; do
     else
         # each runner's (or a call's wrapper's) `bash -s`, not their helpers: a slot or a
         # wrapper's watchdog is what must clean up after them
-        for p in $(session_shells); do kill -KILL "$p" 2>/dev/null || true; done
+        shells=$(session_shells)
+        # (none when every long call took a channel of its own, the runner still starting)
+        dirs=$({ lab ps '\.rexec-[0-9]+/r\.' || true; } | { grep -oE '\.rexec-[0-9]+/r\.[A-Za-z0-9]+' || true; } |
+            sort -u | tr '\n' '|')
+        KILLED_RE="(${dirs//./\\.}sleep 2724)"
+        for p in $shells; do kill -KILL "$p" 2>/dev/null || true; done
+        poll_until 10 nothing_killed_left || fail "runners killed: left on the VM after 10 s" \
+            "(killed: $(echo $shells), runners ${dirs%|}): $(lab ps '.')"
+        for p in $shells; do
+            [[ ! -e /proc/$p ]] || fail "runners killed: shell $p lives on: $(lab ps '.')"
+        done
+        # serve-early wants a serve whose runners have yet to start
+        stop_serve
     fi
     poll_until 10 nothing_left || fail "$victim killed: left on the VM after 10 s: $(lab ps '.')"
     kill "$LONG_PID" 2>/dev/null || true
@@ -130,8 +147,7 @@ for victim in serve runners serve-early; do
 done
 
 # ---- a runners' directory that cannot be trusted -----------------------------------------------
-stop_gently "$SERVE_PID"
-SERVE_PID=
+[[ -z $SERVE_PID ]] || stop_serve
 mkdir -m 700 "$RX_TMP/vmtmp" "$RX_TMP/elsewhere"
 ln -s "$RX_TMP/elsewhere" "$RX_TMP/vmtmp/.rexec-$(id -u)"
 lab_set_tmpdir lab1 "$RX_TMP/vmtmp"

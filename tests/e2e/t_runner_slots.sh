@@ -21,7 +21,6 @@ ws_edit 'c["actions"]["t.slot"] = {"risk": "L0", "command": args[0]}' \
 ws_edit 'v = {"v": {"type": "string", "pattern": "^v[0-9]{1,12}$"}}
 c["actions"]["t.v"] = {"risk": "L0", "command": "echo {v}", "params": v}
 c["actions"]["t.vo"] = {"risk": "L0", "command": "basename {v}", "params": v}'
-serve_calls_init
 start_serve --log off
 
 SLOT_RE='^bash /[^ ]*/\.rexec-[0-9]+/r\.[^ /]*/slot '

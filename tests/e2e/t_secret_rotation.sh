@@ -19,10 +19,7 @@ ws_add_action t.use '{"risk": "L0", "secrets": ["ROT_TOKEN"], "command": "echo \
 ws_add_action t.say "{\"risk\": \"L0\", \"command\": \"echo 'o:$old:e'\"}"
 
 SOCK=$RX_TMP/serve.sock
-"$REXEC_BIN" --workspace "$WS" serve --socket "$SOCK" 2>"$RX_TMP/serve.err" &
-SERVE_PID=$!
-trap '_t_rc=$?; stop_gently "$SERVE_PID"; if (exit "$_t_rc"); then _rx_cleanup; else _rx_cleanup; fi' EXIT
-wait_until 20 test -S "$SOCK"
+start_serve
 SX=("$REXEC_BIN" --workspace "$WS" --socket "$SOCK")
 sha() { printf %s "$1" | sha256sum | cut -c1-64; }
 

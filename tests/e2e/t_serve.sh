@@ -14,26 +14,6 @@ ws_edit 'c.setdefault("limits", {})["connect_timeout_s"] = 60'
 # rxt ARGS...: rexec under a timeout, so a hang fails the test instead of the CI job.
 rxt() { timeout 120 "$REXEC_BIN" --workspace "$WS" "$@"; }
 
-# ---- serve processes: started in the background, stopped when the test ends ------------------
-SERVE_PIDS=()
-_t_stop_serves() {
-    local p
-    stop_gently ${SERVE_PIDS[@]+"${SERVE_PIDS[@]}"}
-}
-# then lib.sh's cleanup, with the test's status in $? (set -e: a failing command here would end
-# the trap before the cleanup, so the status goes through an if)
-trap '_t_rc=$?; _t_stop_serves; if (exit "$_t_rc"); then _rx_cleanup; else _rx_cleanup; fi' EXIT
-
-# start_serve SOCK [SERVE_OPTIONS...]: rexec serve on SOCK; sets SERVE_PID once the socket is up.
-start_serve() {
-    local sock=$1
-    shift
-    "$REXEC_BIN" --workspace "$WS" serve --socket "$sock" "$@" 2>>"$RX_TMP/serve.err" &
-    SERVE_PID=$!
-    SERVE_PIDS+=("$SERVE_PID")
-    wait_until 20 test -S "$sock"
-}
-
 # The protocol, spoken by a small python client (standard library only).
 PROTO=$RX_TMP/proto.py
 cat >"$PROTO" <<'PY'
@@ -139,7 +119,7 @@ ws_add_action t.cat '{"risk": "L0", "command": "cat"}'
 # (serve reads rexec.json once, when it starts: every action is in place before that)
 
 SOCK=$RX_TMP/rexec.sock
-start_serve "$SOCK"
+start_serve
 MAIN_PID=$SERVE_PID
 
 # ---- the socket: 0600, ours; ping -------------------------------------------------------------
@@ -267,7 +247,7 @@ if [[ $(id -u) == 0 ]] && command -v setpriv >/dev/null 2>&1 && id nobody >/dev/
     pub=$RX_TMP/pub
     mkdir -m 0711 "$pub"
     PSOCK=$pub/rexec.sock
-    start_serve "$PSOCK"
+    SOCK=$PSOCK start_serve
     assert_eq 600 "$(stat -c %a "$PSOCK")" "mode of the second socket"
     # 1. the 0600 mode stops it at connect()
     assert_exit 3 as_nobody timeout 60 "$RX_PYTHON" - ping "$PSOCK" <"$PROTO"
@@ -314,7 +294,7 @@ assert_exit 0 rxt --socket "$SOCK" run lab1 t.exit --param code=0
 
 # ---- idle timeout ------------------------------------------------------------------------------
 ISOCK=$RX_TMP/idle.sock
-start_serve "$ISOCK" --idle-timeout 1
+SOCK=$ISOCK start_serve --idle-timeout 1
 "$RX_PYTHON" "$PROTO" waiteof "$ISOCK" "$RX_TMP/idle.state" &
 idle_client=$!
 wait_until 15 grep -sqx eof "$RX_TMP/idle.state"

@@ -7,7 +7,7 @@
 # malformed, unknown and used ids are refused; the notify program gets the challenge without the
 # secret, and its failures (hang, crash, flood, missing) are logged and counted, never the
 # call's. The scripted approver reacts to the watch events: nothing here waits for a time.
-# shellcheck disable=SC2016,SC2317 # code in single quotes; the cleanup runs from the trap
+# shellcheck disable=SC2016 # code in single quotes
 tid="serve approvals: approvers decide over the socket"
 # shellcheck source=tests/e2e/lib.sh
 . "${REXEC_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/e2e/lib.sh"
@@ -15,15 +15,7 @@ tid="serve approvals: approvers decide over the socket"
 sfx=$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')
 AGENT=rxag$sfx
 APPR=rxap$sfx
-_cleanup() {
-    local rc=$?
-    set +e
-    [[ -z ${SERVE_PID:-} ]] || stop_gently "$SERVE_PID"
-    remove_test_users
-    (exit "$rc")
-    _rx_cleanup
-}
-trap _cleanup EXIT
+at_exit remove_test_users
 make_test_users "$AGENT" "$APPR"
 cov_env "$AGENT"
 COV_AGENT=(${RX_COV[@]+"${RX_COV[@]}"})
@@ -68,9 +60,7 @@ ws_edit 'c["serve"] = {"clients": [{"user": args[0], "verbs": ["run", "eval", "c
                                    {"user": args[1], "verbs": ["approvals", "approve", "deny"]}]}
 c["approvals"] = {"notify": {"command": [args[2], "x"], "timeout_s": 2}}' "$AGENT" "$APPR" "$NOTIFY"
 
-"$REXEC_BIN" --workspace "$WS" serve --socket "$SOCK" --log off 2>>"$RX_TMP/serve.err" >/dev/null &
-SERVE_PID=$!
-wait_until 30 test -S "$SOCK"
+start_serve --log off
 assert_contains "$RX_TMP/serve.err" "admits user $APPR: ping, approvals, approve, deny"
 
 # ---- approved over the socket: the waiting run goes on ------------------------------------------

@@ -13,10 +13,7 @@ ws_edit 'c["hosts"]["lab2"]["runner"] = False; c["limits"]["max_output_bytes"] =
 ws_add_action t.burst '{"risk": "L0", "command": "head -c 4194304 /dev/zero; exec sleep 600", "timeout_s": 900}'
 
 SOCK=$RX_TMP/serve.sock
-"$REXEC_BIN" --workspace "$WS" serve --socket "$SOCK" --log off 2>"$RX_TMP/serve.err" &
-SERVE_PID=$!
-trap '_t_rc=$?; stop_gently "$SERVE_PID"; if (exit "$_t_rc"); then _rx_cleanup; else _rx_cleanup; fi' EXIT
-wait_until 20 test -S "$SOCK"
+start_serve --log off
 
 for host in lab1 lab2; do
     timeout 120 "$RX_PYTHON" - "$SOCK" "$host" >"$OUT" 2>"$ERR" <<'PY' || fail "$host: $(cat "$ERR")"

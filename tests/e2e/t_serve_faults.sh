@@ -21,14 +21,7 @@ ws_add_action t.big "{\"risk\": \"L0\", \"command\": \"yes | head -c $((MIB * 10
 
 SOCK=$RX_TMP/serve.sock
 GATE=$RX_TMP/admit.gate
-SERVE_PID=
-trap '_t_rc=$?; stop_gently ${SERVE_PID:-}; if (exit "$_t_rc"); then _rx_cleanup; else _rx_cleanup; fi' EXIT
-start_serve() { # [VAR=VALUE...]: a serve on $SOCK with those test-build knobs
-    env "$@" "$REXEC_BIN" --workspace "$WS" serve --socket "$SOCK" --log off 2>>"$RX_TMP/serve.err" &
-    SERVE_PID=$!
-    wait_until 20 test -S "$SOCK"
-}
-start_serve REXEC_TEST_SERVE_ADMIT_GATE="$GATE"
+start_serve REXEC_TEST_SERVE_ADMIT_GATE="$GATE" --log off
 
 # ---- who a client is: asked off the loop ------------------------------------------------------
 # A new connection's NSS lookups (getpwuid_r, getgrouplist: LDAP or sssd may be slow) run on the
@@ -56,7 +49,7 @@ assert_contains "$OUT" "admission ok"
 stop_gently "$SERVE_PID"
 
 # ---- no memory for the first 3 connections: each is closed at once, the 4th is served --------
-start_serve REXEC_TEST_SERVE_NOMEM=3
+start_serve REXEC_TEST_SERVE_NOMEM=3 --log off
 timeout 60 "$RX_PYTHON" - "$SOCK" >"$OUT" 2>"$ERR" <<'PY' || fail "no memory: $(cat "$ERR")"
 import json, socket, sys
 for i in range(4):

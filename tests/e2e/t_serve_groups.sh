@@ -28,11 +28,8 @@ OUTS=rxgo$sfx   # a group of its own; a member of SGRP only: reaches the socket,
 NOGRP=rxgz$sfx  # no such group
 USERS_MADE=()
 GROUPS_MADE=()
-SERVE_PID=
-_groups_cleanup() {
-    local rc=$? u g
-    set +e # (exit "$rc") below only hands the status on to _rx_cleanup
-    [[ -z $SERVE_PID ]] || stop_gently "$SERVE_PID"
+_groups_remove() {  # at the test's exit, once its serve is stopped
+    local u g
     for u in ${USERS_MADE[@]+"${USERS_MADE[@]}"}; do
         userdel "$u" || echo "cleanup: userdel $u failed" >&2
         # the user's own group, if userdel left it (USERGROUPS_ENAB no)
@@ -41,10 +38,8 @@ _groups_cleanup() {
     for g in ${GROUPS_MADE[@]+"${GROUPS_MADE[@]}"}; do
         groupdel "$g" || echo "cleanup: groupdel $g failed" >&2
     done
-    (exit "$rc")
-    _rx_cleanup
 }
-trap _groups_cleanup EXIT
+at_exit _groups_remove
 for g in "$GRP" "$SGRP"; do
     groupadd --system "$g" || fail "groupadd $g"
     GROUPS_MADE+=("$g")
@@ -117,14 +112,13 @@ proto() { timeout 60 "$RX_PYTHON" "$PROTO" "$SOCK" "$@"; }
 ALL_OPS=('{"op": "ping", "id": 1}' '{"op": "hosts", "id": 2}' '{"op": "check", "id": 3, "target": "lab1"}'
     '{"op": "reload", "id": 4}')
 
-# start_serve: rexec serve (as root, the workspace's owner) on $SOCK; SERVE_PID once it listens
-start_serve() {
+# start_groups_serve: start_serve (as root, the workspace's owner) on $SOCK, its stderr in $SERR
+# emptied first
+start_groups_serve() {
     : >"$SERR"
-    "$REXEC_BIN" --workspace "$WS" serve --socket "$SOCK" 2>>"$SERR" >/dev/null &
-    SERVE_PID=$!
-    wait_until 20 test -S "$SOCK"
+    SERVE_ERR=$SERR start_serve
 }
-stop_serve() {
+stop_groups_serve() {
     stop_gently "$SERVE_PID"
     SERVE_PID=
     [[ ! -e $SOCK ]] || fail "serve left $SOCK behind"
@@ -159,7 +153,7 @@ assert_contains "$ERR" "serve.socket_group: no group \"$NOGRP\" on this machine"
 ws_edit 'c["serve"] = {"clients": [{"group": args[0], "verbs": ["run", "list"]},
                                    {"user": args[1], "verbs": ["eval"]}],
                        "socket_group": args[2]}' "$GRP" "$MEMB" "$SGRP"
-start_serve
+start_groups_serve
 assert_eq "root $SGRP 660" "$(stat -c '%U %G %a' "$SOCK")" "owner, group and mode of the socket"
 assert_contains "$SERR" "rexec serve: admits group $GRP: run, list, ping"
 assert_contains "$SERR" "rexec serve: admits user $MEMB: eval, ping"
@@ -226,11 +220,11 @@ assert_exit 0 as "$PRIM" "$RX_PYTHON" "$PROTO" "$SOCK" '{"op": "hosts", "id": 1}
     '{"op": "check", "id": 2, "target": "lab1"}'
 assert_contains "$OUT" '{"id":1,"type":"list","hosts":[{"name":"lab1"'
 assert_contains "$OUT" "may not use \\\"check\\\" here: serve.clients grants it run, list, ping"
-stop_serve
+stop_groups_serve
 
 # ---- without socket_group the socket is 0666: the non-member connects and is refused ----------
 ws_edit 'c["serve"] = {"clients": [{"group": args[0], "verbs": ["list", "metrics"]}]}' "$GRP"
-start_serve
+start_groups_serve
 assert_eq "root root 666" "$(stat -c '%U %G %a' "$SOCK")" "owner, group and mode of the socket"
 assert_exit 0 as_nobody "$RX_PYTHON" "$PROTO" "$SOCK" '{"op": "ping", "id": 1}'
 assert_contains "$OUT" "user nobody (uid $(id -u nobody)) is not admitted by this rexec serve"
@@ -239,7 +233,7 @@ assert_exit 0 as "$MEMB" "$RX_PYTHON" "$PROTO" "$SOCK" '{"op": "hosts", "id": 1}
 assert_contains "$OUT" '{"id":1,"type":"list","hosts":[{"name":"lab1"'
 assert_contains "$OUT" "may not use \\\"run\\\" here: serve.clients grants it list, ping, metrics"
 assert_contains "$OUT" '{"id":3,"type":"metrics","format":"text/plain; version=0.0.4","text":"# HELP rexec_build_info'  # the verb metrics
-stop_serve
+stop_groups_serve
 
 assert_exit 0 rx audit verify
 pass

@@ -25,12 +25,7 @@ assert_contains "$ERR" "metrics file $RX_TMP/no/such/dir/rexec.prom: cannot writ
 [[ ! -e $SOCK ]] || fail "serve left a socket after refusing to start"
 assert_exit 64 rx serve --socket "$SOCK" --metrics-file "$MFILE" --metrics-interval-s 0
 
-"$REXEC_BIN" --workspace "$WS" serve --socket "$SOCK" --metrics-file "$MFILE" \
-    --metrics-interval-s 1 2>"$RX_TMP/serve.err" &
-SERVE=$!
-# shellcheck disable=SC2154 # _t_rc is set inside the trap
-trap '_t_rc=$?; stop_gently $SERVE; if (exit "$_t_rc"); then _rx_cleanup; else _rx_cleanup; fi' EXIT
-wait_until 20 test -S "$SOCK"
+start_serve --metrics-file "$MFILE" --metrics-interval-s 1
 test -f "$MFILE" || fail "the metrics file is not there once serve listens"
 
 # the calls: 2 ok, 1 failed, 1 timeout (all allowed), 1 needs approval, 1 refused (no such
@@ -143,9 +138,8 @@ assert promtext.value(m, "rexec_runners", state="busy") == 1
 assert promtext.value(m, "rexec_serve_requests_in_flight") == 1
 assert promtext.value(m, "rexec_serve_clients", state="reading") == 2
 PY
-kill -TERM "$SERVE"
-wait "$SERVE" || fail "serve did not exit 0 on SIGTERM"
-SERVE=
+stop_serve
+[[ $SERVE_RC == 0 ]] || fail "serve did not exit 0 on SIGTERM"
 wait "$CLIENT" || fail "the client of the cancelled run did not get its done"
 "$RX_PYTHON" - "$MFILE" "$REXEC_SRC/tests/e2e" <<'PY' || fail "the metrics file at exit lacks the last call"
 import sys

@@ -18,10 +18,8 @@ ws_add_action t.hold "{\"risk\": \"L0\", \"command\": \"touch $HOLD; while [ ! -
 ws_add_action t.one '{"risk": "L0", "command": "echo one"}'
 
 SOCK=$RX_TMP/s.sock
-"$REXEC_BIN" --workspace "$WS" serve --socket "$SOCK" 2>"$RX_TMP/serve.err" &
-SERVE=$!
-trap '_t_rc=$?; stop_gently $SERVE; if (exit "$_t_rc"); then _rx_cleanup; else _rx_cleanup; fi' EXIT
-wait_until 20 test -S "$SOCK"
+start_serve
+SERVE=$SERVE_PID
 rxs() { timeout 120 "$REXEC_BIN" --workspace "$WS" --socket "$SOCK" "$@"; }
 logins() { grep -c "Accepted publickey" "$(lab_log "$1")" || true; }
 
@@ -175,12 +173,9 @@ wait_until 30 none_to_lab2
 # the compiled parameter patterns such as sys.echo's {0,200}). A serve of its own, with ASan's
 # quarantine small so that freed memory is reused (the figure means nothing otherwise).
 SOCK2=$RX_TMP/s2.sock
-ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=1 \
-    "$REXEC_BIN" --workspace "$WS" serve --socket "$SOCK2" 2>"$RX_TMP/serve2.err" &
-SERVE2=$!
-trap '_t_rc=$?; stop_gently $SERVE $SERVE2; if (exit "$_t_rc"); then _rx_cleanup; else _rx_cleanup; fi' EXIT
-wait_until 20 test -S "$SOCK2"
 SOCK=$SOCK2
+SERVE_ERR=$RX_TMP/serve2.err start_serve "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=1"
+SERVE2=$SERVE_PID
 assert_exit 0 rxs run lab1 t.one
 assert_eq reloaded "$(field "$(request '{"op": "reload"}')" type)" "a first reload"
 rss0=$(awk '/^VmRSS:/ { print $2 }' "/proc/$SERVE2/status")

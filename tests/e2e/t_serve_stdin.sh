@@ -20,11 +20,8 @@ ws_add_action t.sha "{\"risk\": \"L0\", \"command\": \"sha256sum | cut -d' ' -f1
 ws_add_action t.sha2 '{"risk": "L2", "command": "sha256sum"}'
 
 SOCK=$RX_TMP/serve.sock
-"$REXEC_BIN" --workspace "$WS" serve --socket "$SOCK" --stdin-timeout 1 --log json \
-    2>"$RX_TMP/serve.log" &
-SERVE_PID=$!
-trap '_t_rc=$?; stop_gently "$SERVE_PID"; if (exit "$_t_rc"); then _rx_cleanup; else _rx_cleanup; fi' EXIT
-wait_until 20 test -S "$SOCK"
+SERVE_ERR=$RX_TMP/serve.log
+start_serve --stdin-timeout 1 --log json
 SX=("$REXEC_BIN" --workspace "$WS" --socket "$SOCK")
 
 # 20 MiB, far past the 64 KiB a request line can carry, from a file and from a pipe.

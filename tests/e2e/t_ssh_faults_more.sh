@@ -85,9 +85,7 @@ PY
 "$RX_PYTHON" "$RX_TMP/closing_agent.py" "$RX_TMP/closing.sock" &
 FAKE_PID=$!
 AGENT_PID=""
-SERVE_PID=""
-# shellcheck disable=SC2154 # _t_rc is set inside the trap
-trap '_t_rc=$?; set +e; kill "$FAKE_PID" $AGENT_PID 2>/dev/null; stop_gently $SERVE_PID; (exit "$_t_rc"); _rx_cleanup' EXIT
+at_exit 'kill "$FAKE_PID" $AGENT_PID 2>/dev/null'
 wait_until 10 test -S "$RX_TMP/closing.sock"
 assert_exit 255 env SSH_AUTH_SOCK="$RX_TMP/closing.sock" timeout -k 2 15 "$REXEC_BIN" --workspace "$WS" run lab1 t.ok
 assert_eq "rexec: lab1: the ssh-agent at $RX_TMP/closing.sock failed (listing its keys)" "$(cat "$ERR")" \
@@ -123,11 +121,6 @@ ws_edit 'c["hosts"]["lab1"]["key"] = "keys/id_ed25519"; del c["hosts"]["lab1"]["
 lab_set_tmpdir lab2 "$RX_TMP/no-tmp"
 
 SOCK=$RX_TMP/serve.sock
-start_serve() {
-    "$REXEC_BIN" --workspace "$WS" serve --socket "$SOCK" 2>>"$RX_TMP/serve.err" &
-    SERVE_PID=$!
-    wait_until 20 test -S "$SOCK"
-}
 # Without REXEC_DEBUG: warnings reach serve's stderr always, debug lines only with it.
 unset REXEC_DEBUG
 start_serve

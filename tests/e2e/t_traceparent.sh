@@ -53,11 +53,7 @@ assert_eq "$(records)" "$n0"
 
 # ---- serve, its log, the CLI through it and the Python client ----------------------------------
 SOCK=$RX_TMP/s.sock
-"$REXEC_BIN" --workspace "$WS" serve --socket "$SOCK" --log json 2>"$RX_TMP/serve.err" &
-SERVE=$!
-# shellcheck disable=SC2154 # _t_rc is set inside the trap
-trap '_t_rc=$?; stop_gently $SERVE; if (exit "$_t_rc"); then _rx_cleanup; else _rx_cleanup; fi' EXIT
-wait_until 20 test -S "$SOCK"
+start_serve --log json
 rx run lab1 t.one --json --socket "$SOCK" --traceparent "$TP2" >"$OUT" 2>"$ERR" || fail "run through serve failed"
 check_recorded "$TP2"
 PYTHONPATH=$REXEC_SRC/python "$RX_PYTHON" - "$SOCK" "$TP3" >"$OUT" <<'PY' || fail "the Python client's traceparent= did not come back"
@@ -84,7 +80,7 @@ assert r["type"] == "error" and r["id"] == "bad" and r["exit_status"] == 65, r
 assert "traceparent: the parent id must be 16 lowercase hex digits" in r["error"], r
 PY
 assert_eq "$(records)" "$n1"
-stop_gently $SERVE
+stop_gently "$SERVE_PID"
 "$RX_PYTHON" - "$RX_TMP/serve.err" "$TP2" "$TP3" <<'PY' || fail "serve's log lines do not carry the traceparent"
 import json, sys
 lines = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
