@@ -348,8 +348,8 @@ __rx_slot_ready() {
 # slot 0 is not (still in its call's reap, its end markers, its next shell's start) and slot 1
 # is; when slot 1 is not started yet, slot 0 anyway, and __rx_r_more is set (the caller starts
 # slot 1 once the call is handed over, never on the call's path); when neither is ready, the
-# slot that did not take the previous call. So calls spaced apart keep one slot (3 processes,
-# one `unshare`, one slot's start) where calls in turn always started and kept two.
+# slot that did not take the previous call. So calls spaced apart keep one slot, where calls in
+# turn started the second with the first call and kept it (its `unshare`, the slot, its shell).
 __rx_slot_choose() {
     if __rx_slot_ready 0; then
         __rx_r_s=0
