@@ -19,8 +19,11 @@
 # code was never run) says a slot found on its FIFOs bytes that were not its call's: the
 # controller then discards the runner.
 #
-# Processes: the runner (R) keeps two slots and hands calls to them in turn. A slot lives as
-# long as the runner:
+# Processes: the runner (R) keeps up to two slots and hands a call to slot 0 when it waits
+# for one (it writes a byte on its FIFO r<k> each time it does: __rx_slot_ready), to slot 1
+# only when slot 0 is still busy with the call before (its reap, end markers, next shell's
+# start): calls spaced apart keep one slot; the first call that finds slot 0 busy starts slot
+# 1, after its hand-over. A slot lives as long as the runner:
 #   unshare --pid --fork --kill-child -> bash (the slot, PID 1 of its namespace for the runner's
 #                                  life) -> bash -c "$__rx_ns" (the next call's shell, started
 #                                  in advance, waiting on the slot's FIFOs; after a oneshot
@@ -72,7 +75,7 @@ __rx_ns='IFS= read -r -N 33 -u 7 __rx_g && IFS= read -r -N 44 -u 9 __rx_h && [ "
 # as it names a fresh call's shell by $0 and counts its lines from its one-line command.
 # The code's own variable (__rx_c) is unset with every other __rx_* inside the eval, whose
 # string holds the code by then (the code unsets it too: a fresh call shell keeps it).
-__rx_fk='__rx_slot_fork() { { exec 2>&8 3<&- 4<&- 5<&- 6<&- 8>&- || exit 125; BASH_ARGV0=rexec; IFS= read -r -N 33 -u 7 __rx_g && IFS= read -r -N 44 -u 9 __rx_h && [ "${__rx_h:0:32}" = "${__rx_g:0:32}" ] && LC_ALL=C IFS= read -r -N "${__rx_h:33:10}" -u 9 __rx_c || exit 125; exec 7<&- 9<&-; trap - USR1; unset -f $__rx_sf __rx_slot_fork; unset -v $__rx_sv __rx_g __rx_h REPLY; set --; eval "unset -v \"\${!__rx_@}\"; $__rx_c"; } & }'
+__rx_fk='__rx_slot_fork() { { exec 2>&8 3<&- 4<&- 5<&- 6<&- 8>&- {__rx_s_rd}>&- || exit 125; BASH_ARGV0=rexec; IFS= read -r -N 33 -u 7 __rx_g && IFS= read -r -N 44 -u 9 __rx_h && [ "${__rx_h:0:32}" = "${__rx_g:0:32}" ] && LC_ALL=C IFS= read -r -N "${__rx_h:33:10}" -u 9 __rx_c || exit 125; exec 7<&- 9<&-; trap - USR1; unset -f $__rx_sf __rx_slot_fork; unset -v $__rx_sv __rx_g __rx_h REPLY; set --; eval "unset -v \"\${!__rx_@}\"; $__rx_c"; } & }'
 # The slot's functions (written to its file) and its variables (one list: __rx_slot declares
 # them local with it, the fork unsets them with it).
 __rx_sf='__rx_slot __rx_slot_take __rx_slot_status __rx_slot_line __rx_slot_clean __rx_slot_refuse __rx_slot_end __rx_slot_kill __rx_slot_reap __rx_slot_envok __rx_slot_src'
@@ -87,7 +90,7 @@ __rx_sv='__rx_s_e __rx_s_d __rx_s_k __rx_s_cont __rx_s_line __rx_s_c __rx_s_nonc
 # finds a writer. n<k> is then held read-only: the runner holds its only writer, so the
 # runner's death (or its exit before this slot got going) reads as EOF, and the slot goes.
 __rx_slot() { # envok (__rx_slot_envok's status, taken before these locals hide the environment) DIR K CONTAINMENT [PREFIX...]
-    local $__rx_sv
+    local $__rx_sv __rx_s_rd # (and r<k>'s descriptor: the fork unsets it with every __rx_*)
     __rx_s_e=$1 __rx_s_d=$2 __rx_s_k=$3 __rx_s_cont=$4
     shift 4
     trap '[ -z "$__rx_s_incall" ] || { __rx_s_killed=1; __rx_slot_kill "$__rx_s_c"; }' USR1
@@ -95,10 +98,13 @@ __rx_slot() { # envok (__rx_slot_envok's status, taken before these locals hide 
     # /dev/null, so its kill and wait need no redirection each (each costs syscalls a call).
     exec </dev/null 8>&2 2>/dev/null 3<>"$__rx_s_d/c$__rx_s_k" 4<>"$__rx_s_d/n$__rx_s_k" 5<>"$__rx_s_d/s$__rx_s_k" 6<>"$__rx_s_d/g$__rx_s_k" || exit 0
     exec 4<"$__rx_s_d/n$__rx_s_k" 7<"$__rx_s_d/g$__rx_s_k" 9<"$__rx_s_d/c$__rx_s_k" || exit 0
+    # r<k>, where the slot says it is ready for a call, on a descriptor above 9 that bash picks
+    # (__rx_s_rd): a fixed one there may be one bash uses for itself
+    exec {__rx_s_rd}<>"$__rx_s_d/r$__rx_s_k" || exit 0
     # Held open, the FIFOs that carry calls need no name: without one, nothing can be written
-    # into them by path (the runner holds n<k> and c<k> already; s<k> keeps its name, which
-    # the call's code writes its status to).
-    rm -f -- "$__rx_s_d/c$__rx_s_k" "$__rx_s_d/n$__rx_s_k" "$__rx_s_d/g$__rx_s_k"
+    # into them by path (the runner holds n<k>, c<k> and r<k> already; s<k> keeps its name,
+    # which the call's code writes its status to).
+    rm -f -- "$__rx_s_d/c$__rx_s_k" "$__rx_s_d/n$__rx_s_k" "$__rx_s_d/g$__rx_s_k" "$__rx_s_d/r$__rx_s_k"
     # Oneshot calls run in a fork only as PID 1 (its reap ends whatever the fork left) and when
     # nothing in the environment makes a fork differ from a fresh bash (__rx_slot_envok).
     [ "$$/$__rx_s_e" != 1/0 ] || ! __rx_slot_src "$__rx_s_d" || __rx_s_fk=1
@@ -110,9 +116,10 @@ __rx_slot() { # envok (__rx_slot_envok's status, taken before these locals hide 
         if [ "$__rx_s_wk" = f ]; then
             __rx_slot_fork
         else
-            "$@" bash -c "$__rx_ns" rexec "$__rx_s_d" 2>&8 3<&- 4<&- 5<&- 6<&- 8>&- &
+            "$@" bash -c "$__rx_ns" rexec "$__rx_s_d" 2>&8 3<&- 4<&- 5<&- 6<&- 8>&- {__rx_s_rd}>&- &
         fi
         __rx_s_c=$!
+        printf . >&"$__rx_s_rd" # ready for a call (r<k>: the runner hands calls to a slot that is)
         if ! __rx_slot_take; then __rx_slot_kill "$__rx_s_c"; return 0; fi
         if [ -n "$__rx_s_bad" ]; then __rx_slot_refuse "$__rx_s_c"; continue; fi
         # A fork waits for a oneshot call only: any other gets a fresh bash in its place (the
@@ -120,7 +127,7 @@ __rx_slot() { # envok (__rx_slot_envok's status, taken before these locals hide 
         if [ "$__rx_s_wk/$__rx_s_kind" = f/n ]; then
             kill -KILL "$__rx_s_c"
             wait "$__rx_s_c"
-            "$@" bash -c "$__rx_ns" rexec "$__rx_s_d" 2>&8 3<&- 4<&- 5<&- 6<&- 8>&- &
+            "$@" bash -c "$__rx_ns" rexec "$__rx_s_d" 2>&8 3<&- 4<&- 5<&- 6<&- 8>&- {__rx_s_rd}>&- &
             __rx_s_c=$!
         fi
         __rx_s_wk=b
@@ -360,24 +367,62 @@ __rx_slot_reap() {
     fi
 }
 
-# Starts slot $1. The runner keeps n<k> and c<k> open read-write: the slot's opens never block
-# and a write to a slot that is gone never raises SIGPIPE; it holds the only writer of n<k>,
-# so when the runner dies (or exits while the slot is still starting) the slot reads EOF.
+# Starts slot $1. The runner keeps n<k>, c<k> and r<k> open read-write: the slot's opens never
+# block and a write to a slot that is gone never raises SIGPIPE; it holds the only writer of
+# n<k>, so when the runner dies (or exits while the slot is still starting) the slot reads EOF.
 __rx_slot_start() {
     local __rx_r_d=$__rx_dir
     # A slot removes the names of its FIFOs once it has them open: one started again (the one
     # before it is gone) gets new FIFOs.
     if [ -n "${__rx_sp[$1]}" ]; then
-        rm -f -- "$__rx_r_d/n$1" "$__rx_r_d/c$1" "$__rx_r_d/g$1" && mkfifo -m 600 -- "$__rx_r_d/n$1" "$__rx_r_d/c$1" "$__rx_r_d/g$1" || return 1
+        rm -f -- "$__rx_r_d/n$1" "$__rx_r_d/c$1" "$__rx_r_d/g$1" "$__rx_r_d/r$1" &&
+            mkfifo -m 600 -- "$__rx_r_d/n$1" "$__rx_r_d/c$1" "$__rx_r_d/g$1" "$__rx_r_d/r$1" || return 1
     fi
     case $1 in
-    0) exec 20>&- 22>&- 20<>"$__rx_dir/n0" 22<>"$__rx_dir/c0" ;;
-    1) exec 21>&- 23>&- 21<>"$__rx_dir/n1" 23<>"$__rx_dir/c1" ;;
+    0) exec 20>&- 22>&- 24>&- 20<>"$__rx_dir/n0" 22<>"$__rx_dir/c0" 24<>"$__rx_dir/r0" ;;
+    1) exec 21>&- 23>&- 25>&- 21<>"$__rx_dir/n1" 23<>"$__rx_dir/c1" 25<>"$__rx_dir/r1" ;;
     esac
+    __rx_hand[$1]=0 __rx_rdy[$1]=0 # (a new FIFO: nothing of the slot before it is counted)
     # (the runner's fd 1 is the channel's stderr, 19 its stdout: the slot gets them as 2 and 1)
     "${__rx_guard[@]}" "${__rx_pre[@]}" bash "$__rx_dir/slot" "$__rx_dir" "$1" "$__rx_cont" \
-        ${__rx_cpre[@]+"${__rx_cpre[@]}"} </dev/null 2>&1 1>&19 7<&- 19>&- 20>&- 21>&- 22>&- 23>&- &
+        ${__rx_cpre[@]+"${__rx_cpre[@]}"} </dev/null 2>&1 1>&19 7<&- 19>&- 20>&- 21>&- 22>&- 23>&- 24>&- 25>&- &
     __rx_sp[$1]=$!
+}
+
+# 0 if slot $1 waits for a call with its next shell started. A slot writes one byte on r<k>
+# each time it does (at its start, and after each call once its next shell is started), so it
+# does when it wrote one byte more than it was handed calls (__rx_hand). The runner reads the
+# bytes as they come (__rx_rdy), one read -N 1 each (a longer read -N with a timeout could
+# leave bytes in bash's one read buffer, for its next read -N of a frame), and no more than
+# one past that count: a byte a command forged is taken as the slot's, and counted off again
+# once the slot is waiting (a count never above the handed calls' + 1). A hint only: a call
+# handed to a slot that is not ready waits on n<k> for it, as it did when calls went in turn.
+__rx_slot_ready() {
+    local __rx_r_f=$((24 + $1))
+    while [ "${__rx_rdy[$1]}" -le "$((__rx_hand[$1] + 1))" ] && read -r -t 0 -u "$__rx_r_f"; do
+        IFS= read -r -N 1 -u "$__rx_r_f" _ || return 1
+        __rx_rdy[$1]=$((__rx_rdy[$1] + 1))
+    done
+    [ "${__rx_rdy[$1]}" -le "$((__rx_hand[$1] + 1))" ] || __rx_rdy[$1]=$((__rx_hand[$1] + 1))
+    [ "${__rx_rdy[$1]}" -gt "${__rx_hand[$1]}" ]
+}
+
+# The slot for the next call, into __rx_r_s: slot 0 when it is ready for it; slot 1 only when
+# slot 0 is not (still in its call's reap, its end markers, its next shell's start) and slot 1
+# is; when slot 1 is not started yet, slot 0 anyway, and __rx_r_more is set (the caller starts
+# slot 1 once the call is handed over, never on the call's path); when neither is ready, the
+# slot that did not take the previous call. So calls spaced apart keep one slot, where calls in
+# turn started the second with the first call and kept it (its `unshare`, the slot, its shell).
+__rx_slot_choose() {
+    if __rx_slot_ready 0; then
+        __rx_r_s=0
+    elif [ -z "${__rx_sp[1]}" ]; then
+        __rx_r_s=0 __rx_r_more=1
+    elif __rx_slot_ready 1; then
+        __rx_r_s=1
+    else
+        __rx_r_s=$((1 - ${__rx_cur:-1}))
+    fi
 }
 
 __rx_slot_up() { # k: starts slot k if it is not running
@@ -436,7 +481,7 @@ __rx_read_code() {
 # One call frame: "nonce min_rank stdin_len code_len [o]" (its header after "C ") was read
 # into $@.
 __rx_call() {
-    local __rx_r_nonce=$1 __rx_r_min=$2 __rx_r_inlen=$3 __rx_r_clen=$4 __rx_r_code __rx_r_in= __rx_r_s=$__rx_next __rx_r_i __rx_r_how=n
+    local __rx_r_nonce=$1 __rx_r_min=$2 __rx_r_inlen=$3 __rx_r_clen=$4 __rx_r_code __rx_r_in= __rx_r_s __rx_r_more= __rx_r_i __rx_r_how=n
     # a fifth field "o": a oneshot call, which a slot in a PID namespace may run in its fork
     [ "$#" = 4 ] || { [ "$#" = 5 ] && [ "$5" = o ]; } || return 1
     [ "$#/$__rx_cont" != 5/pid-namespace ] || __rx_r_how=o
@@ -465,6 +510,7 @@ __rx_call() {
         __rx_marks "$__rx_r_nonce" contain 1
         return 0
     fi
+    __rx_slot_choose
     __rx_slot_up "$__rx_r_s" || return 1
     # The nonce first: the call's shell waits for the slot's go-ahead before it reads the code,
     # and a code larger than a FIFO's buffer is written only as fast as that shell reads it
@@ -475,6 +521,7 @@ __rx_call() {
     # (Writing a small frame before the nonce, so that the slot and the shell wake once, was
     # measured: no faster, docs/PERFORMANCE.md.)
     __rx_send "$__rx_r_s" "$__rx_r_how $__rx_r_nonce"
+    __rx_hand[__rx_r_s]=$((__rx_hand[__rx_r_s] + 1))
     __rx_r_i=$__rx_r_s
     [ -z "$__rx_r_in" ] || __rx_r_i=$((__rx_r_s + 2))
     printf -v __rx_r_code '%s %010d\n%s%s' "$__rx_r_nonce" "$((__rx_fl[__rx_r_i] + __rx_r_clen))" "${__rx_fp[__rx_r_i]}" "$__rx_r_code"
@@ -484,9 +531,10 @@ __rx_call() {
     esac
     __rx_r_code=
     unset __rx_r_code
-    __rx_cur=$__rx_r_s __rx_next=$((1 - __rx_r_s))
-    # only the first call starts the second slot (one that died starts again on its turn)
-    [ -n "${__rx_sp[$__rx_next]}" ] || __rx_slot_start "$__rx_next"
+    __rx_cur=$__rx_r_s
+    # slot 1 starts, for a later call, once a call found slot 0 busy (a slot that died starts
+    # again when a call is handed to it)
+    [ -z "$__rx_r_more" ] || __rx_slot_start 1
 }
 
 # The line before a call's code, for slot 0 and 1 without stdin, then with: computed once, with
@@ -605,7 +653,7 @@ __rx_runner_setup() {
     __rx_dir=$(umask 077 && mktemp -d "$__rx_base/r.XXXXXXXX" 2>/dev/null) &&
         [ -n "$__rx_dir" ] &&
         mkfifo -m 600 "$__rx_dir/c0" "$__rx_dir/c1" "$__rx_dir/n0" "$__rx_dir/n1" \
-            "$__rx_dir/s0" "$__rx_dir/s1" "$__rx_dir/g0" "$__rx_dir/g1" 2>/dev/null &&
+            "$__rx_dir/s0" "$__rx_dir/s1" "$__rx_dir/g0" "$__rx_dir/g1" "$__rx_dir/r0" "$__rx_dir/r1" 2>/dev/null &&
         __rx_stime "$$" &&
         (umask 077 && : >"$__rx_dir/in" && printf '%s %s\n' "$$" "$__rx_t" >"$__rx_dir/owner" &&
             { declare -p __rx_ns __rx_sf __rx_sv && declare -f $__rx_sf &&
@@ -623,7 +671,7 @@ __rx_runner() {
         [ -z "$__rx_dir" ] || rm -rf -- "$__rx_dir"
         return
     fi
-    __rx_cur= __rx_next=0 __rx_sp=()
+    __rx_cur= __rx_sp=() __rx_hand=() __rx_rdy=()
     # From here fd 1 is the channel's stderr (the acknowledgement, on every call's path, needs
     # no redirection), 19 its stdout, and 2 /dev/null (a failing kill -0 needs none either).
     exec 19>&1 1>&2 2>/dev/null
@@ -645,6 +693,6 @@ __rx_runner() {
     # EOF (or a frame that makes no sense): stop the call and the slots, and go.
     __rx_kill_cur
     for __rx_r_k in 0 1; do [ -z "${__rx_sp[$__rx_r_k]}" ] || __rx_send "$__rx_r_k" quit; done
-    exec 20>&- 21>&- 22>&- 23>&-
+    exec 20>&- 21>&- 22>&- 23>&- 24>&- 25>&-
     rm -rf -- "$__rx_dir"
 }

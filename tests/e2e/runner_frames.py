@@ -70,12 +70,13 @@ class Runner:
         out, self.buf[stream] = self.buf[stream][:i], self.buf[stream][i:]
         return out
 
-    def call(self, command, kill=False, oneshot=False):
+    def call(self, command, kill=False, oneshot=False, code=None):
         """Runs one call (a oneshot frame: the header's fifth field "o"); returns (stdout, end
         fields) with the markers cut out; the end's "err" is what came on stderr before it
-        (the acknowledgement cut out), "nonce" the call's nonce."""
+        (the acknowledgement cut out), "nonce" the call's nonce. code: the call's code, when
+        not code_of(command)."""
         nonce = secrets.token_hex(16).encode()
-        code = code_of(command)
+        code = code or code_of(command)
         frame = head(nonce, code, oneshot) + code
         self.send(frame + (b"K\n" if kill else b""))
         mark = b"\036rexec:%s:end" % nonce
@@ -165,8 +166,9 @@ def plant(where, oneshot=False):
     calls run their own code or end as desync (then the runner is discarded, as the
     controller does); the planted code never runs."""
     r = Runner()
-    r.call("echo warm", oneshot=oneshot)  # the second slot starts with the first call
+    two_slots(r)
     r.call("echo warm", oneshot=oneshot)  # (with oneshot frames: the next calls run in forks)
+    r.call("echo warm", oneshot=oneshot)
     d = "$(for d in \"$TMPDIR\"/.rexec-*/r.* \"$TMPDIR\"/.rexec-runner.*; do " \
         "read -r o _ <\"$d/owner\" && [ \"$o\" = %d ] && echo \"$d\"; done 2>/dev/null)" % r.p.pid
     # Where a command can write: the FIFOs by name (a runner whose slots hold them open has
@@ -189,6 +191,10 @@ def plant(where, oneshot=False):
         "n": put("n %s\\n" % fake2, 4, "n"),
         "g": put("%s\\n" % fake3, 6, "g"),
         "junk": put("garbage\\n", 4, "n") + "; " + put("xx", 3, "c"),
+        # "ready" bytes on r<k> (a slot's descriptor above 9 that names it): a hint to the
+        # runner, nothing of it runs
+        "r": "for t in \"$f0\"/1? \"$f1\"/1?; do case $(readlink \"$t\") in */r[01]\\ *) "
+             "printf %s >\"$t\";; esac; done" % ("." * 100),
     }
     cmd = "; ".join(v for k, v in writes.items() if where == "all" or k == where)
     out, end = r.call("d=%s; [ -n \"$d\" ] || exit 9; %s; %s; echo planted" % (d, slots, cmd))
@@ -247,14 +253,15 @@ def mixed(n, oneshot=False):
           % (n, oneshot, r.containment))
 
 
-def waiters(d):
-    """What the two slots of runner directory d have started in advance for their next call,
-    once both wait for it (blocked in a read of n<k>, fd 4, which each reaches only after it
-    started that) and each such process is ready: "bash" (a fresh call's shell: its command
-    line says so once it is exec'd) or "fork" (a fork of the slot: the slot's command line,
-    blocked in a read of g<k>, fd 7); sorted. A read is told from /proc/PID/syscall, or where
-    Yama keeps that to the process's ancestors, from its wchan (the only pipes these block in
-    a read of are those)."""
+def slot_waiters(d, n=None):
+    """What each slot of runner directory d has started in advance for its next call, once every
+    slot waits for it (blocked in a read of n<k>, fd 4, which each reaches only after it started
+    that and wrote its byte on r<k>: the runner then takes it for ready) and each such process
+    is ready: {k: "bash"} (a fresh call's shell: its command line says so once it is exec'd) or
+    "fork" (a fork of the slot: the slot's command line, blocked in a read of g<k>, fd 7). n:
+    the number of slots to wait for (default: those there are). A read is told from
+    /proc/PID/syscall, or where Yama keeps that to the process's ancestors, from its wchan (the
+    only pipes these block in a read of are those)."""
     nr = {"x86_64": "0", "aarch64": "63"}.get(os.uname().machine)
     slot_cl = b"bash\0%s/slot\0" % d.encode()
 
@@ -272,6 +279,13 @@ def waiters(d):
         except OSError:
             return False
 
+    def cmdline(p):
+        try:
+            with open("/proc/%d/cmdline" % p, "rb") as fh:
+                return fh.read()
+        except OSError:
+            return b""
+
     deadline = time.monotonic() + WAIT_S
     while True:
         procs = {}
@@ -286,27 +300,213 @@ def waiters(d):
             procs[p] = (pp, cl)
         slots = [p for p, (pp, cl) in procs.items()
                  if cl.startswith(slot_cl) and not procs.get(pp, (0, b""))[1].startswith(slot_cl)]
-        kinds, ready = [], len(slots) == 2 and all(blocked(p, 4) for p in slots)
+        kinds = {}
+        ready = len(slots) == (n or len(slots) or 1) and all(blocked(p, 4) for p in slots)
         for p in slots if ready else []:
             try:
                 with open("/proc/%d/task/%d/children" % (p, p)) as fh:
                     kids = [int(x) for x in fh.read().split()]
             except OSError:
                 kids = []
-            for k in kids:
-                cl = procs.get(k, (0, b""))[1]
+            k = int(procs[p][1].split(b"\0")[3])
+            for c in kids:
+                cl = procs.get(c, (0, b""))[1]
                 if cl.startswith(b"bash\0-c\0"):
-                    kinds.append("bash")
-                elif cl.startswith(slot_cl) and blocked(k, 7):
-                    kinds.append("fork")
+                    kinds[k] = "bash"
+                elif cl.startswith(slot_cl) and blocked(c, 7) and cmdline(c).startswith(slot_cl):
+                    # (the command line read again: a fresh shell's, read before its exec, was
+                    # the slot's, and it may block in its read of fd 7 by now)
+                    kinds[k] = "fork"
                 else:
                     ready = False
+            ready = ready and k in kinds
         if ready:
-            return sorted(kinds)
+            return kinds
         if time.monotonic() > deadline:
             die("the slots and what they started did not come to wait within %d s: %r"
                 % (WAIT_S, procs))
         time.sleep(0.01)
+
+
+def waiters(d):
+    """What the slots of runner directory d have started in advance, once they wait: sorted."""
+    return sorted(slot_waiters(d).values())
+
+
+def ready_fifo(r, k, data=None):
+    """Slot k's FIFO r<k> as the runner holds it (its fd 24 + k), opened through /proc as a
+    command of the same account can: with data, writes it there (bytes the slot did not write);
+    without, reads off the byte the slot wrote (all there is, at least one: a slot that waits
+    for a call has written it)."""
+    path = "/proc/%d/fd/%d" % (r.p.pid, 24 + k)
+    if not os.readlink(path).startswith("%s/r%d" % (runner_dir(r), k)):
+        die("the runner's fd %d is not its FIFO r%d: %s" % (24 + k, k, os.readlink(path)))
+    fd = os.open(path, (os.O_WRONLY if data else os.O_RDONLY) | os.O_NONBLOCK)
+    try:
+        if data:
+            os.write(fd, data)
+            return data
+        got = os.read(fd, 64)
+        if not got:
+            die("no byte on r%d from a slot that waits" % k)
+        return got
+    finally:
+        os.close(fd)
+
+
+def slot_code(command):
+    """A call's code that prints first the slot it runs in ("slot0", "slot1": the name of its
+    status FIFO s<k>, before the code unsets it)."""
+    return ('unset __rx_c\nbuiltin echo ok 1<>"$__rx_st"; echo "slot${__rx_st: -1}"; '
+            'unset __rx_st __rx_in\n%s\n' % command).encode()
+
+
+def slot_call(r, k, tag, oneshot=False):
+    """A call that must run in slot k and print tag."""
+    out, end = r.call(None, oneshot=oneshot, code=slot_code("echo %s" % tag))
+    if end["desync"] != "0" or end["phase"] != "cmd" or out != b"slot%d\n%s\n" % (k, tag.encode()):
+        die("call %s (meant for slot %d) on a %s runner printed %r, ended %r"
+            % (tag, k, r.containment, out, end))
+
+
+def two_slots(r):
+    """Brings slot 1 up: slot 0's byte read off before a call, so that the call finds slot 0
+    busy and slot 1 not started (it runs in slot 0 and slot 1 starts), then the byte written
+    back, once both slots wait."""
+    d = runner_dir(r)
+    slot_waiters(d, 1)
+    ready_fifo(r, 0)
+    slot_call(r, 0, "up")
+    slot_waiters(d, 2)
+    ready_fifo(r, 0, b".")
+
+
+def one_slot(oneshot):
+    """Calls spaced apart (each sent once its runner's slots wait for a call: what a slot
+    reaches only after its last call's end, reap and next shell), some killed at once: every
+    call runs in slot 0, prints its own value, and slot 1 never starts (one slot process)."""
+    r = Runner()
+    d = runner_dir(r)
+    for i in range(24):
+        slot_waiters(d)
+        if i % 6 == 3:
+            out, end = r.call(None, kill=True, oneshot=oneshot, code=slot_code("echo K%d" % i))
+            if end["desync"] != "0" or out not in (b"", b"slot0\n", b"slot0\nK%d\n" % i):
+                die("a call stopped at once printed %r, ended %r" % (out, end))
+            continue
+        slot_call(r, 0, "S%d" % i, oneshot=oneshot and i % 2 == 0)
+    w = slot_waiters(d)
+    if list(w) != [0]:
+        die("after calls spaced apart the runner has slots %r, not slot 0 alone" % sorted(w))
+    r.close()
+    gone(d)
+    print("one-slot oneshot=%s containment=%s: 20 calls spaced apart and 4 stopped ran in slot "
+          "0, slot 1 never started" % (oneshot, r.containment))
+
+
+def choose():
+    """The runner's choice of a slot, each case made so through the bytes on r<k> (read off: the
+    slot is taken for busy; written back: for ready): slot 0 when it is ready; when it is not,
+    and slot 1 is not started, slot 0 (slot 1 starts); slot 1 when only it is ready; the slot
+    that did not take the call before when neither is; a kill reaches the call's slot; forged
+    bytes make no call run elsewhere; a slot that died starts again when it is handed a call."""
+    r = Runner()
+    d = runner_dir(r)
+    two_slots(r)
+    slot_waiters(d, 2)
+    slot_call(r, 0, "ready0")              # slot 0 ready: slot 0
+    slot_waiters(d, 2)
+    ready_fifo(r, 0)
+    slot_call(r, 1, "busy0", oneshot=True)  # slot 0 not ready, slot 1 ready: slot 1
+    slot_waiters(d, 2)
+    slot_call(r, 1, "lost0")               # slot 0's byte lost: it stays busy for the runner
+    slot_waiters(d, 2)
+    ready_fifo(r, 0, b".")
+    slot_call(r, 0, "back0", oneshot=True)  # written back: ready again
+    slot_waiters(d, 2)
+    ready_fifo(r, 0)
+    ready_fifo(r, 1)
+    slot_call(r, 1, "neither")             # neither ready: not the slot of the call before
+    slot_waiters(d, 2)
+    ready_fifo(r, 1)
+    slot_call(r, 0, "neither2")            # again: the other one
+    slot_waiters(d, 2)
+    ready_fifo(r, 0, b".")
+    ready_fifo(r, 1, b"..")
+    slot_call(r, 0, "both")                # both ready again: slot 0
+    # a kill reaches the call's slot, here slot 1: its command goes, the end says killed
+    slot_waiters(d, 2)
+    ready_fifo(r, 0)
+    t = trace("choose-kill-%s" % r.rnonce)
+    nonce = secrets.token_hex(16).encode()
+    code = slot_code("touch %s; exec sleep 600" % t)
+    r.send(head(nonce, code) + code)
+    deadline = time.monotonic() + WAIT_S
+    while not os.path.exists(t):
+        if time.monotonic() > deadline:
+            die("the call meant for slot 1 did not start")
+        time.sleep(0.01)
+    r.send(b"K\n")
+    mark = b"\036rexec:%s:end" % nonce
+    out = r.until(1, mark + b"\n")[:-len(mark) - 1]
+    end = r.end_line(mark)
+    if out != b"slot1\n" or (end["killed"], end["phase"], end["desync"]) != ("1", "cmd", "0"):
+        die("a call killed in slot 1 printed %r, ended %r" % (out, end))
+    slot_waiters(d, 2)
+    ready_fifo(r, 0, b".")
+    # bytes forged on both FIFOs: calls still run in a slot that waits, each its own code
+    ready_fifo(r, 0, b"." * 50)
+    ready_fifo(r, 1, b"." * 50)
+    for i in range(6):
+        out, end = r.call(None, code=slot_code("echo F%d" % i))
+        if end["desync"] != "0" or out not in (b"slot0\nF%d\n" % i, b"slot1\nF%d\n" % i):
+            die("a call after forged bytes printed %r, ended %r" % (out, end))
+    # slot 0 killed from outside while it waits: the next call handed to it starts it again
+    # (once it is gone, and reaped by the runner: until then, it seems alive to the runner)
+    slot_waiters(d, 2)
+    old = slot_pids(d)
+    with open("/proc/%d/stat" % old[0]) as fh:
+        top = int(fh.read().rsplit(")", 1)[1].split()[1])  # its unshare, or the slot itself
+    top = old[0] if top == r.p.pid else top
+    os.kill(old[0], 9)
+    deadline = time.monotonic() + WAIT_S
+    while os.path.exists("/proc/%d" % top):
+        if time.monotonic() > deadline:
+            die("slot 0, killed, is still there")
+        time.sleep(0.01)
+    slot_call(r, 0, "again")
+    if slot_pids(d).get(0) in (None, old[0]):
+        die("slot 0 was not started again")
+    r.close()
+    gone(d)
+    print("choose containment=%s: slot 0 when ready, else slot 1, else in turn; kill in slot 1; "
+          "forged bytes; a slot started again" % r.containment)
+
+
+def slot_pids(d):
+    """{k: pid} of the slots (not their forks) of runner directory d."""
+    slot_cl = b"bash\0%s/slot\0" % d.encode()
+    procs = {}
+    for p in processes_of(d):
+        try:
+            with open("/proc/%d/cmdline" % p, "rb") as fh:
+                cl = fh.read()
+            with open("/proc/%d/stat" % p) as fh:
+                pp = int(fh.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        procs[p] = (pp, cl)
+    return {int(cl.split(b"\0")[3]): p for p, (pp, cl) in procs.items()
+            if cl.startswith(slot_cl) and not procs.get(pp, (0, b""))[1].startswith(slot_cl)}
+
+
+def gone(d):
+    """Waits (bounded) until no process names runner directory d."""
+    deadline = time.monotonic() + WAIT_S
+    while processes_of(d):
+        if time.monotonic() > deadline:
+            die("processes of a runner that exited are still there: %r" % processes_of(d))
+        time.sleep(0.05)
 
 
 # What a command can see of the process it runs in: each runs once in a fresh call shell and once
@@ -347,11 +547,14 @@ def fork():
     r = Runner()
     d = runner_dir(r)
     ns = r.containment == "pid-namespace"
-    r.call("exec true", oneshot=True)  # each slot's first call takes the shell it started
-    r.call("exec true", oneshot=True)
+    # Each call waits for the slots to wait (waiters): it finds slot 0 ready and runs there, so
+    # what slot 0 started in advance after it is known (slot 1 never starts).
+    waiters(d)
+    r.call("exec true", oneshot=True)  # the slot's first call takes the shell it started
+    waiters(d)
     for name, cmd in FORK_PROBES.items():
         res = {}
-        for how in ("o", "o", "n", "n"):  # slot 0 and 1 in a fork, then both in a fresh shell
+        for how in ("o", "o", "n", "n"):  # twice in a fork, then twice in a fresh shell
             out, end = r.call(cmd, oneshot=how == "o")
             if end["desync"] != "0" or end["killed"] != "0":
                 die("probe %s (%s) ended %r" % (name, how, end))
@@ -359,17 +562,17 @@ def fork():
             if end["nonce"] in out or end["nonce"] in end["err"]:
                 die("probe %s (%s): the command saw the nonce" % (name, how))
             if res.setdefault(how, got) != got:
-                die("probe %s (%s) differs between the two slots:\n%r\n%r" % (name, how, res[how], got))
-            if ns and how == "o" and waiters(d) != ["fork", "fork"]:
-                die("after oneshot calls the slots have %r waiting, not two forks" % waiters(d))
+                die("probe %s (%s) differs between two calls:\n%r\n%r" % (name, how, res[how], got))
+            w = slot_waiters(d)
+            if ns and w != {0: "fork" if how == "o" else "bash"}:
+                # after an "o" call a fork of the slot; after an "n" call a fresh bash as before
+                die("after a%s call (%s) the slots have %r waiting" % (
+                    " oneshot" if how == "o" else "n ordinary", name, w))
         if res["o"] != res["n"]:
             die("probe %s: a fork of the slot differs from a fresh shell:\nfork:  %r\nfresh: %r"
                 % (name, res["o"], res["n"]))
-        if ns and waiters(d) != ["bash", "bash"]:  # after an "n" call: a fresh bash as before
-            die("after ordinary calls (%s) the slots have %r waiting, not two fresh shells"
-                % (name, waiters(d)))
         r.call("exec true", oneshot=True)
-        r.call("exec true", oneshot=True)
+        waiters(d)
     # a kill while the oneshot command runs: it goes, the end says killed and started
     t = trace("forkkill-%s" % r.rnonce)
     nonce = secrets.token_hex(16).encode()
@@ -424,7 +627,7 @@ def fork_env():
                 die("a oneshot call ran without what BASH_ENV sets in a fresh shell")
         if any(o != outs[0] for o in outs):
             die("oneshot calls saw different environments (%r)" % extra)
-        if r.containment == "pid-namespace" and waiters(d) != ["bash", "bash"]:
+        if r.containment == "pid-namespace" and set(waiters(d)) != {"bash"}:
             die("a slot whose environment has %r ran a call in its fork" % sorted(extra))
         r.close()
     print("fork-env: slots whose environment a fork would change run every call in a fresh shell")
@@ -541,7 +744,7 @@ def bad_head(kind):
     is neither C nor K: the runner runs nothing of it and exits (the controller then discards
     it); its slots go with it."""
     r = Runner()
-    r.call("echo warm")  # both slots are up
+    r.call("echo warm")
     d = runner_dir(r)
     nonce = secrets.token_hex(16).encode()
     t = trace("badhead-%s-%s" % (r.rnonce, kind))
@@ -588,6 +791,11 @@ elif SCENARIO == "sizes":
     sizes()
 elif SCENARIO.startswith("badhead-"):
     bad_head(SCENARIO[len("badhead-"):])
+elif SCENARIO == "one-slot":
+    one_slot(False)
+    one_slot(True)
+elif SCENARIO == "choose":
+    choose()
 elif SCENARIO == "mixed":
     mixed(150)
 elif SCENARIO == "bench":  # not a test: the runner's own time for 300 calls, without ssh

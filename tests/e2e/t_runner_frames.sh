@@ -9,7 +9,7 @@
 #  - the ends the runner writes itself (contain, cancel) on the right streams;
 #  - a header that is not 96 bytes, "C " and a newline last (an unpadded line, no newline, five
 #    fields) or a frame neither C nor K: nothing of it runs, the runner exits, its slots go;
-#  - bytes a command writes into its runner's FIFOs (c0/c1, n0/n1, g0/g1, junk): the planted
+#  - bytes a command writes into its runner's FIFOs (c0/c1, n0/n1, g0/g1, r0/r1, junk): the planted
 #    code never runs; later calls print their own value or end as desync (never run), and a
 #    desync discards the runner (also with oneshot frames, run in forks of the slots: "-o");
 #  - 150 calls mixing kills at once, kills after the start and ordinary calls;
@@ -28,7 +28,13 @@
 #    (a symlink to a directory of FIFOs, a FIFO named owner, old-style .rexec-runner.*) neither
 #    holds a runner's start nor gets a byte written; a dead runner's directory is removed and
 #    its processes killed, also those of a directory that is gone;
-#  - a slot whose runner went before the slot opened its FIFOs goes at once (no open blocks).
+#  - a slot whose runner went before the slot opened its FIFOs goes at once (no open blocks);
+#  - the slots a runner uses: calls spaced apart (each once the slots wait) all run in slot 0
+#    and slot 1 never starts; with the slots' "ready" bytes on r<k> read off or written back
+#    (busy or ready to the runner), each case of its choice: slot 0 when ready, slot 0 when not
+#    and slot 1 not started (slot 1 starts), slot 1 when only it is ready, the other slot when
+#    neither is; a kill reaches a call in slot 1; forged bytes run nothing (also planted by a
+#    command: plant-r); slot 0 killed from outside starts again with the next call handed to it.
 tid="runner frames: kill before read, planted bytes, the runners' directory"
 . "${REXEC_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/e2e/lib.sh"
 
@@ -41,6 +47,15 @@ for rank in 3 1; do
     for sc in kill fork fork-kill sizes marks plant-c plant-n plant-g plant-junk plant-all mixed \
         plant-c-o plant-n-o plant-g-o plant-junk-o plant-all-o stall \
         badhead-line badhead-nonl badhead-fields badhead-other; do
+        timeout 300 "$RX_PYTHON" "$DRV" "$REXEC_SRC" "$T" "$sc" "$rank" >"$OUT" 2>"$ERR" ||
+            fail "$sc (max rank $rank): $(cat "$OUT" "$ERR")"
+        echo "  $(cat "$OUT")" >&2
+    done
+done
+
+# ---- which slot takes a call -----------------------------------------------------------------
+for rank in 3 1; do
+    for sc in plant-r plant-r-o one-slot choose; do
         timeout 300 "$RX_PYTHON" "$DRV" "$REXEC_SRC" "$T" "$sc" "$rank" >"$OUT" 2>"$ERR" ||
             fail "$sc (max rank $rank): $(cat "$OUT" "$ERR")"
         echo "  $(cat "$OUT")" >&2
@@ -114,7 +129,7 @@ exec {rin}>"$RX_TMP/rin"
 wait_until 20 grep -q ready "$RX_TMP/rout"
 d=$RX_TMP/gone && mkdir -m 700 "$d" && cp "$s"/.rexec-*/r.*/slot "$d/slot"
 exec {rin}>&- # EOF: that runner goes
-mkfifo "$d/c0" "$d/n0" "$d/s0" "$d/g0"
+mkfifo "$d/c0" "$d/n0" "$d/s0" "$d/g0" "$d/r0"
 rc=0
 timeout 10 bash "$d/slot" "$d" 0 process-group </dev/null >/dev/null 2>&1 || rc=$?
 [[ $rc != 124 ]] || fail "a slot whose runner is gone waited in an open of its FIFO"
