@@ -601,6 +601,21 @@ remove_test_users() {
 # "The script in one read"); its subshells (a wrapper's watchdog) show the same line.
 RX_SHELL_RE='^bash -c LC_ALL=C IFS= read -r -N [0-9]+ __rx_s '
 
+# RX_SLOT_RE: a runner's slot on the VM (`bash DIR/slot DIR K ...`; its forks have the same
+# command line). proc_blocked PID FD: PID is blocked in a read of FD (from /proc/PID/syscall, or
+# its wchan where Yama hides that). proc_cmdline PID: its command line, NULs as spaces.
+RX_SLOT_RE='^bash /[^ ]*/\.rexec-[0-9]+/r\.[^ /]*/slot '
+_RX_READ_NR=$(case $(uname -m) in x86_64) echo 0 ;; aarch64) echo 63 ;; *) echo x ;; esac)
+proc_blocked() {
+    local sc
+    if [[ $_RX_READ_NR != x ]] && read -r sc <"/proc/$1/syscall" 2>/dev/null; then
+        [[ $sc == "$_RX_READ_NR 0x$2 "* ]]
+    else
+        read -r sc <"/proc/$1/wchan" 2>/dev/null && [[ $sc == *pipe_read ]]
+    fi
+}
+proc_cmdline() { tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null; }
+
 # session_shells: those shells that sshd started (a call's wrapper or a runner), not their
 # subshells (a wrapper's watchdog shows the same command line, but is a child of the wrapper).
 session_shells() {

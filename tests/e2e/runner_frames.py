@@ -288,18 +288,8 @@ def slot_waiters(d, n=None):
 
     deadline = time.monotonic() + WAIT_S
     while True:
-        procs = {}
-        for p in processes_of(d):
-            try:
-                with open("/proc/%d/cmdline" % p, "rb") as fh:
-                    cl = fh.read()
-                with open("/proc/%d/stat" % p) as fh:
-                    pp = int(fh.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-            procs[p] = (pp, cl)
-        slots = [p for p, (pp, cl) in procs.items()
-                 if cl.startswith(slot_cl) and not procs.get(pp, (0, b""))[1].startswith(slot_cl)]
+        procs = process_table(d)
+        slots = list(slots_in(procs, d).values())
         kinds = {}
         ready = len(slots) == (n or len(slots) or 1) and all(blocked(p, 4) for p in slots)
         for p in slots if ready else []:
@@ -485,7 +475,11 @@ def choose():
 
 def slot_pids(d):
     """{k: pid} of the slots (not their forks) of runner directory d."""
-    slot_cl = b"bash\0%s/slot\0" % d.encode()
+    return slots_in(process_table(d), d)
+
+
+def process_table(d):
+    """{pid: (ppid, command line)} of the processes naming runner directory d."""
     procs = {}
     for p in processes_of(d):
         try:
@@ -496,6 +490,13 @@ def slot_pids(d):
         except (OSError, ValueError, IndexError):
             continue
         procs[p] = (pp, cl)
+    return procs
+
+
+def slots_in(procs, d):
+    """{k: pid} of the slots in process_table(d)'s procs: `bash DIR/slot DIR K ...` whose parent
+    is not one (a fork of a slot has its command line)."""
+    slot_cl = b"bash\0%s/slot\0" % d.encode()
     return {int(cl.split(b"\0")[3]): p for p, (pp, cl) in procs.items()
             if cl.startswith(slot_cl) and not procs.get(pp, (0, b""))[1].startswith(slot_cl)}
 

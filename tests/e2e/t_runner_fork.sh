@@ -47,31 +47,20 @@ norm() {
 # blocked in a read of g<k>, fd 7). A read is told from /proc/PID/syscall (read is
 # 0 on x86_64, 63 on aarch64), or where Yama keeps that to the process's ancestors, from its
 # wchan: the only pipes these block in a read of are those.
-READ_NR=$(case $(uname -m) in x86_64) echo 0 ;; aarch64) echo 63 ;; *) echo x ;; esac)
-SLOT_RE='^bash /[^ ]*/\.rexec-[0-9]+/r\.[^ /]*/slot '
-blocked() { # PID FD
-    local sc
-    if [[ $READ_NR != x ]] && read -r sc <"/proc/$1/syscall" 2>/dev/null; then
-        [[ $sc == "$READ_NR 0x$2 "* ]]
-    else
-        read -r sc <"/proc/$1/wchan" 2>/dev/null && [[ $sc == *pipe_read ]]
-    fi
-}
-cmdline() { tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null; }
 waiters_ready() { # writes the sorted kinds to $RX_TMP/kinds; 1 if not ready
     local s k pp slots=() kinds=()
-    for s in $(remote_pgrep "$SLOT_RE"); do
+    for s in $(remote_pgrep "$RX_SLOT_RE"); do
         pp=$(awk '{ print $4 }' "/proc/$s/stat" 2>/dev/null) || return 1
-        [[ $(cmdline "$pp") =~ $SLOT_RE ]] || slots+=("$s") # (not a fork of a slot)
+        [[ $(proc_cmdline "$pp") =~ $RX_SLOT_RE ]] || slots+=("$s") # (not a fork of a slot)
     done
     [[ ${#slots[@]} -ge 1 ]] || return 1
-    for s in "${slots[@]}"; do blocked "$s" 4 || return 1; done
+    for s in "${slots[@]}"; do proc_blocked "$s" 4 || return 1; done
     for s in "${slots[@]}"; do
-        pp=$(cmdline "$s") && pp=${pp#bash /*/slot /* } && pp=${pp%% *} # the slot's number
+        pp=$(proc_cmdline "$s") && pp=${pp#bash /*/slot /* } && pp=${pp%% *} # the slot's number
         for k in $(cat "/proc/$s/task/$s/children" 2>/dev/null); do
-            if [[ $(cmdline "$k") == "bash -c "* ]]; then
+            if [[ $(proc_cmdline "$k") == "bash -c "* ]]; then
                 kinds+=("$pp:bash")
-            elif [[ $(cmdline "$k") =~ $SLOT_RE ]] && blocked "$k" 7 && [[ $(cmdline "$k") =~ $SLOT_RE ]]; then
+            elif [[ $(proc_cmdline "$k") =~ $RX_SLOT_RE ]] && proc_blocked "$k" 7 && [[ $(proc_cmdline "$k") =~ $RX_SLOT_RE ]]; then
                 kinds+=("$pp:fork") # (read again: a fresh shell's, before its exec, is the slot's)
             else
                 return 1

@@ -23,29 +23,18 @@ c["actions"]["t.v"] = {"risk": "L0", "command": "echo {v}", "params": v}
 c["actions"]["t.vo"] = {"risk": "L0", "command": "basename {v}", "params": v}'
 start_serve --log off
 
-SLOT_RE='^bash /[^ ]*/\.rexec-[0-9]+/r\.[^ /]*/slot '
-READ_NR=$(case $(uname -m) in x86_64) echo 0 ;; aarch64) echo 63 ;; *) echo x ;; esac)
-blocked() { # PID FD: blocked in a read of FD (wchan where Yama hides /proc/PID/syscall)
-    local sc
-    if [[ $READ_NR != x ]] && read -r sc <"/proc/$1/syscall" 2>/dev/null; then
-        [[ $sc == "$READ_NR 0x$2 "* ]]
-    else
-        read -r sc <"/proc/$1/wchan" 2>/dev/null && [[ $sc == *pipe_read ]]
-    fi
-}
-cmdline() { tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null; }
 slots() { # "K PID" of each slot on the VM (not a fork of one)
     local s pp k
-    for s in $(remote_pgrep "$SLOT_RE"); do
+    for s in $(remote_pgrep "$RX_SLOT_RE"); do
         pp=$(awk '{ print $4 }' "/proc/$s/stat" 2>/dev/null) || continue
-        [[ $(cmdline "$pp") =~ $SLOT_RE ]] && continue
-        k=$(cmdline "$s") && k=${k#bash /*/slot /* } && echo "${k%% *} $s"
+        [[ $(proc_cmdline "$pp") =~ $RX_SLOT_RE ]] && continue
+        k=$(proc_cmdline "$s") && k=${k#bash /*/slot /* } && echo "${k%% *} $s"
     done
 }
 slots_wait() { # N: N slots, each blocked in its read of n<k> (fd 4): it wrote its byte on r<k>
     local k s n=0
     while read -r k s; do
-        blocked "$s" 4 || return 1
+        proc_blocked "$s" 4 || return 1
         n=$((n + 1))
     done < <(slots)
     [[ $n == "$1" ]]
