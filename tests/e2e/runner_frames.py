@@ -431,11 +431,7 @@ def choose():
     nonce = secrets.token_hex(16).encode()
     code = slot_code("touch %s; exec sleep 600" % t)
     r.send(head(nonce, code) + code)
-    deadline = time.monotonic() + WAIT_S
-    while not os.path.exists(t):
-        if time.monotonic() > deadline:
-            die("the call meant for slot 1 did not start")
-        time.sleep(0.01)
+    wait_for_file(t, "the call meant for slot 1 did not start")
     r.send(b"K\n")
     mark = b"\036rexec:%s:end" % nonce
     out = r.until(1, mark + b"\n")[:-len(mark) - 1]
@@ -499,6 +495,15 @@ def slots_in(procs, d):
     slot_cl = b"bash\0%s/slot\0" % d.encode()
     return {int(cl.split(b"\0")[3]): p for p, (pp, cl) in procs.items()
             if cl.startswith(slot_cl) and not procs.get(pp, (0, b""))[1].startswith(slot_cl)}
+
+
+def wait_for_file(path, what):
+    """Waits (bounded) until path exists: a command's trace that it started; dies saying what."""
+    deadline = time.monotonic() + WAIT_S
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            die(what)
+        time.sleep(0.01)
 
 
 def gone(d):
@@ -579,11 +584,7 @@ def fork():
     nonce = secrets.token_hex(16).encode()
     code = code_of("exec sh -c 'touch %s; exec sleep 600'" % t)
     r.send(head(nonce, code, True) + code)
-    deadline = time.monotonic() + WAIT_S
-    while not os.path.exists(t):
-        if time.monotonic() > deadline:
-            die("the oneshot command did not start")
-        time.sleep(0.01)
+    wait_for_file(t, "the oneshot command did not start")
     r.send(b"K\n")
     mark = b"\036rexec:%s:end" % nonce
     r.until(1, mark + b"\n")
