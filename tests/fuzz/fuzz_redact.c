@@ -37,13 +37,18 @@ static void to_buf(void *ctx, const unsigned char *data, size_t len)
 }
 
 /* A value the oracle can check: no NUL, and no '[' or ']' or part of a marker, so it cannot
- * be spelled by a "[REDACTED:S]" marker together with the bytes around it. */
+ * be spelled by a "[REDACTED:S]" marker together with the bytes around it. Part of a marker in
+ * any case: some forms are matched without regard to case (base32), so rx_redact_contains_secret
+ * finds a value "redacted" in the marker "[REDACTED:S]" that replaced it. */
 static int usable(unsigned char *v, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
+    unsigned char up[48];
+    for (size_t i = 0; i < n; i++) {
         if (v[i] == 0 || v[i] == '[' || v[i] == ']')
             v[i] = 'x';
-    return memmem("REDACTED:S", 10, v, n) == NULL;
+        up[i] = v[i] >= 'a' && v[i] <= 'z' ? (unsigned char)(v[i] - 'a' + 'A') : v[i];
+    }
+    return memmem("REDACTED:S", 10, up, n) == NULL;
 }
 
 static void redact_chunked(const rx_redactor *r, const uint8_t *d, size_t n, const uint8_t *seeds,
