@@ -591,16 +591,14 @@ static long call_stdin_pull(void *ud, unsigned char *buf, size_t n, char *msg, s
         return got;
     EVP_DigestFinal_ex(c->stdin_sha, md, &mdlen);
     rx_hex_encode(md, 32, hex);
-    if (strcmp(hex, c->stdin_hex) != 0 && c->put != NULL) {
+    if (strcmp(hex, c->stdin_hex) == 0)
+        return got;
+    if (c->put != NULL)
         snprintf(msg, cap, "%s changed since it was approved (its SHA-256 is not the approved "
                            "one): nothing was put", c->stdin_path);
-        return -1;
-    }
-    if (strcmp(hex, c->stdin_hex) != 0) {
+    else
         snprintf(msg, cap, "%s changed while it was sent: nothing ran", c->stdin_path);
-        return -1;
-    }
-    return got;
+    return -1;
 }
 
 /* A put's trailer follows its file on the wire; a framed stream carries it in a frame. */
