@@ -78,7 +78,7 @@ __rx_ns='IFS= read -r -N 33 -u 7 __rx_g && IFS= read -r -N 44 -u 9 __rx_h && [ "
 __rx_fk='__rx_slot_fork() { { exec 2>&8 3<&- 4<&- 5<&- 6<&- 8>&- {__rx_s_rd}>&- || exit 125; BASH_ARGV0=rexec; IFS= read -r -N 33 -u 7 __rx_g && IFS= read -r -N 44 -u 9 __rx_h && [ "${__rx_h:0:32}" = "${__rx_g:0:32}" ] && LC_ALL=C IFS= read -r -N "${__rx_h:33:10}" -u 9 __rx_c || exit 125; exec 7<&- 9<&-; trap - USR1; unset -f $__rx_sf __rx_slot_fork; unset -v $__rx_sv __rx_g __rx_h REPLY; set --; eval "unset -v \"\${!__rx_@}\"; $__rx_c"; } & }'
 # The slot's functions (written to its file) and its variables (one list: __rx_slot declares
 # them local with it, the fork unsets them with it).
-__rx_sf='__rx_slot __rx_slot_take __rx_slot_status __rx_slot_line __rx_slot_clean __rx_slot_refuse __rx_slot_end __rx_slot_kill __rx_slot_reap __rx_slot_envok __rx_slot_src'
+__rx_sf='__rx_slot __rx_slot_take __rx_slot_status __rx_slot_line __rx_slot_clean __rx_slot_refuse __rx_slot_end __rx_slot_kill __rx_slot_reap __rx_slot_envok __rx_slot_src __rx_slot_bash'
 __rx_sv='__rx_s_e __rx_s_d __rx_s_k __rx_s_cont __rx_s_line __rx_s_c __rx_s_nonce __rx_s_st __rx_s_rc __rx_s_killed __rx_s_incall __rx_s_phase __rx_s_started __rx_s_bad __rx_s_desync __rx_s_kind __rx_s_fk __rx_s_wk __rx_s_l __rx_s_i'
 
 # The slot: `bash DIR/slot DIR K CONTAINMENT [PREFIX...]` (DIR/slot holds these functions,
@@ -116,7 +116,7 @@ __rx_slot() { # envok (__rx_slot_envok's status, taken before these locals hide 
         if [ "$__rx_s_wk" = f ]; then
             __rx_slot_fork
         else
-            "$@" bash -c "$__rx_ns" rexec "$__rx_s_d" 2>&8 3<&- 4<&- 5<&- 6<&- 8>&- {__rx_s_rd}>&- &
+            __rx_slot_bash "$@"
         fi
         __rx_s_c=$!
         printf . >&"$__rx_s_rd" # ready for a call (r<k>: the runner hands calls to a slot that is)
@@ -127,7 +127,7 @@ __rx_slot() { # envok (__rx_slot_envok's status, taken before these locals hide 
         if [ "$__rx_s_wk/$__rx_s_kind" = f/n ]; then
             kill -KILL "$__rx_s_c"
             wait "$__rx_s_c"
-            "$@" bash -c "$__rx_ns" rexec "$__rx_s_d" 2>&8 3<&- 4<&- 5<&- 6<&- 8>&- {__rx_s_rd}>&- &
+            __rx_slot_bash "$@"
             __rx_s_c=$!
         fi
         __rx_s_wk=b
@@ -159,6 +159,12 @@ __rx_slot() { # envok (__rx_slot_envok's status, taken before these locals hide 
         [ "$__rx_s_desync" = 0 ] || __rx_s_bad=1
         __rx_slot_end "$__rx_s_nonce" "$__rx_s_phase" "$__rx_s_rc" "$__rx_s_killed" "$__rx_s_started" "$__rx_s_desync"
     done
+}
+
+# The next call's shell, a fresh bash started in the background (its pid in $!): PREFIX... (the
+# slot's), the channel's stderr as its 2, none of the slot's other fds.
+__rx_slot_bash() {
+    "$@" bash -c "$__rx_ns" rexec "$__rx_s_d" 2>&8 3<&- 4<&- 5<&- 6<&- 8>&- {__rx_s_rd}>&- &
 }
 
 # The next call's nonce from n<k>, into nonce, and its kind ("n", or "o": a oneshot call) into
