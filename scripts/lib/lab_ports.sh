@@ -21,17 +21,18 @@ rx_free_block() {
     return 1
 }
 
-# rx_lab_up_free LAB DIR HOSTS LOG: `LAB up` (the scripts/lab script) of HOSTS hosts in DIR on a
-# free block, trying another block when a port was taken meanwhile (exit 4, a parallel run won
+# rx_lab_up_free LAB DIR HOSTS LOG [UP_OPTION...]: `LAB up` (the scripts/lab script) of HOSTS
+# hosts in DIR, with the UP_OPTIONs (for example --vm-tmp D), on a free block, trying another block when a port was taken meanwhile (exit 4, a parallel run won
 # the race), at most 10 times. Sets base (the block) and rx_lab_rc (lab's exit status); LOG
 # holds lab's output (or why no block was found). Returns 0, or 1 when lab up failed otherwise,
 # ten times, or no free block was found.
 rx_lab_up_free() {
     local lab=$1 dir=$2 n=$3 log=$4 try
+    shift 4
     for ((try = 1; ; try++)); do
         base=$(rx_free_block "$n" 2>"$log") || { rx_lab_rc=1; return 1; } # LOG says why
         rx_lab_rc=0
-        "$lab" up --dir "$dir" --hosts "$n" --base-port "$base" >"$log" 2>&1 || rx_lab_rc=$?
+        "$lab" up --dir "$dir" --hosts "$n" --base-port "$base" "$@" >"$log" 2>&1 || rx_lab_rc=$?
         [[ $rx_lab_rc == 0 ]] && return 0
         [[ $rx_lab_rc == 4 && $try -lt 10 ]] || return 1
     done

@@ -52,6 +52,21 @@ assert_exit 4 "$RX_LAB" up --dir "$RX_TMP/other" --hosts 1 --base-port "$p2" --n
 assert_contains "$ERR" "port $p2 (for lab1) is already in use"
 "$RX_LAB" down --purge --dir "$RX_TMP/other" >/dev/null
 
+# --- --vm-tmp D: the hosts' sessions get TMPDIR=D (sshd SetEnv), made 1777, and a relative or
+# odd path is refused before anything starts
+assert_exit 2 "$RX_LAB" up --dir "$RX_TMP/vt" --hosts 1 --base-port "$p2" --no-check --vm-tmp rel/dir
+assert_contains "$ERR" "--vm-tmp must be an absolute path"
+[[ ! -e $RX_TMP/vt ]] || fail "a refused --vm-tmp made the lab directory"
+rx_lab_up_free "$RX_LAB" "$RX_TMP/vt" 1 "$RX_TMP/vt.out" --vm-tmp "$RX_TMP/vmtmp" \
+    || { cat "$RX_TMP/vt.out" >&2; fail "lab up --vm-tmp"; }
+vt_port=$base
+assert_eq 1777 "$(stat -c %a "$RX_TMP/vmtmp")" "mode of a --vm-tmp the lab made"
+ssh -i "$RX_TMP/vt/workspace/keys/id_ed25519" -o UserKnownHostsFile="$RX_TMP/vt/workspace/known_hosts" \
+    -o StrictHostKeyChecking=yes -o BatchMode=yes -p "$vt_port" "$LAB_USER@127.0.0.1" 'echo "tmp=$TMPDIR"' \
+    >"$OUT" 2>"$ERR" || { cat "$ERR" >&2; fail "ssh to the --vm-tmp lab"; }
+assert_eq "tmp=$RX_TMP/vmtmp" "$(cat "$OUT")" "TMPDIR of a --vm-tmp lab's session"
+"$RX_LAB" down --purge --dir "$RX_TMP/vt" >/dev/null
+
 # --- drop lab1: its established connection dies, lab2's survives, the listener stays up
 lab_ssh lab1 'exec sleep 30' >"$RX_TMP/c1.out" 2>&1 &
 c1=$!
