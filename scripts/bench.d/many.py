@@ -14,6 +14,15 @@ limits.connect_timeout_s is raised (--connect-timeout, default 120 s) so that a 
 handshakes or runner starts on a 2-CPU machine is measured, not cut at the 10 s default.
 asyncssh waits as long as it takes (its login timeout is 2 minutes).
 
+A run removes its workspace (N hosts x (rounds + 1) evidence directories of 4 files) at its
+end; then, as root, it syncs and drops the clean caches (/proc/sys/vm/drop_caches). On ext4
+without a journal (this machine kind) a new file skips every inode freed in the last 60 s (360 s
+while its inode-table block is dirty, and a new inode in that block dirties it again) whose
+block is still cached, reading each: right after a run removed ~56,000 files, serve's evidence
+files took 3-5 times its CPU for the next run's rounds, and waiting 180 s after a sync was not
+enough, dropping the caches after it mostly was (docs/PERFORMANCE.md). A run that starts less
+than AGE_S after the last one's removal says so.
+
 Run by `scripts/bench --many [--hosts-n N]`, which starts the lab; not a test. Traffic goes to
 127.0.0.1 only.
 """
@@ -51,6 +60,40 @@ def cpu_s(pid):
     with open("/proc/%d/stat" % pid) as f:
         v = f.read().rsplit(")", 1)[1].split()
     return (int(v[11]) + int(v[12])) / os.sysconf("SC_CLK_TCK")
+
+
+# when the last run removed its workspace, and whether it could drop the caches (see above)
+STAMP = os.path.join(tempfile.gettempdir(), ".rexec-bench-many.removed")
+AGE_S = 400
+
+
+def note_removal_age():
+    try:
+        with open(STAMP) as f:
+            t, dropped = f.read().split()[:2]
+        age = time.time() - float(t)
+    except (OSError, ValueError):
+        return
+    if 0 <= age < AGE_S:
+        print("  note: the last run removed its workspace %.0f s ago (%s): on ext4 without a "
+              "journal serve's new files may be slower for up to %.0f s more (docs/PERFORMANCE.md, "
+              "\"Many hosts and one shared /tmp\")"
+              % (age, "caches dropped" if dropped == "dropped" else "caches kept: not root",
+                 AGE_S - age), flush=True)
+
+
+def remove_workspace(tmp):
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.sync()
+    dropped = "kept"
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+        dropped = "dropped"
+    except OSError:
+        pass
+    with open(STAMP, "w") as f:
+        f.write("%.3f %s\n" % (time.time(), dropped))
 
 
 def load():
@@ -196,6 +239,7 @@ def main():
           "limits.parallel %d, connect_timeout_s %g" % (a.hosts_n, len(lab_hosts), a.rounds,
                                                         a.parallel, a.connect_timeout),
           flush=True)
+    note_removal_age()
     sv = Serve(a.rexec, ws, tmp)
     rss0, fd0 = status_kib(sv.p.pid, "VmRSS"), fds(sv.p.pid)
     t, c0, l0 = time.perf_counter(), cpu_s(sv.p.pid), load()
@@ -239,7 +283,7 @@ def main():
     for c in conns:
         c.close()
     loop.close()
-    shutil.rmtree(tmp, ignore_errors=True)
+    remove_workspace(tmp)
 
     med_w, med_a = statistics.median(warm), statistics.median(aw)
     print("  per round, serve warm / asyncssh: %s" % ", ".join(
