@@ -15,13 +15,12 @@ handshakes or runner starts on a 2-CPU machine is measured, not cut at the 10 s 
 asyncssh waits as long as it takes (its login timeout is 2 minutes).
 
 A run removes its workspace (N hosts x (rounds + 1) evidence directories of 4 files) at its
-end; then, as root, it syncs and drops the clean caches (/proc/sys/vm/drop_caches). On ext4
-without a journal (this machine kind) a new file skips every inode freed in the last 60 s (360 s
-while its inode-table block is dirty, and a new inode in that block dirties it again) whose
-block is still cached, reading each: right after a run removed ~56,000 files, serve's evidence
-files took 3-5 times its CPU for the next run's rounds, and waiting 180 s after a sync was not
-enough, dropping the caches after it mostly was (docs/PERFORMANCE.md). A run that starts less
-than AGE_S after the last one's removal says so.
+end and leaves the time in STAMP; a run that starts less than AGE_S (370 s) after that waits
+until then before its first round, and says so. On ext4 without a journal (this machine kind)
+a new file skips every inode freed in the last 60 s (360 s while its inode-table block is dirty,
+and a new inode in that block dirties it again), reading each: right after a run removed
+~56,000 files, serve's evidence files took 3-5 times its CPU for the next run's rounds; waiting
+180 s after a sync, or dropping the caches, was not enough (docs/PERFORMANCE.md).
 
 Run by `scripts/bench --many [--hosts-n N]`, which starts the lab; not a test. Traffic goes to
 127.0.0.1 only.
@@ -62,38 +61,29 @@ def cpu_s(pid):
     return (int(v[11]) + int(v[12])) / os.sysconf("SC_CLK_TCK")
 
 
-# when the last run removed its workspace, and whether it could drop the caches (see above)
+# when the last run removed its workspace (see above)
 STAMP = os.path.join(tempfile.gettempdir(), ".rexec-bench-many.removed")
-AGE_S = 400
+AGE_S = 370
 
 
-def note_removal_age():
+def wait_for_removal_age():
     try:
         with open(STAMP) as f:
-            t, dropped = f.read().split()[:2]
-        age = time.time() - float(t)
-    except (OSError, ValueError):
+            left = float(f.read().split()[0]) + AGE_S - time.time()
+    except (OSError, ValueError, IndexError):
         return
-    if 0 <= age < AGE_S:
-        print("  note: the last run removed its workspace %.0f s ago (%s): on ext4 without a "
-              "journal serve's new files may be slower for up to %.0f s more (docs/PERFORMANCE.md, "
-              "\"Many hosts and one shared /tmp\")"
-              % (age, "caches dropped" if dropped == "dropped" else "caches kept: not root",
-                 AGE_S - age), flush=True)
+    if 0 < left <= AGE_S:
+        print("  waiting %.0f s: the last run removed its workspace %.0f s ago, and until %d s "
+              "have passed new files on ext4 without a journal skip the inodes it freed, slowly "
+              "(docs/PERFORMANCE.md, \"Many hosts and one shared /tmp\")"
+              % (left, AGE_S - left, AGE_S), flush=True)
+        time.sleep(left)
 
 
 def remove_workspace(tmp):
     shutil.rmtree(tmp, ignore_errors=True)
-    os.sync()
-    dropped = "kept"
-    try:
-        with open("/proc/sys/vm/drop_caches", "w") as f:
-            f.write("3\n")
-        dropped = "dropped"
-    except OSError:
-        pass
     with open(STAMP, "w") as f:
-        f.write("%.3f %s\n" % (time.time(), dropped))
+        f.write("%.3f\n" % time.time())
 
 
 def load():
@@ -239,7 +229,7 @@ def main():
           "limits.parallel %d, connect_timeout_s %g" % (a.hosts_n, len(lab_hosts), a.rounds,
                                                         a.parallel, a.connect_timeout),
           flush=True)
-    note_removal_age()
+    wait_for_removal_age()
     sv = Serve(a.rexec, ws, tmp)
     rss0, fd0 = status_kib(sv.p.pid, "VmRSS"), fds(sv.p.pid)
     t, c0, l0 = time.perf_counter(), cpu_s(sv.p.pid), load()
