@@ -57,6 +57,7 @@ assert_contains "$ERR" "port $p2 (for lab1) is already in use"
 assert_exit 2 "$RX_LAB" up --dir "$RX_TMP/vt" --hosts 1 --base-port "$p2" --no-check --vm-tmp rel/dir
 assert_contains "$ERR" "--vm-tmp must be an absolute path"
 [[ ! -e $RX_TMP/vt ]] || fail "a refused --vm-tmp made the lab directory"
+at_exit '"$RX_LAB" down --purge --dir "$RX_TMP/vt" >/dev/null 2>&1' # also when an assert fails
 rx_lab_up_free "$RX_LAB" "$RX_TMP/vt" 1 "$RX_TMP/vt.out" --vm-tmp "$RX_TMP/vmtmp" \
     || { cat "$RX_TMP/vt.out" >&2; fail "lab up --vm-tmp"; }
 vt_port=$base
